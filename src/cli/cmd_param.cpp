@@ -1,0 +1,106 @@
+// `scaleinv param show NAME|FILE [--json PATH] [--toml PATH]`
+// `scaleinv param shift NAME|FILE --theta ROLE=VALUE... [--json PATH] [--toml PATH]`
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "core/atomic_file.h"
+#include "core/errors.h"
+#include "core/fraction.h"
+#include "param/table.h"
+
+namespace scaleinv {
+
+namespace {
+
+std::string render_table(const ParamTable& t) {
+  std::string s = fmt::format("parameterization: {}\nsource: {}\nbase width {}, base depth {}; "
+                              "residual branch k^-{}, post-LN shortcut L^{}, attention logits d_head^-{}\n",
+                              t.name, t.source, t.base_width, t.base_depth, format_fraction(t.branch),
+                              format_fraction(t.shortcut), format_fraction(t.attn_logit));
+  s += "exponents of m = width/base_width (and, inside residual blocks, k = depth/base_depth):\n";
+  s += fmt::format("{:<10} {:>5} {:>5} | {:>5} {:>5} {:>5} | {:>5} {:>5} | {:>5} {:>5} {:>5} {:>5} {:>5}\n", "role",
+                   "a", "b", "c_sgd", "c_adm", "c_afc", "wd", "eps", "k_sgd", "k_adm", "k_afc", "k_wd", "k_eps");
+  s += std::string(96, '-') + "\n";
+  auto f = format_fraction;
+  for (Role r : all_roles()) {
+    const RoleExponents& e = t.row(r);
+    s += fmt::format("{:<10} {:>5} {:>5} | {:>5} {:>5} {:>5} | {:>5} {:>5} | {:>5} {:>5} {:>5} {:>5} {:>5}\n",
+                     role_name(r), f(e.a), f(e.b), f(e.c[0]), f(e.c[1]), f(e.c[2]), f(e.wd), f(e.eps),
+                     f(e.depth_lr[0]), f(e.depth_lr[1]), f(e.depth_lr[2]), f(e.depth_wd), f(e.depth_eps));
+  }
+  s += "multiplier m^-a, init std m^-b, LR m^-c (per optimizer), weight-decay fraction m^-wd, Adam eps m^-eps\n";
+  return s;
+}
+
+void emit(const ParamTable& t, const std::string& json_path, const std::string& toml_path) {
+  std::fputs(render_table(t).c_str(), stdout);
+  if (!json_path.empty()) write_file_atomic(json_path, param_to_json(t).dump(2) + "\n");
+  if (!toml_path.empty()) write_file_atomic(toml_path, param_to_toml(t));
+}
+
+}  // namespace
+
+void add_param_command(CLI::App& app, int& exit_code) {
+  auto* param = app.add_subcommand("param", "Show or transform a parameterization table");
+  param->require_subcommand(1);
+
+  struct Opts {
+    std::string name, json, toml;
+    std::vector<std::string> theta;
+  };
+  auto opts = std::make_shared<Opts>();
+
+  auto* show = param->add_subcommand("show", "Print a preset or a TOML parameterization as a table");
+  show->add_option("param", opts->name, "preset name or .toml file")->required();
+  show->add_option("--json", opts->json, "also write the table as JSON");
+  show->add_option("--toml", opts->toml, "also write the table as TOML (a starting point for a custom one)");
+  show->callback([opts, &exit_code] {
+    emit(load_param(opts->name), opts->json, opts->toml);
+    exit_code = 0;
+  });
+
+  auto* sh = param->add_subcommand("shift", "Apply the equivalence shift of seed 000 eq. (28)");
+  sh->add_option("param", opts->name, "preset name or .toml file")->required();
+  sh->add_option("--theta", opts->theta, "ROLE=VALUE, e.g. hidden=1/2 (repeatable; roles not named: 0)")
+      ->required();
+  sh->add_option("--json", opts->json, "also write the shifted table as JSON");
+  sh->add_option("--toml", opts->toml, "also write the shifted table as TOML");
+  sh->callback([opts, &exit_code] {
+    ParamTable t = load_param(opts->name);
+    std::array<double, kNumRoles> theta{};
+    std::string label;
+    for (const std::string& kv : opts->theta) {
+      const auto eq = kv.find('=');
+      Role role;
+      double v = 0;
+      if (eq == std::string::npos || !parse_role(kv.substr(0, eq), &role) || !parse_fraction(kv.substr(eq + 1), &v))
+        throw UserError("command line", "--theta", fmt::format("cannot read '{}'", kv),
+                        "write ROLE=VALUE with ROLE one of embedding, hidden, readout, vector, attn_q, attn_k, "
+                        "attn_v, attn_o and VALUE a number or fraction");
+      theta[static_cast<int>(role)] = v;
+      // Shifting "hidden" moves the attention projections with it unless they are named.
+      if (role == Role::Hidden)
+        for (Role a : {Role::AttnQ, Role::AttnK, Role::AttnV, Role::AttnO}) theta[static_cast<int>(a)] = v;
+      label += (label.empty() ? "" : ",") + kv;
+    }
+    for (const std::string& kv : opts->theta) {  // explicit attention entries win over "hidden"
+      Role role;
+      double v = 0;
+      const auto eq = kv.find('=');
+      if (parse_role(kv.substr(0, eq), &role) && role >= Role::AttnQ && parse_fraction(kv.substr(eq + 1), &v))
+        theta[static_cast<int>(role)] = v;
+    }
+    ParamTable s = shift(t, theta);
+    s.name = t.name + " shifted (" + label + ")";
+    s.source = t.source + "; shifted by seed 000 eq. (28)";
+    emit(s, opts->json, opts->toml);
+    exit_code = 0;
+  });
+}
+
+}  // namespace scaleinv

@@ -1,0 +1,84 @@
+// `scaleinv theory --param NAME|FILE [--optimizer sgd|adam|adafactor] [--depth L]
+//                  [--omega-hidden X] [--omega-readout X] [--align-alpha X] [--align-u X]
+//                  [--rmsnorm] [--json PATH]`
+// Prints the predicted width exponents (seed 000 section 1), verdicts and the depth classification
+// (seed 004) of a parameterization; optionally writes them as JSON (theory/theory_report.h).
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "core/atomic_file.h"
+#include "core/errors.h"
+#include "core/fraction.h"
+#include "param/table.h"
+#include "theory/depth_theory.h"
+#include "theory/theory_report.h"
+#include "theory/width_theory.h"
+
+namespace scaleinv {
+
+namespace {
+
+// An alignment exponent (eqs. 18-20): a number or fraction in [1/2, 1].
+double alignment_value(const std::string& option, const std::string& text) {
+  double v = 0;
+  if (!parse_fraction(text, &v))
+    throw UserError("command line", option, fmt::format("cannot read '{}' as a number", text),
+                    "give a number or fraction in [1/2, 1], e.g. 1/2");
+  if (!(v >= 0.5 - kExponentTol && v <= 1.0 + kExponentTol))
+    throw UserError("command line", option, fmt::format("{} is outside [1/2, 1] (seed 000 eqs. 18-20)", text),
+                    "give a value between 1/2 (independent) and 1 (fully aligned)");
+  return v;
+}
+
+}  // namespace
+
+void add_theory_command(CLI::App& app, int& exit_code) {
+  struct Opts {
+    std::string param, optimizer = "adam", json;
+    int depth = 3;
+    std::string omega_hidden = "1/2", omega_readout = "1", align_alpha = "1", align_u = "1";
+    bool rmsnorm = false;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand(
+      "theory", "Predict how activations, gradients and updates scale with width and depth (seed 000, seed 004)");
+  cmd->add_option("--param", o->param, "preset name or .toml file")->required();
+  cmd->add_option("--optimizer", o->optimizer, "sgd, adam or adafactor (default adam)");
+  cmd->add_option("--depth", o->depth, "L, the number of hidden layers of the bigram model (default 3)");
+  cmd->add_option("--omega-hidden", o->omega_hidden, "alignment of W_l with dh_l, hidden layers (eq. 18; default 1/2)");
+  cmd->add_option("--omega-readout", o->omega_readout, "alignment at the readout (eq. 18; default 1, as muP)");
+  cmd->add_option("--align-alpha", o->align_alpha, "alignment of dW_l with h_l (eq. 19; default 1)");
+  cmd->add_option("--align-u", o->align_u, "alignment of dW_l with dh_l (eq. 20; default 1)");
+  cmd->add_flag("--rmsnorm", o->rmsnorm, "RMSNorm between layers (seed 000 A.1.3, Lemma E.3)");
+  cmd->add_option("--json", o->json, "also write the prediction as JSON to this path");
+  cmd->callback([o, &exit_code] {
+    OptFamily family;
+    std::string opt = o->optimizer;
+    if (opt == "adamw") opt = "adam";  // same LR exponents (table.h: Adam covers AdamW)
+    if (!parse_family(opt, &family))
+      throw UserError("command line", "--optimizer", fmt::format("unknown optimizer '{}'", o->optimizer),
+                      "use sgd, adam or adafactor");
+    if (o->depth < 1)
+      throw UserError("command line", "--depth", fmt::format("L = {} hidden layers", o->depth),
+                      "give at least 1 hidden layer");
+    Alignment al;
+    al.omega_hidden = alignment_value("--omega-hidden", o->omega_hidden);
+    al.omega_readout = alignment_value("--omega-readout", o->omega_readout);
+    al.alpha = alignment_value("--align-alpha", o->align_alpha);
+    al.u = alignment_value("--align-u", o->align_u);
+    const ParamTable t = load_param(o->param);
+
+    const WidthTheory w = width_theory(t, family, o->depth, al, o->rmsnorm);
+    const DepthTheory d = depth_theory(t, family);
+    std::fputs(theory_table(w, d).c_str(), stdout);
+    if (!o->json.empty()) write_file_atomic(o->json, theory_json(w, d).dump(2) + "\n");
+    exit_code = 0;
+  });
+}
+
+}  // namespace scaleinv

@@ -1,0 +1,105 @@
+// `scaleinv train --config FILE.toml [--set key=value]... [--resume] [--stop-after N]`
+// `scaleinv sample --checkpoint DIR/checkpoint.pt [--prompt TEXT] [--tokens N] [--temperature T]`
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "core/errors.h"
+#include "train/checkpoint.h"
+#include "train/trainer.h"
+
+namespace scaleinv {
+
+namespace {
+
+// Autoregressive sampling through Model::forward: the very multipliers used in training.
+std::string sample_text(Model& model, const std::string& prompt, int tokens, double temperature, uint64_t seed) {
+  const ModelConfig& cfg = model.config();
+  torch::NoGradGuard ng;
+  model.eval();
+  auto gen = at::detail::createCPUGenerator(seed);
+  std::vector<int64_t> ids;
+  for (unsigned char c : prompt) ids.push_back(c % cfg.vocab);
+  if (ids.empty()) ids.push_back('\n' % cfg.vocab);
+  std::string out;
+  for (int i = 0; i < tokens; ++i) {
+    const int64_t ctx = std::min<int64_t>(static_cast<int64_t>(ids.size()), cfg.seq_len);
+    torch::Tensor x = torch::tensor(std::vector<int64_t>(ids.end() - ctx, ids.end()), torch::kLong).unsqueeze(0);
+    torch::Tensor logits = model.forward(x).index({0, -1}).to(torch::kDouble);
+    int64_t next;
+    if (temperature <= 0) {
+      next = logits.argmax().item<int64_t>();
+    } else {
+      torch::Tensor p = torch::softmax(logits / temperature, 0);
+      next = at::multinomial(p, 1, false, gen).item<int64_t>();
+    }
+    ids.push_back(next);
+    out.push_back(static_cast<char>(next));
+  }
+  return out;
+}
+
+}  // namespace
+
+void add_train_command(CLI::App& app, int& exit_code) {
+  struct Opts {
+    std::string config;
+    std::vector<std::string> sets;
+    bool resume = false, quiet = false;
+    int64_t stop_after = -1;
+    std::string checkpoint, prompt = "In the beginning";
+    int tokens = 200;
+    double temperature = 0.8;
+    uint64_t seed = 0;
+  };
+  auto o = std::make_shared<Opts>();
+
+  auto* train = app.add_subcommand("train", "Train a model under a parameterization (config: examples/*.toml)");
+  train->add_option("--config", o->config, "TOML config (sections model, param, hp, optim, data, train)");
+  train->add_option("--set", o->sets, "override a field: section.key=value (repeatable)");
+  train->add_flag("--resume", o->resume, "continue from out_dir/checkpoint.pt");
+  train->add_option("--stop-after", o->stop_after, "stop (with a checkpoint) after this many steps in total");
+  train->add_flag("--quiet", o->quiet, "no progress bar");
+  train->callback([o, &exit_code] {
+    TrainConfig cfg = load_train_config(o->config, o->sets);
+    RunOptions ro;
+    ro.resume = o->resume;
+    ro.stop_after = o->stop_after;
+    ro.show_progress = !o->quiet;
+    RunSummary s = train_run(cfg, ro);
+    std::fputs(render_summary(cfg, s).c_str(), stdout);
+    if (s.diverged) {
+      std::fprintf(stderr, "diverged at step %lld: the loss became NaN or inf (recorded in %s/run.json)\n",
+                   static_cast<long long>(s.diverged_step), cfg.train.out_dir.c_str());
+      exit_code = Diverged::kExitCode;
+      return;
+    }
+    exit_code = 0;
+  });
+
+  auto* sample = app.add_subcommand("sample", "Sample text from a trained language model's checkpoint");
+  sample->add_option("--checkpoint", o->checkpoint, "path to checkpoint.pt")->required();
+  sample->add_option("--prompt", o->prompt, "text to continue");
+  sample->add_option("--tokens", o->tokens, "bytes to generate");
+  sample->add_option("--temperature", o->temperature, "softmax temperature (0: greedy)");
+  sample->add_option("--seed", o->seed, "sampling seed");
+  sample->callback([o, &exit_code] {
+    CheckpointMeta meta = read_checkpoint_meta(o->checkpoint);
+    if (meta.config.model.kind != "gpt" && meta.config.model.kind != "bigram")
+      throw UserError(o->checkpoint, "model.kind", "only language models (gpt, bigram) can be sampled",
+                      "train a gpt or bigram model");
+    ScaleContext ctx{meta.table, optimizer_family(meta.config.optim.kind), meta.config.model.width,
+                     meta.config.model.depth};
+    auto model = build_model(meta.config.model, ctx, meta.config.hp);
+    load_checkpoint(o->checkpoint, *model, nullptr);
+    std::string text = sample_text(*model, o->prompt, o->tokens, o->temperature, o->seed);
+    std::printf("%s%s\n", o->prompt.c_str(), text.c_str());
+    exit_code = 0;
+  });
+}
+
+}  // namespace scaleinv

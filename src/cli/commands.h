@@ -1,0 +1,12 @@
+#pragma once
+// The CLI is a thin layer: each subcommand registers itself on the CLI11 app, parses its options
+// and calls into the library. A subcommand's callback stores its exit code in `exit_code`.
+// UserError (core/errors.h) thrown anywhere becomes one line on stderr and exit code 2.
+#include <CLI/CLI.hpp>
+
+namespace scaleinv {
+void add_param_command(CLI::App& app, int& exit_code);     // cmd_param.cpp
+void add_theory_command(CLI::App& app, int& exit_code);    // cmd_theory.cpp
+void add_train_command(CLI::App& app, int& exit_code);     // cmd_train.cpp (train, sample)
+void add_demo_command(CLI::App& app, int& exit_code);      // cmd_demo.cpp
+}  // namespace scaleinv

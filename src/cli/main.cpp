@@ -1,0 +1,47 @@
+// scaleinv: scale-invariant parameterizations of neural networks (DESIGN.md).
+#include <cstdio>
+#include <exception>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "core/errors.h"
+#include "core/threads.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"scaleinv: hold hyperparameters fixed from a small model to a wide, deep one"};
+  app.require_subcommand(1);
+  int threads = 0;
+  app.add_option("--threads", threads, "libtorch intra-op threads (default: the machine's cores)");
+  int exit_code = 0;
+  scaleinv::add_param_command(app, exit_code);
+  scaleinv::add_theory_command(app, exit_code);
+  scaleinv::add_train_command(app, exit_code);
+  scaleinv::add_demo_command(app, exit_code);
+  app.parse_complete_callback([&] { scaleinv::configure_threads(threads); });
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "error: command line: %s (fix: see scaleinv --help)\n", e.what());
+    return scaleinv::UserError::kExitCode;
+  } catch (const scaleinv::UserError& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return scaleinv::UserError::kExitCode;
+  } catch (const scaleinv::Diverged& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return scaleinv::Diverged::kExitCode;
+  } catch (const c10::Error& e) {
+    // A libtorch error that escaped the library's own checks: keep it to one line.
+    std::fprintf(stderr, "error: libtorch: %s\n", e.what_without_backtrace());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  return exit_code;
+}

@@ -1,0 +1,28 @@
+#pragma once
+// Errors a user can cause. Each carries one line naming the file, the field and the fix;
+// the CLI prints it and exits with UserError::kExitCode. Nothing a user can cause should
+// surface as a libtorch stack trace.
+#include <stdexcept>
+#include <string>
+
+namespace scaleinv {
+
+class UserError : public std::runtime_error {
+ public:
+  static constexpr int kExitCode = 2;
+  // where: file (or "command line"); field: the offending key/option; fix: what to do.
+  UserError(const std::string& where, const std::string& field, const std::string& problem,
+            const std::string& fix);
+  explicit UserError(const std::string& message) : std::runtime_error(message) {}
+};
+
+// A training run whose loss became NaN/inf. Recorded, never a crash (exit code 3 from `train`).
+class Diverged : public std::runtime_error {
+ public:
+  static constexpr int kExitCode = 3;
+  Diverged(long step, double loss);
+  long step;
+  double loss;
+};
+
+}  // namespace scaleinv

@@ -1,0 +1,133 @@
+#include "core/toml_reader.h"
+
+#include <fmt/format.h>
+
+#include "core/errors.h"
+
+namespace scaleinv {
+
+namespace {
+const toml::table kEmpty;
+}
+
+TomlReader::TomlReader(const toml::table& table, std::string where, std::string prefix)
+    : table_(&table), where_(std::move(where)), prefix_(std::move(prefix)) {}
+
+const toml::node* TomlReader::node(const char* key) const {
+  seen_.insert(key);
+  return table_->get(key);
+}
+
+void TomlReader::fail(const char* key, const std::string& problem, const std::string& fix) const {
+  throw UserError(where_, prefix_ + key, problem, fix);
+}
+
+void TomlReader::get(const char* key, int64_t* dst) const {
+  const toml::node* n = node(key);
+  if (!n) return;
+  if (auto v = n->value_exact<int64_t>()) {
+    *dst = *v;
+    return;
+  }
+  if (auto d = n->value_exact<double>(); d && *d == static_cast<double>(static_cast<int64_t>(*d))) {
+    *dst = static_cast<int64_t>(*d);
+    return;
+  }
+  fail(key, "expected an integer", fmt::format("write e.g. {} = {}", key, *dst));
+}
+
+void TomlReader::get(const char* key, int* dst) const {
+  int64_t v = *dst;
+  get(key, &v);
+  *dst = static_cast<int>(v);
+}
+
+void TomlReader::get(const char* key, double* dst) const {
+  const toml::node* n = node(key);
+  if (!n) return;
+  if (auto v = n->value<double>()) {
+    *dst = *v;
+    return;
+  }
+  fail(key, "expected a number", fmt::format("write e.g. {} = {}", key, *dst));
+}
+
+void TomlReader::get(const char* key, bool* dst) const {
+  const toml::node* n = node(key);
+  if (!n) return;
+  if (auto v = n->value_exact<bool>()) {
+    *dst = *v;
+    return;
+  }
+  fail(key, "expected true or false", fmt::format("write e.g. {} = true", key));
+}
+
+void TomlReader::get(const char* key, std::string* dst) const {
+  const toml::node* n = node(key);
+  if (!n) return;
+  if (auto v = n->value_exact<std::string>()) {
+    *dst = *v;
+    return;
+  }
+  fail(key, "expected a string", fmt::format("write e.g. {} = \"{}\"", key, *dst));
+}
+
+TomlReader TomlReader::sub(const char* key) const {
+  const toml::node* n = node(key);
+  if (!n) return TomlReader(kEmpty, where_, prefix_ + key + ".");
+  const toml::table* t = n->as_table();
+  if (!t) fail(key, "expected a table", fmt::format("write it as a [{}{}] section", prefix_, key));
+  return TomlReader(*t, where_, prefix_ + key + ".");
+}
+
+void TomlReader::reject_unknown() const {
+  for (auto&& [k, v] : *table_) {
+    std::string key(k.str());
+    if (seen_.count(key)) continue;
+    std::string known;
+    for (const auto& s : seen_) known += (known.empty() ? "" : ", ") + s;
+    throw UserError(where_, prefix_ + key, "unknown field", "known fields here: " + known);
+  }
+}
+
+toml::table parse_toml(const std::string& text, const std::string& where) {
+  try {
+    return toml::parse(text, where);
+  } catch (const toml::parse_error& e) {
+    throw UserError(fmt::format("{}:{}", where, e.source().begin.line), "", std::string(e.description()),
+                    "fix the TOML syntax");
+  }
+}
+
+void apply_override(toml::table& root, const std::string& assignment) {
+  const auto eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw UserError("command line", "--set", fmt::format("cannot read '{}'", assignment),
+                    "write --set section.key=value, e.g. --set optim.lr=0.01");
+  const std::string path = assignment.substr(0, eq), value = assignment.substr(eq + 1);
+  toml::table parsed;
+  try {
+    parsed = toml::parse("v = " + value);
+  } catch (const toml::parse_error&) {
+    parsed = toml::table{{"v", value}};  // a bare word: take it as a string
+  }
+  toml::table* t = &root;
+  size_t start = 0;
+  for (;;) {
+    const auto dot = path.find('.', start);
+    const std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (part.empty())
+      throw UserError("command line", "--set " + path, "empty key", "write --set section.key=value");
+    if (dot == std::string::npos) {
+      t->insert_or_assign(part, *parsed.get("v"));
+      return;
+    }
+    if (!t->contains(part)) t->insert(part, toml::table{});
+    toml::table* next = (*t)[part].as_table();
+    if (!next) throw UserError("command line", "--set " + path, "'" + part + "' is not a section", "check the key");
+    t = next;
+    start = dot + 1;
+  }
+}
+
+}  // namespace scaleinv

@@ -1,0 +1,44 @@
+#pragma once
+// Typed, validated reads from a TOML table: unknown keys, wrong types and bad values become
+// UserErrors naming the file, the dotted field and the fix. Used by every config reader.
+#include <cstdint>
+#include <set>
+#include <string>
+
+#include <toml++/toml.h>
+
+namespace scaleinv {
+
+class TomlReader {
+ public:
+  // where: the file name (or "command line"); prefix: dotted path of `table`, e.g. "model.".
+  TomlReader(const toml::table& table, std::string where, std::string prefix);
+
+  // Each reads `key` into *dst when present (keeping the default when absent); a wrong type is an error.
+  void get(const char* key, int* dst) const;
+  void get(const char* key, int64_t* dst) const;
+  void get(const char* key, double* dst) const;
+  void get(const char* key, bool* dst) const;
+  void get(const char* key, std::string* dst) const;
+  // A sub-table reader (an empty table when absent); a non-table value is an error.
+  TomlReader sub(const char* key) const;
+  // Every key present must have been read through this reader (call last).
+  void reject_unknown() const;
+  // A UserError for `key` of this table.
+  [[noreturn]] void fail(const char* key, const std::string& problem, const std::string& fix) const;
+  bool has(const char* key) const { return table_->contains(key); }
+
+ private:
+  const toml::node* node(const char* key) const;
+  const toml::table* table_;
+  std::string where_, prefix_;
+  mutable std::set<std::string> seen_;
+};
+
+// Parses TOML text, turning syntax errors into UserError "FILE:LINE: ... (fix: ...)".
+toml::table parse_toml(const std::string& text, const std::string& where);
+// Applies `key.path=value` overrides (the value parsed as TOML, or taken as a string when it is
+// not valid TOML), creating tables as needed.
+void apply_override(toml::table& root, const std::string& assignment);
+
+}  // namespace scaleinv

@@ -1,0 +1,76 @@
+// build_model: validates the architecture config and builds the model (src/models/model.h).
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "core/errors.h"
+#include "models/zoo.h"
+
+namespace scaleinv {
+
+namespace {
+
+void require_positive(int value, const char* field) {
+  if (value <= 0)
+    throw UserError("config", field, fmt::format("must be a positive integer, got {}", value),
+                    fmt::format("set {} > 0", field));
+}
+
+void validate(const ModelConfig& cfg, const ScaleContext& ctx) {
+  const std::string& k = cfg.kind;
+  if (k != "bigram" && k != "resmlp" && k != "gpt" && k != "vit")
+    throw UserError("config", "model.kind", fmt::format("unknown model kind '{}'", k),
+                    "use one of bigram, resmlp, gpt, vit");
+  require_positive(cfg.width, "model.width");
+  require_positive(cfg.depth, "model.depth");
+  parse_activation(cfg.activation);  // throws on an unknown name (field model.activation)
+  parse_placement(cfg.block);        // throws on an unknown name (field model.block)
+  if (ctx.table.base_width <= 0 || ctx.table.base_depth <= 0)
+    throw UserError("param", "base_width", "base_width and base_depth must be positive",
+                    "fix the parameterization table");
+  const bool language = k == "bigram" || k == "gpt";
+  if (language) require_positive(cfg.vocab, "model.vocab");
+  if (cfg.tied && !language)
+    throw UserError("config", "model.tied", fmt::format("tied embeddings need a token embedding; '{}' has none", k),
+                    "set model.tied = false, or use kind bigram or gpt");
+  if (cfg.tied && cfg.zero_readout)
+    throw UserError("config", "model.zero_readout",
+                    "zero_readout with tied embeddings would zero the embedding",
+                    "use at most one of model.tied and model.zero_readout");
+  if (k == "resmlp") {
+    require_positive(cfg.in_dim, "model.in_dim");
+    if (cfg.block_depth != 1 && cfg.block_depth != 2)
+      throw UserError("config", "model.block_depth", fmt::format("block_depth must be 1 or 2, got {}", cfg.block_depth),
+                      "use 1 (seed 004 eq. 1) or 2 (seed 004 App. K)");
+  }
+  if (k == "resmlp" || k == "vit") require_positive(cfg.n_classes, "model.n_classes");
+  if (k == "gpt" || k == "vit") {
+    require_positive(cfg.mlp_ratio, "model.mlp_ratio");
+    head_shape(cfg, ctx);  // throws when the width does not split into heads
+  }
+  if (k == "gpt") require_positive(cfg.seq_len, "model.seq_len");
+  if (k == "vit") {
+    require_positive(cfg.image_size, "model.image_size");
+    require_positive(cfg.channels, "model.channels");
+    require_positive(cfg.patch, "model.patch");
+    if (cfg.image_size % cfg.patch != 0)
+      throw UserError("config", "model.patch",
+                      fmt::format("image_size {} is not divisible by patch {}", cfg.image_size, cfg.patch),
+                      "use a patch size that divides the image size (28: 4, 7, 14)");
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<Model> build_model(const ModelConfig& cfg, const ScaleContext& ctx, const Hyper& hp) {
+  validate(cfg, ctx);
+  if (ctx.width != cfg.width || ctx.depth != cfg.depth)
+    throw std::invalid_argument(fmt::format("build_model: ScaleContext shape {}x{} differs from the model's {}x{}",
+                                            ctx.width, ctx.depth, cfg.width, cfg.depth));
+  if (cfg.kind == "bigram") return make_bigram(cfg, ctx, hp);
+  if (cfg.kind == "resmlp") return make_resmlp(cfg, ctx, hp);
+  if (cfg.kind == "gpt") return make_gpt(cfg, ctx, hp);
+  return make_vit(cfg, ctx, hp);
+}
+
+}  // namespace scaleinv

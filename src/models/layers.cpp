@@ -1,0 +1,259 @@
+#include "models/layers.h"
+
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "core/errors.h"
+
+namespace scaleinv {
+
+namespace {
+
+// randn(shape) * std under NoGradGuard. The randn is drawn even when std == 0 so that zero-init
+// options leave every other tensor's values unchanged.
+torch::Tensor normal_init(torch::IntArrayRef shape, double std) {
+  torch::NoGradGuard no_grad;
+  return torch::randn(shape) * std;
+}
+
+torch::Tensor constant_init(torch::IntArrayRef shape, double value) {
+  torch::NoGradGuard no_grad;
+  return torch::full(shape, value);
+}
+
+}  // namespace
+
+// ---- stateless pieces ----------------------------------------------------------------------
+
+Activation parse_activation(const std::string& name) {
+  if (name == "linear") return Activation::Linear;
+  if (name == "relu") return Activation::Relu;
+  if (name == "abs") return Activation::Abs;
+  if (name == "tanh") return Activation::Tanh;
+  if (name == "gelu") return Activation::Gelu;
+  throw UserError("config", "model.activation", fmt::format("unknown activation '{}'", name),
+                  "use one of linear, relu, abs, tanh, gelu");
+}
+
+torch::Tensor activate(Activation a, const torch::Tensor& x) {
+  switch (a) {
+    case Activation::Linear: return x;
+    case Activation::Relu: return torch::relu(x);
+    case Activation::Abs: return torch::abs(x);
+    case Activation::Tanh: return torch::tanh(x);
+    case Activation::Gelu: return torch::gelu(x);
+  }
+  return x;
+}
+
+Placement parse_placement(const std::string& name) {
+  if (name == "pre") return Placement::Pre;
+  if (name == "post") return Placement::Post;
+  if (name == "keel") return Placement::Keel;
+  throw UserError("config", "model.block", fmt::format("unknown block placement '{}'", name),
+                  "use one of pre, post, keel");
+}
+
+torch::Tensor rms_norm(const torch::Tensor& x, double eps) {
+  // seed 000 A.1.3: RMSNorm(u) = u / RMS(u), RMS(u) = sqrt(mean u^2).
+  return x * torch::rsqrt(x.pow(2).mean(-1, /*keepdim=*/true) + eps);
+}
+
+torch::Tensor layer_norm(const torch::Tensor& x, const torch::Tensor& gain, double eps) {
+  c10::optional<torch::Tensor> w;
+  if (gain.defined()) w = gain;
+  return torch::layer_norm(x, {x.size(-1)}, w, c10::nullopt, eps);
+}
+
+torch::Tensor mean_subtract(const torch::Tensor& x) { return x - x.mean(-1, /*keepdim=*/true); }
+
+// ---- init helpers --------------------------------------------------------------------------
+
+double width_fan_in_std(int64_t fan_in, const ScaleContext& ctx) {
+  return 1.0 / std::sqrt(static_cast<double>(fan_in) / ctx.m());
+}
+
+double init_std(const ParamTag& tag, const ScaleContext& ctx, const Hyper& hp) {
+  return tag.base_std * ctx.scale(tag.role, tag.in_block).init * hp.init_scale;
+}
+
+double role_multiplier(Role role, bool in_block, const ScaleContext& ctx) {
+  return ctx.scale(role, in_block).multiplier;
+}
+
+// ---- Dense ---------------------------------------------------------------------------------
+
+Dense::Dense(int64_t in, int64_t out, const DenseOptions& opt, const ScaleContext& ctx, const Hyper& hp) {
+  ParamTag tag{opt.role, opt.in_block, opt.base_std};
+  const double std = init_std(tag, ctx, hp);
+  if (opt.zero_init) tag.base_std = 0;  // constant (zero) init; the randn is still drawn below
+  torch::Tensor w = opt.base_std > 0 ? normal_init({out, in}, opt.zero_init ? 0.0 : std)
+                                     : constant_init({out, in}, 0.0);
+  weight_ = add_param("weight", w, tag);
+  mult_ = role_multiplier(opt.role, opt.in_block, ctx) * opt.extra_mult;
+}
+
+torch::Tensor Dense::forward(const torch::Tensor& x) {
+  if (mult_ == 1.0) return torch::linear(x, weight_);
+  // mult * (x W^T): scale whichever of W and the output is smaller (same value, fewer flops).
+  const int64_t out = weight_.size(0);
+  const int64_t rows = x.numel() / std::max<int64_t>(x.size(-1), 1);
+  if (weight_.numel() <= rows * out) return torch::linear(x, weight_ * mult_);
+  return torch::linear(x, weight_) * mult_;
+}
+
+torch::Tensor Dense::effective_weight(double factor) const {
+  const double f = mult_ * factor;
+  return f == 1.0 ? weight_ : weight_ * f;
+}
+
+// ---- Lookup --------------------------------------------------------------------------------
+
+Lookup::Lookup(int64_t n, int64_t d, double extra_mult, const ScaleContext& ctx, const Hyper& hp) {
+  // Lookup embeddings have base std 1 (PyTorch's nn.Embedding default; seed 000 Table 1's b_0
+  // then scales it); never in a block.
+  ParamTag tag{Role::Embedding, false, 1.0};
+  weight_ = add_param("weight", normal_init({n, d}, init_std(tag, ctx, hp)), tag);
+  mult_ = role_multiplier(Role::Embedding, false, ctx) * extra_mult;
+}
+
+torch::Tensor Lookup::forward(const torch::Tensor& idx) {
+  torch::Tensor e = torch::embedding(weight_, idx);
+  return mult_ == 1.0 ? e : e * mult_;
+}
+
+torch::Tensor Lookup::first_rows(int64_t n) {
+  torch::Tensor e = weight_.narrow(0, 0, n);
+  return mult_ == 1.0 ? e : e * mult_;
+}
+
+// ---- NormGain ------------------------------------------------------------------------------
+
+NormGain::NormGain(int64_t d, bool in_block, const ScaleContext& ctx) {
+  ParamTag tag{Role::Vector, in_block, 0.0};
+  gain_ = add_param("gain", constant_init({d}, 1.0), tag);
+  mult_ = role_multiplier(Role::Vector, in_block, ctx);
+}
+
+torch::Tensor NormGain::forward(const torch::Tensor& x) {
+  return layer_norm(x, mult_ == 1.0 ? gain_ : gain_ * mult_);
+}
+
+// ---- attention -----------------------------------------------------------------------------
+
+HeadShape head_shape(const ModelConfig& cfg, const ScaleContext& ctx) {
+  HeadShape hs;
+  const int d = cfg.width;
+  if (cfg.n_heads < 0)
+    throw UserError("config", "model.n_heads", fmt::format("n_heads must be >= 0, got {}", cfg.n_heads),
+                    "use 0 (fixed head_dim) or a positive head count");
+  if (cfg.n_heads > 0) {
+    if (d % cfg.n_heads != 0)
+      throw UserError("config", "model.width",
+                      fmt::format("width {} is not divisible by n_heads {}", d, cfg.n_heads),
+                      "use a width that is a multiple of model.n_heads");
+    hs.n_heads = cfg.n_heads;
+    hs.d_head = d / cfg.n_heads;
+    hs.base_d_head = static_cast<double>(ctx.table.base_width) / cfg.n_heads;
+  } else {
+    if (cfg.head_dim <= 0)
+      throw UserError("config", "model.head_dim", fmt::format("head_dim must be positive, got {}", cfg.head_dim),
+                      "set model.head_dim > 0 or model.n_heads > 0");
+    if (d % cfg.head_dim != 0)
+      throw UserError("config", "model.width",
+                      fmt::format("width {} is not divisible by head_dim {}", d, cfg.head_dim),
+                      "use a width that is a multiple of model.head_dim, or set model.n_heads");
+    hs.n_heads = d / cfg.head_dim;
+    hs.d_head = cfg.head_dim;
+    hs.base_d_head = cfg.head_dim;
+  }
+  return hs;
+}
+
+Attention::Attention(int64_t d, const HeadShape& hs, bool causal, bool qk_norm, bool zero_query,
+                     const ScaleContext& ctx, const Hyper& hp)
+    : hs_(hs), causal_(causal), qk_norm_(qk_norm) {
+  const double s = width_fan_in_std(d, ctx);
+  auto opt = [&](Role r, bool zero) { return DenseOptions{r, /*in_block=*/true, s, 1.0, zero}; };
+  q_ = register_module("q", std::make_shared<Dense>(d, d, opt(Role::AttnQ, zero_query), ctx, hp));
+  k_ = register_module("k", std::make_shared<Dense>(d, d, opt(Role::AttnK, false), ctx, hp));
+  v_ = register_module("v", std::make_shared<Dense>(d, d, opt(Role::AttnV, false), ctx, hp));
+  o_ = register_module("o", std::make_shared<Dense>(d, d, opt(Role::AttnO, false), ctx, hp));
+  // seed 000 1.3: s = d_H^-1/2 q.k at the base head size, d_head^-p away from it (table.attn_logit).
+  scale_ = hp.attn_mult * attn_logit_scale(ctx.table, static_cast<double>(hs.d_head), hs.base_d_head);
+}
+
+torch::Tensor Attention::forward(const torch::Tensor& x) {
+  const int64_t B = x.size(0), T = x.size(1), d = x.size(2);
+  const int64_t H = hs_.n_heads, dh = hs_.d_head;
+  // One matmul for q, k, v. Without QK-norm the logit scale is folded into W_q (the same
+  // product, one multiply of a [d, d] matrix instead of one of a [B, H, T, dh] tensor).
+  const double q_factor = qk_norm_ ? 1.0 : scale_;
+  torch::Tensor w = torch::cat({q_->effective_weight(q_factor), k_->effective_weight(), v_->effective_weight()}, 0);
+  torch::Tensor qkv = torch::linear(x, w).view({B, T, 3, H, dh}).permute({2, 0, 3, 1, 4});  // [3, B, H, T, dh]
+  torch::Tensor q = qkv[0], k = qkv[1], v = qkv[2];
+  if (qk_norm_) {  // seed 000 footnote 3: QK-norm, then the logit scale
+    q = rms_norm(q) * scale_;
+    k = rms_norm(k);
+  }
+  torch::Tensor scores = torch::matmul(q, k.transpose(-2, -1));  // [B, H, T, T]
+  if (causal_) {
+    if (!mask_.defined() || mask_.size(0) != T || mask_.device() != scores.device())
+      mask_ = torch::ones({T, T}, torch::TensorOptions().dtype(torch::kBool).device(scores.device())).triu(1);
+    scores.masked_fill_(mask_, -std::numeric_limits<double>::infinity());  // (matmul keeps no output for backward)
+  }
+  torch::Tensor p = torch::softmax(scores, -1);
+  torch::Tensor out = torch::matmul(p, v).transpose(1, 2).reshape({B, T, d});
+  return o_->forward(out);
+}
+
+// ---- MLP -----------------------------------------------------------------------------------
+
+Mlp::Mlp(int64_t d, int64_t ratio, const ScaleContext& ctx, const Hyper& hp) {
+  fc_ = register_module("fc", std::make_shared<Dense>(
+                                  d, ratio * d, DenseOptions{Role::Hidden, true, width_fan_in_std(d, ctx)}, ctx, hp));
+  proj_ = register_module("proj", std::make_shared<Dense>(ratio * d, d,
+                                                          DenseOptions{Role::Hidden, true,
+                                                                       width_fan_in_std(ratio * d, ctx)},
+                                                          ctx, hp));
+}
+
+torch::Tensor Mlp::forward(const torch::Tensor& x) { return proj_->forward(torch::gelu(fc_->forward(x))); }
+
+// ---- transformer block ---------------------------------------------------------------------
+
+TransformerBlock::TransformerBlock(int64_t d, const HeadShape& hs, Placement placement, bool causal,
+                                   const ModelConfig& cfg, const ScaleContext& ctx, const Hyper& hp)
+    : placement_(placement) {
+  // seed 000 eq. (30): branch times k^-rho (k = L/L0); eq. (34): shortcut alpha inside the LN.
+  beta_ = hp.branch_mult * branch_multiplier(ctx.table, ctx.k());
+  alpha_ = shortcut_multiplier(ctx.table, ctx.depth);
+  const bool has_pre = placement != Placement::Post;
+  const bool has_post = placement != Placement::Pre;
+  auto norm = [&](const char* name) { return register_module(name, std::make_shared<NormGain>(d, true, ctx)); };
+  if (has_pre) ln1_ = norm("ln1");
+  attn_ = register_module("attn", std::make_shared<Attention>(d, hs, causal, cfg.qk_norm, cfg.zero_query, ctx, hp));
+  if (has_post) ln1_out_ = norm("ln1_out");
+  if (has_pre) ln2_ = norm("ln2");
+  mlp_ = register_module("mlp", std::make_shared<Mlp>(d, cfg.mlp_ratio, ctx, hp));
+  if (has_post) ln2_out_ = norm("ln2_out");
+}
+
+torch::Tensor TransformerBlock::sublayer(const torch::Tensor& h, const std::shared_ptr<NormGain>& pre,
+                                         const std::shared_ptr<NormGain>& post, bool attn) {
+  torch::Tensor in = pre ? pre->forward(h) : h;
+  torch::Tensor f = attn ? attn_->forward(in) : mlp_->forward(in);
+  if (beta_ != 1.0) f = f * beta_;
+  if (placement_ == Placement::Pre) return h + f;
+  // post / keel: LN(alpha h + beta f)
+  return post->forward(alpha_ == 1.0 ? h + f : h * alpha_ + f);
+}
+
+torch::Tensor TransformerBlock::forward(const torch::Tensor& h) {
+  torch::Tensor x = sublayer(h, ln1_, ln1_out_, /*attn=*/true);
+  return sublayer(x, ln2_, ln2_out_, /*attn=*/false);
+}
+
+}  // namespace scaleinv

@@ -1,0 +1,49 @@
+// Model and TaggedModule: the parts every model shares (src/models/model.h).
+#include "models/model.h"
+
+#include <fmt/format.h>
+
+#include "core/errors.h"
+
+namespace scaleinv {
+
+torch::Tensor TaggedModule::add_param(const std::string& name, torch::Tensor value, ParamTag tag) {
+  torch::Tensor& p = register_parameter(name, std::move(value), /*requires_grad=*/true);
+  tags_[name] = tag;
+  return p;
+}
+
+torch::Tensor Model::loss(const torch::Tensor& x, const torch::Tensor& y) {
+  torch::Tensor logits = forward(x);
+  return torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), y.reshape({-1}));
+}
+
+std::vector<TaggedParam> Model::tagged_parameters() {
+  // Every tag, fully qualified by its module's path ("blocks.2.attn.q" + "." + "weight").
+  std::map<std::string, ParamTag> tags = this->tags();
+  // (include_self = false: a model built on the stack has no shared_ptr to itself.)
+  for (const auto& item : named_modules(/*name_prefix=*/"", /*include_self=*/false)) {
+    const auto* tm = dynamic_cast<const TaggedModule*>(item.value().get());
+    if (!tm) continue;
+    for (const auto& [name, tag] : tm->tags())
+      tags[item.key() + "." + name] = tag;
+  }
+  // In registration order (deterministic: optimizers and checkpoints rely on it).
+  std::vector<TaggedParam> out;
+  for (const auto& item : named_parameters(/*recurse=*/true)) {
+    auto it = tags.find(item.key());
+    if (it == tags.end())
+      throw UserError("model", "", fmt::format("parameter '{}' has no role tag", item.key()),
+                      "register it with add_param(..., ParamTag{role, ...})");
+    out.push_back({item.key(), item.value(), it->second});
+  }
+  return out;
+}
+
+void Model::record(const std::string& name, torch::Tensor& h) {
+  if (!recording_) return;
+  if (h.requires_grad()) h.retain_grad();
+  recorded_.emplace_back(name, h);
+}
+
+}  // namespace scaleinv

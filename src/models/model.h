@@ -1,0 +1,127 @@
+#pragma once
+// Role-tagged models (DESIGN.md "Models"). Every trainable tensor is registered through
+// TaggedModule::add_param with a ParamTag; the parameterization table then decides its forward
+// multiplier, init std, LR, weight decay and epsilon. No parameterization is special-cased in
+// model code: models only ask the ScaleContext for numbers.
+#include <torch/torch.h>
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "param/table.h"
+
+namespace scaleinv {
+
+// What the model is: architecture only, no parameterization.
+struct ModelConfig {
+  std::string kind = "gpt";       // bigram | resmlp | gpt | vit
+  int width = 64;                 // d
+  int depth = 2;                  // hidden layers (bigram), blocks (resmlp, gpt, vit)
+  // language models
+  int vocab = 256;
+  int seq_len = 64;               // context (gpt); bigram ignores it
+  // attention (gpt, vit): either a fixed head dimension (heads grow with width), or a fixed
+  // head count (d_head grows with width) when n_heads > 0.
+  int head_dim = 16;
+  int n_heads = 0;
+  std::string block = "pre";      // pre | post | keel  (seed 000 eqs. 32, 34)
+  bool qk_norm = false;
+  bool tied = false;              // tied embeddings: readout = embedding^T (see gpt.cpp)
+  bool zero_readout = false;
+  bool zero_query = false;
+  int mlp_ratio = 4;
+  // bigram (seed 000 eq. 1, App. C) and resmlp (seed 004)
+  std::string activation = "linear";  // linear | relu | abs | tanh | gelu
+  bool rmsnorm = false;           // bigram: h_l = RMSNorm(W h_{l-1}) (seed 000 Lemma E.3)
+  int block_depth = 1;            // resmlp: 1 or 2 (seed 004 App. K)
+  bool pre_ln = false;            // resmlp: LN on x_{l-1} before W_l (seed 004 E3)
+  bool mean_subtract = true;      // resmlp: MS(x) = x - mean(x) (seed 004 eq. 1)
+  // dense inputs (resmlp) and images (vit)
+  int in_dim = 784;
+  int n_classes = 10;
+  int image_size = 28;
+  int channels = 1;
+  int patch = 7;
+};
+
+// Hyperparameters that the table scales (all 1 at their defaults; they mean the same at every
+// width and depth because the table's factors are 1 at the base shapes).
+struct Hyper {
+  double init_scale = 1.0;    // global factor on every init std
+  double output_mult = 1.0;   // readout multiplier
+  double embed_mult = 1.0;    // embedding multiplier
+  double branch_mult = 1.0;   // residual block multiplier a (seed 004 eq. 1)
+  double attn_mult = 1.0;     // factor on the attention logit scale
+};
+
+// Everything a layer needs to size itself: the table, the optimizer family, the shapes.
+struct ScaleContext {
+  ParamTable table;
+  OptFamily family = OptFamily::Adam;
+  int width = 64;
+  int depth = 2;
+  double m() const { return table.width_mult(width); }
+  double k() const { return table.depth_mult(depth); }
+  TensorScale scale(Role r, bool in_block) const { return tensor_scale(table, r, family, m(), k(), in_block); }
+};
+
+struct ParamTag {
+  Role role = Role::Hidden;
+  bool in_block = false;      // inside a residual block: the table's depth exponents apply
+  double base_std = 0;        // init std at the base shape, before the table's m^-b (0: constant init)
+};
+
+struct TaggedParam {
+  std::string name;           // fully qualified, e.g. "blocks.2.attn.q"
+  torch::Tensor tensor;
+  ParamTag tag;
+};
+
+// A torch Module whose parameters carry roles. Subclass it for every layer that owns parameters.
+class TaggedModule : public torch::nn::Module {
+ public:
+  // register_parameter + tag. Returns the registered tensor.
+  torch::Tensor add_param(const std::string& name, torch::Tensor value, ParamTag tag);
+  const std::map<std::string, ParamTag>& tags() const { return tags_; }
+
+ private:
+  std::map<std::string, ParamTag> tags_;
+};
+
+// One model: forward maps inputs to logits; activations can be recorded for coordinate checks.
+class Model : public TaggedModule {
+ public:
+  // x: [B, T] int64 tokens (bigram, gpt), [B, in_dim] floats (resmlp), [B, C, H, W] images (vit).
+  // Returns logits: [B, T, vocab] for language models, [B, n_classes] otherwise.
+  virtual torch::Tensor forward(const torch::Tensor& x) = 0;
+  // Mean cross-entropy of forward(x) against y ([B, T] or [B] int64).
+  torch::Tensor loss(const torch::Tensor& x, const torch::Tensor& y);
+  // Every parameter with its tag. Throws UserError naming any parameter registered without a tag.
+  std::vector<TaggedParam> tagged_parameters();
+  virtual const ModelConfig& config() const = 0;
+  virtual const ScaleContext& context() const = 0;
+
+  // Activation recording (coordinate checks, diagnostics). When on, record() keeps the tensor
+  // (retain_grad so h' is readable after backward) under its name, in forward order.
+  void set_recording(bool on) { recording_ = on; recorded_.clear(); }
+  const std::vector<std::pair<std::string, torch::Tensor>>& recorded() const { return recorded_; }
+
+ protected:
+  void record(const std::string& name, torch::Tensor& h);
+  bool recording() const { return recording_; }  // lets forward() skip building record names
+
+ private:
+  bool recording_ = false;
+  std::vector<std::pair<std::string, torch::Tensor>> recorded_;
+};
+
+// Builds and initialises a model (seeded by the caller through torch::manual_seed).
+// ctx.width and ctx.depth must equal cfg.width and cfg.depth (std::invalid_argument otherwise).
+// Throws UserError (file "config", field "model.*") on an unknown kind or inconsistent shapes,
+// e.g. width not divisible by head_dim / n_heads.
+std::shared_ptr<Model> build_model(const ModelConfig& cfg, const ScaleContext& ctx, const Hyper& hp);
+
+}  // namespace scaleinv

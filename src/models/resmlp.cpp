@@ -1,0 +1,91 @@
+// The residual MLP of seed 004 (Depth-muP, Yang et al. 2023), eq. (1) / section 6:
+//   x_0 = d^-a_U U xi                                   U: [d, in_dim], dense embedding, base std 1/sqrt(in_dim)
+//   h_l = d^-a_W W_l ln(x_{l-1})                        W_l: [d, d], role Hidden, in block
+//   x_l = x_{l-1} + a k^-branch MS(phi(h_l))            l = 1..L   (a = hp.branch_mult, k = L/L0)
+//   f   = d^-a_V V x_L                                  V: [n_classes, d], role Readout
+// ln is a parameterless LayerNorm when cfg.pre_ln (seed 004 E3 / Fig. 13), else the identity;
+// MS(x) = x - mean(x) when cfg.mean_subtract. Block depth 2 (App. K, eq. 9):
+//   g_l = W_l2 phi(W_l1 ln(x_{l-1})),  x_l = x_{l-1} + a k^-branch MS(phi(g_l)).
+// Records: "x0", "h{l}" (the block's first pre-activation), "g{l}" (block depth 2: the second),
+// "x{l}", "logits".
+#include <fmt/format.h>
+
+#include "core/errors.h"
+#include "models/zoo.h"
+
+namespace scaleinv {
+
+namespace {
+
+class ResMlp : public ModelBase {
+ public:
+  ResMlp(const ModelConfig& cfg, const ScaleContext& ctx, const Hyper& hp)
+      : ModelBase(cfg, ctx, hp), act_(parse_activation(cfg.activation)) {
+    const int64_t d = cfg.width;
+    in_ = register_module(
+        "input", std::make_shared<Dense>(cfg.in_dim, d,
+                                         DenseOptions{Role::Embedding, false, 1.0 / std::sqrt(double(cfg.in_dim)),
+                                                      hp.embed_mult},
+                                         ctx, hp));
+    blocks_ = register_module("blocks", torch::nn::ModuleList());
+    const DenseOptions hid{Role::Hidden, true, width_fan_in_std(d, ctx)};
+    for (int l = 0; l < cfg.depth; ++l) {
+      auto block = std::make_shared<torch::nn::Module>();
+      w1_.push_back(block->register_module("w1", std::make_shared<Dense>(d, d, hid, ctx, hp)));
+      if (cfg.block_depth == 2) w2_.push_back(block->register_module("w2", std::make_shared<Dense>(d, d, hid, ctx, hp)));
+      blocks_->push_back(block);
+    }
+    readout_ = register_module(
+        "readout", std::make_shared<Dense>(d, cfg.n_classes,
+                                           DenseOptions{Role::Readout, false, width_fan_in_std(d, ctx),
+                                                        hp.output_mult, cfg.zero_readout},
+                                           ctx, hp));
+    // seed 004 eq. (1): block multiplier a L^-alpha, with L measured in units of the base depth (L.2).
+    beta_ = hp.branch_mult * branch_multiplier(ctx.table, ctx.k());
+  }
+
+  torch::Tensor forward(const torch::Tensor& input) override {
+    torch::Tensor xi = input.dim() > 2 ? input.flatten(1) : input;
+    check_input(xi);
+    torch::Tensor x = in_->forward(xi);
+    record("x0", x);
+    for (size_t l = 0; l < w1_.size(); ++l) {
+      torch::Tensor h = w1_[l]->forward(cfg_.pre_ln ? layer_norm(x) : x);
+      if (recording()) record(fmt::format("h{}", l + 1), h);
+      if (!w2_.empty()) {
+        h = w2_[l]->forward(activate(act_, h));
+        if (recording()) record(fmt::format("g{}", l + 1), h);
+      }
+      torch::Tensor branch = activate(act_, h);
+      if (cfg_.mean_subtract) branch = mean_subtract(branch);
+      x = beta_ == 1.0 ? x + branch : x + branch * beta_;
+      if (recording()) record(fmt::format("x{}", l + 1), x);
+    }
+    torch::Tensor logits = readout_->forward(x);
+    record("logits", logits);
+    return logits;
+  }
+
+ private:
+  void check_input(const torch::Tensor& xi) const {
+    if (xi.dim() != 2 || xi.size(1) != cfg_.in_dim || !xi.is_floating_point())
+      throw UserError("config", "model.in_dim",
+                      fmt::format("resmlp expects [batch, {}] float features, got shape {}", cfg_.in_dim,
+                                  fmt::join(xi.sizes().vec(), "x")),
+                      "set model.in_dim to the data's feature count (784 for Fashion-MNIST)");
+  }
+
+  Activation act_;
+  std::shared_ptr<Dense> in_, readout_;
+  torch::nn::ModuleList blocks_;
+  std::vector<std::shared_ptr<Dense>> w1_, w2_;
+  double beta_ = 1;
+};
+
+}  // namespace
+
+std::shared_ptr<Model> make_resmlp(const ModelConfig& cfg, const ScaleContext& ctx, const Hyper& hp) {
+  return std::make_shared<ResMlp>(cfg, ctx, hp);
+}
+
+}  // namespace scaleinv

@@ -1,0 +1,41 @@
+#pragma once
+// The concrete models behind build_model (src/models/factory.cpp). Each is constructed from a
+// validated ModelConfig and a ScaleContext whose width and depth match it.
+#include <memory>
+
+#include "models/layers.h"
+#include "models/model.h"
+
+namespace scaleinv {
+
+// Shared state of every concrete model.
+class ModelBase : public Model {
+ public:
+  ModelBase(const ModelConfig& cfg, const ScaleContext& ctx, const Hyper& hp) : cfg_(cfg), ctx_(ctx), hp_(hp) {}
+  const ModelConfig& config() const override { return cfg_; }
+  const ScaleContext& context() const override { return ctx_; }
+  const Hyper& hyper() const { return hp_; }
+
+ protected:
+  ModelConfig cfg_;
+  ScaleContext ctx_;
+  Hyper hp_;
+};
+
+std::shared_ptr<Model> make_bigram(const ModelConfig& cfg, const ScaleContext& ctx, const Hyper& hp);
+std::shared_ptr<Model> make_resmlp(const ModelConfig& cfg, const ScaleContext& ctx, const Hyper& hp);
+std::shared_ptr<Model> make_gpt(const ModelConfig& cfg, const ScaleContext& ctx, const Hyper& hp);
+std::shared_ptr<Model> make_vit(const ModelConfig& cfg, const ScaleContext& ctx, const Hyper& hp);
+
+// Readout for tied embeddings (seed 000 A.1.2: W_{L+1} = W_0^T): logits = mult_R (std_R / std_E) h E^T.
+// std_R / std_E is the ratio of the init stds an untied readout and the embedding get, so the
+// tied model's effective readout starts at the untied one's scale; E itself is an embedding
+// tensor and trains with the embedding role's LR.
+double tied_readout_factor(int64_t width, const ScaleContext& ctx, const Hyper& hp);
+// factor * h E^T, E: [V, d].
+torch::Tensor tied_logits(const torch::Tensor& h, const torch::Tensor& emb, double factor);
+
+// Input checks shared by the token models: x must be [B, T] int64 with ids in [0, vocab).
+void check_tokens(const torch::Tensor& x, int64_t vocab, int64_t max_len, const char* model);
+
+}  // namespace scaleinv

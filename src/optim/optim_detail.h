@@ -1,0 +1,43 @@
+#pragma once
+// Shared pieces of the optimizers (not part of the public API): per-group state, checkpointing,
+// decoupled weight decay, scratch buffers.
+#include <torch/torch.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "optim/optimizer.h"
+
+namespace scaleinv::optim_detail {
+
+// One group's state. `buf` is checkpointed; scratch tensors are reused between steps, never saved.
+struct GroupState {
+  int64_t t = 0;                              // updates this group has received
+  std::map<std::string, torch::Tensor> buf;   // moments, allocated lazily at the first update
+  torch::Tensor scratch, scratch2;
+};
+
+// Returns `slot`, (re)allocated to like's shape and options when it does not match.
+torch::Tensor& scratch_like(torch::Tensor& slot, const torch::Tensor& like);
+
+// Decoupled decay (adamw, sign, adafactor): coupled p *= 1 - lr_t*wd_t, independent p *= 1 - wd_t.
+void decoupled_decay(const OptimConfig& cfg, torch::Tensor& p, double lr_t, double wd_t);
+
+// Checkpoint layout: "kind" (string), "steps" (int), "n_groups" (int) and, per group i, a nested
+// archive "g<i>" with "name" (string), "t" (int) and one tensor per state key.
+void save_states(torch::serialize::OutputArchive& ar, const std::string& kind, int64_t steps,
+                 const std::vector<ParamGroup>& groups, const std::vector<GroupState>& states);
+// `expected_shape(key, param)` gives the shape a state tensor must have.
+void load_states(torch::serialize::InputArchive& ar, const std::string& kind, int64_t* steps,
+                 const std::vector<ParamGroup>& groups, std::vector<GroupState>* states,
+                 const std::vector<std::string>& keys,
+                 const std::function<std::vector<int64_t>(const std::string&, const torch::Tensor&)>& expected_shape);
+
+std::unique_ptr<Optimizer> make_sgd(const OptimConfig& cfg, std::vector<ParamGroup> groups);
+std::unique_ptr<Optimizer> make_adam(const OptimConfig& cfg, std::vector<ParamGroup> groups);  // adam, adamw, sign
+std::unique_ptr<Optimizer> make_adafactor(const OptimConfig& cfg, std::vector<ParamGroup> groups);
+
+}  // namespace scaleinv::optim_detail

@@ -1,0 +1,175 @@
+// Optimizer plumbing: families, param groups, validation, gradient clipping, checkpoint layout.
+#include "optim/optimizer.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "core/errors.h"
+#include "optim/optim_detail.h"
+
+namespace scaleinv {
+
+namespace {
+const char* kKinds = "use one of sgd, adam, adamw, sign, adafactor";
+
+void check_range(bool ok, const std::string& field, double value, const std::string& want) {
+  if (!ok) throw UserError("config", field, fmt::format("value {} is out of range", value), "use " + want);
+}
+}  // namespace
+
+OptFamily optimizer_family(const std::string& kind) {
+  if (kind == "sgd") return OptFamily::SGD;
+  if (kind == "adam" || kind == "adamw" || kind == "sign") return OptFamily::Adam;
+  if (kind == "adafactor") return OptFamily::Adafactor;
+  throw UserError("config", "optim.kind", "unknown optimizer '" + kind + "'", kKinds);
+}
+
+std::vector<ParamGroup> param_groups(const std::vector<TaggedParam>& params, const ScaleContext& ctx) {
+  std::vector<ParamGroup> groups;
+  groups.reserve(params.size());
+  for (const TaggedParam& tp : params) {
+    const TensorScale s = ctx.scale(tp.tag.role, tp.tag.in_block);
+    ParamGroup g;
+    g.name = tp.name;
+    g.param = tp.tensor;
+    g.lr_mult = s.lr;
+    g.wd_mult = s.wd;
+    g.eps_mult = s.eps;
+    groups.push_back(std::move(g));
+  }
+  return groups;
+}
+
+void validate_optim_config(const OptimConfig& cfg) {
+  optimizer_family(cfg.kind);
+  if (cfg.wd_mode != "coupled" && cfg.wd_mode != "independent")
+    throw UserError("config", "optim.wd_mode", "unknown weight-decay mode '" + cfg.wd_mode + "'",
+                    "use coupled (W -= lr*wd*W) or independent (W -= wd*W)");
+  check_range(std::isfinite(cfg.lr) && cfg.lr >= 0, "optim.lr", cfg.lr, "a finite value >= 0");
+  check_range(cfg.momentum >= 0 && cfg.momentum < 1, "optim.momentum", cfg.momentum, "a value in [0, 1)");
+  check_range(cfg.beta1 >= 0 && cfg.beta1 < 1, "optim.beta1", cfg.beta1, "a value in [0, 1)");
+  check_range(cfg.beta2 >= 0 && cfg.beta2 < 1, "optim.beta2", cfg.beta2, "a value in [0, 1)");
+  check_range(std::isfinite(cfg.eps) && cfg.eps >= 0, "optim.eps", cfg.eps, "a finite value >= 0");
+  if (cfg.kind == "adafactor")
+    check_range(cfg.eps > 0, "optim.eps", cfg.eps, "a value > 0 for adafactor (e.g. 1e-15)");
+  check_range(std::isfinite(cfg.weight_decay) && cfg.weight_decay >= 0, "optim.weight_decay", cfg.weight_decay,
+              "a finite value >= 0");
+  check_range(std::isfinite(cfg.clip_grad_norm) && cfg.clip_grad_norm >= 0, "optim.clip_grad_norm",
+              cfg.clip_grad_norm, "0 (off) or a positive norm");
+  validate_schedule(cfg);
+}
+
+void Optimizer::zero_grad() {
+  for (ParamGroup& g : groups_) {
+    if (g.param.defined() && g.param.grad().defined()) g.param.mutable_grad() = torch::Tensor();
+  }
+}
+
+void Optimizer::clip_gradients() {
+  if (cfg_.clip_grad_norm <= 0) return;
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> norms;
+  for (const ParamGroup& g : groups_) {
+    if (g.param.grad().defined()) norms.push_back(g.param.grad().norm(2).to(torch::kFloat64));
+  }
+  if (norms.empty()) return;
+  const torch::Tensor total = torch::stack(norms).norm(2);
+  const torch::Tensor coef = (cfg_.clip_grad_norm / (total + 1e-6)).clamp_max(1.0);
+  for (ParamGroup& g : groups_) {
+    if (g.param.grad().defined()) g.param.mutable_grad().mul_(coef.to(g.param.grad().device()));
+  }
+}
+
+std::unique_ptr<Optimizer> make_optimizer(const OptimConfig& cfg, std::vector<ParamGroup> groups) {
+  validate_optim_config(cfg);
+  switch (optimizer_family(cfg.kind)) {
+    case OptFamily::SGD: return optim_detail::make_sgd(cfg, std::move(groups));
+    case OptFamily::Adam: return optim_detail::make_adam(cfg, std::move(groups));
+    case OptFamily::Adafactor: return optim_detail::make_adafactor(cfg, std::move(groups));
+  }
+  throw UserError("config", "optim.kind", "unknown optimizer '" + cfg.kind + "'", kKinds);
+}
+
+namespace optim_detail {
+
+torch::Tensor& scratch_like(torch::Tensor& slot, const torch::Tensor& like) {
+  if (!slot.defined() || slot.sizes() != like.sizes() || slot.scalar_type() != like.scalar_type() ||
+      slot.device() != like.device())
+    slot = torch::empty_like(like, torch::MemoryFormat::Contiguous);
+  return slot;
+}
+
+void decoupled_decay(const OptimConfig& cfg, torch::Tensor& p, double lr_t, double wd_t) {
+  if (wd_t == 0) return;
+  const double frac = cfg.wd_mode == "independent" ? wd_t : lr_t * wd_t;
+  p.mul_(1.0 - frac);
+}
+
+void save_states(torch::serialize::OutputArchive& ar, const std::string& kind, int64_t steps,
+                 const std::vector<ParamGroup>& groups, const std::vector<GroupState>& states) {
+  ar.write("kind", c10::IValue(kind));
+  ar.write("steps", c10::IValue(steps));
+  ar.write("n_groups", c10::IValue(static_cast<int64_t>(groups.size())));
+  for (size_t i = 0; i < groups.size(); ++i) {
+    torch::serialize::OutputArchive g;
+    g.write("name", c10::IValue(groups[i].name));
+    g.write("t", c10::IValue(states[i].t));
+    for (const auto& [key, tensor] : states[i].buf) {
+      if (tensor.defined()) g.write(key, tensor, /*is_buffer=*/true);
+    }
+    ar.write(fmt::format("g{}", i), g);
+  }
+}
+
+void load_states(torch::serialize::InputArchive& ar, const std::string& kind, int64_t* steps,
+                 const std::vector<ParamGroup>& groups, std::vector<GroupState>* states,
+                 const std::vector<std::string>& keys,
+                 const std::function<std::vector<int64_t>(const std::string&, const torch::Tensor&)>& expected_shape) {
+  const std::string fix = "resume with the optimizer and model the checkpoint was written with, or start a new run";
+  c10::IValue v;
+  if (!ar.try_read("kind", v) || !v.isString())
+    throw UserError("checkpoint", "optimizer", "no optimizer state in the checkpoint", fix);
+  const std::string saved_kind = v.toStringRef();
+  if (saved_kind != kind)
+    throw UserError("checkpoint", "optim.kind",
+                    "optimizer state was written by '" + saved_kind + "' but the config asks for '" + kind + "'", fix);
+  ar.read("n_groups", v);
+  if (v.toInt() != static_cast<int64_t>(groups.size()))
+    throw UserError("checkpoint", "optimizer",
+                    fmt::format("optimizer state has {} parameter groups, the model has {}", v.toInt(), groups.size()),
+                    fix);
+  std::vector<GroupState> loaded(groups.size());
+  for (size_t i = 0; i < groups.size(); ++i) {
+    torch::serialize::InputArchive g;
+    ar.read(fmt::format("g{}", i), g);
+    g.read("name", v);
+    if (v.toStringRef() != groups[i].name)
+      throw UserError("checkpoint", "optimizer",
+                      fmt::format("optimizer group {} is '{}' in the checkpoint but '{}' in the model", i,
+                                  v.toStringRef(), groups[i].name),
+                      fix);
+    g.read("t", v);
+    loaded[i].t = v.toInt();
+    for (const std::string& key : keys) {
+      torch::Tensor t;
+      if (!g.try_read(key, t, /*is_buffer=*/true)) continue;
+      const std::vector<int64_t> want = expected_shape(key, groups[i].param);
+      if (t.sizes() != c10::IntArrayRef(want))
+        throw UserError("checkpoint", "optimizer",
+                        fmt::format("state '{}' of '{}' has shape [{}], expected [{}]", key, groups[i].name,
+                                    fmt::join(t.sizes(), ", "), fmt::join(want, ", ")),
+                        fix);
+      // A copy: the optimizer updates its state in place, the archive may be read again.
+      loaded[i].buf[key] =
+          t.to(groups[i].param.device(), groups[i].param.scalar_type(), /*non_blocking=*/false, /*copy=*/true)
+              .contiguous();
+    }
+  }
+  ar.read("steps", v);
+  *steps = v.toInt();
+  *states = std::move(loaded);
+}
+
+}  // namespace optim_detail
+}  // namespace scaleinv

@@ -1,0 +1,96 @@
+#pragma once
+// Optimizers with per-tensor LR, weight decay and epsilon from the parameterization table
+// (DESIGN.md "Optimizers"). Modelled on libtorch's optimizers with one param group per tensor,
+// but written here because the table needs what torch::optim lacks: momentumless Adam and sign
+// descent, Adafactor, independent weight decay (seed 000 A.2.2), per-tensor epsilon.
+#include <torch/torch.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/model.h"
+#include "param/table.h"
+
+namespace scaleinv {
+
+struct OptimConfig {
+  std::string kind = "adamw";   // sgd | adam | adamw | sign | adafactor
+  double lr = 1e-3;             // base LR (at the base shape)
+  double momentum = 0.0;        // sgd
+  double beta1 = 0.9;           // adam/adamw (0: momentumless Adam), adafactor (0: no first moment)
+  double beta2 = 0.999;         // adam/adamw; adafactor's second-moment decay
+  // Base Adam epsilon, in gradient units (added to sqrt(v)). Adafactor adds its square,
+  // eps1 = (eps * eps_mult)^2, to the squared gradient, so the table's single epsilon exponent
+  // and the equivalence shift (eps += theta) mean the same for both families. Adafactor needs eps > 0.
+  double eps = 1e-8;
+  double weight_decay = 0.0;    // base weight-decay coefficient
+  // coupled: W -= lr_t * wd * W (AdamW as published: the decay follows the LR and its schedule);
+  // independent: W -= wd * W (seed 000 A.2.2's "decoupled" form). `adam` and `sgd` add wd * W to
+  // the gradient instead (L2), as torch does.
+  std::string wd_mode = "coupled";
+  double clip_grad_norm = 0.0;  // 0: off; else step() first scales all gradients to this global norm
+  // schedule
+  std::string schedule = "constant";  // constant | cosine (linear warmup + cosine) | linear (linear decay)
+  int64_t warmup_steps = 0;
+  int64_t total_steps = 1000;
+  double min_lr_ratio = 0.0;    // final LR / base LR for cosine and linear
+};
+
+// The table's family for an optimizer kind (UserError on an unknown kind, field "optim.kind").
+OptFamily optimizer_family(const std::string& kind);
+
+// One tensor with its table factors (multiplied into the config's base values).
+struct ParamGroup {
+  std::string name;
+  torch::Tensor param;
+  double lr_mult = 1.0;
+  double wd_mult = 1.0;
+  double eps_mult = 1.0;
+};
+
+// Groups for a model's tagged parameters under its ScaleContext (table, family, m, k).
+std::vector<ParamGroup> param_groups(const std::vector<TaggedParam>& params, const ScaleContext& ctx);
+
+// LR multiplier of the schedule at `step` (0-based): linear warmup (step+1)/warmup_steps for
+// step < warmup_steps, then constant 1 / cosine / linear decay from 1 at warmup_steps to
+// min_lr_ratio at total_steps (held there after). Validates the schedule first.
+double schedule_factor(const OptimConfig& cfg, int64_t step);
+
+// UserError (where "config") naming the field: unknown optim.schedule, negative optim.warmup_steps,
+// optim.total_steps < 1, optim.min_lr_ratio outside [0, 1].
+void validate_schedule(const OptimConfig& cfg);
+// Every field: optim.kind, optim.wd_mode (coupled | independent), optim.lr >= 0, optim.momentum,
+// optim.beta1, optim.beta2 in [0, 1), optim.eps >= 0 (> 0 for adafactor), optim.weight_decay >= 0,
+// optim.clip_grad_norm >= 0, and the schedule. make_optimizer calls it.
+void validate_optim_config(const OptimConfig& cfg);
+
+class Optimizer {
+ public:
+  Optimizer(OptimConfig cfg, std::vector<ParamGroup> groups) : cfg_(std::move(cfg)), groups_(std::move(groups)) {}
+  virtual ~Optimizer() = default;
+  // One update with LR = cfg.lr * lr_factor * group.lr_mult. Parameters without a gradient are skipped.
+  virtual void step(double lr_factor = 1.0) = 0;
+  void zero_grad();  // sets .grad() to undefined (set_to_none)
+  // State for checkpoints (step count and every moment tensor), per group index with the group's
+  // name stored beside it; load checks the kind, group count, names and shapes (UserError, field
+  // "optim.kind" / "checkpoint") and then continues bit for bit.
+  virtual void save(torch::serialize::OutputArchive& ar) const = 0;
+  virtual void load(torch::serialize::InputArchive& ar) = 0;
+  const std::vector<ParamGroup>& groups() const { return groups_; }
+  const OptimConfig& config() const { return cfg_; }
+  int64_t steps_taken() const { return steps_; }
+
+ protected:
+  // Scales every gradient so their global L2 norm is at most cfg.clip_grad_norm (when > 0), as
+  // torch::nn::utils::clip_grad_norm_ does, without a host sync. Each step() calls it first.
+  void clip_gradients();
+  OptimConfig cfg_;
+  std::vector<ParamGroup> groups_;
+  int64_t steps_ = 0;
+};
+
+// Validates cfg (validate_optim_config) and builds the optimizer for cfg.kind.
+std::unique_ptr<Optimizer> make_optimizer(const OptimConfig& cfg, std::vector<ParamGroup> groups);
+
+}  // namespace scaleinv

@@ -1,0 +1,160 @@
+// The preset parameterizations: each is one row of numbers per role, with its source.
+//
+// Conventions used to fill the columns a paper leaves implicit (and tested in tests/test_param.cpp
+// and tests/test_theory.cpp):
+//  * Adafactor LR exponent: c_adafactor = c_adam - b (seed 000 eq. 15: Adafactor's update is
+//    d^-(c+b) where Adam's is d^-c), so both give the same RMS(dW).
+//  * SGD LR exponent: c_sgd = c_adam - w, where d^-w is RMS(W') at init (seed 000 eq. 12:
+//    w_readout = a_R, w_hidden = a_R + b_R + a_h, w_embedding = a_R + b_R + a_0, and a vector-like
+//    tensor (bias, norm gain) sees RMS(h') ~ d^-(a_R + b_R), eq. 11), so SGD's dW matches Adam's.
+//  * Adam epsilon: eps = w, i.e. epsilon scales with the gradient it is added to (seed 000 2.1,
+//    Everett et al.), except `standard` and the dinan-* rows, which keep one epsilon (seed 002
+//    derives no width rule for it).
+//  * Weight decay is a per-step decay fraction; every preset keeps it width-invariant (wd = 0):
+//    MuAdamW's "lambda *= m" and CompleteP's "lambda_h ~ d" are exactly that under coupled decay.
+//  * The vector-like role (biases, norm gains) is never multiplied or width-scaled at init
+//    (a = b = 0); its Adam LR is not width-scaled (c = 0) except in the dinan-* rows, which follow
+//    seed 002's rule LR ~ |g| ~ n^-1/2 (as for the position embedding).
+//  * Depth exponents apply to tensors inside residual blocks (hidden, attention and vector roles);
+//    embedding and readout are never depth-scaled.
+#include <fmt/format.h>
+
+#include "core/errors.h"
+#include "param/table.h"
+
+namespace scaleinv {
+
+namespace {
+
+// One role: multiplier a, init b, LR c per family {sgd, adam, adafactor}, Adam epsilon.
+RoleExponents row(double a, double b, double c_sgd, double c_adam, double c_ada, double eps) {
+  RoleExponents e;
+  e.a = a;
+  e.b = b;
+  e.c = {c_sgd, c_adam, c_ada};
+  e.eps = eps;
+  return e;
+}
+
+// Depth exponents for the in-block roles: LR k^-gamma per family, epsilon k^-depth_eps.
+void set_block_depth(ParamTable& t, double lr_sgd, double lr_adam, double lr_ada, double eps) {
+  for (Role r : {Role::Hidden, Role::Vector, Role::AttnQ, Role::AttnK, Role::AttnV, Role::AttnO}) {
+    t.row(r).depth_lr = {lr_sgd, lr_adam, lr_ada};
+    t.row(r).depth_eps = eps;
+  }
+}
+
+ParamTable make(const char* name, const char* source, RoleExponents emb, RoleExponents hid,
+                RoleExponents out, RoleExponents vec, double attn_logit) {
+  ParamTable t;
+  t.name = name;
+  t.source = source;
+  t.row(Role::Embedding) = emb;
+  t.row(Role::Hidden) = hid;
+  t.row(Role::Readout) = out;
+  t.row(Role::Vector) = vec;
+  // Attention projections are hidden matrices (seed 000 1.3; seed 002 eqs. 1.101-1.104, 1.110-1.113).
+  for (Role r : {Role::AttnQ, Role::AttnK, Role::AttnV, Role::AttnO}) t.row(r) = hid;
+  t.attn_logit = attn_logit;
+  return t;
+}
+
+// seed 000 Table 1, "muP" row, and its SGD/Adafactor/epsilon columns (see header comment).
+ParamTable mup_width(const char* name, const char* source) {
+  return make(name, source,
+              /*embedding*/ row(-0.5, 0.5, 0.0, 0.5, 0.0, 0.5),
+              /*hidden*/ row(0.0, 0.5, 0.0, 1.0, 0.5, 1.0),
+              /*readout*/ row(0.5, 0.5, 0.0, 0.5, 0.0, 0.5),
+              /*vector*/ row(0.0, 0.0, -1.0, 0.0, 0.0, 1.0),
+              /*attn_logit: 1/d_head, Yang et al. (muP)*/ 1.0);
+}
+
+// Seed 002 footnote 8 / 26 strategy s: Var(W_head) = C/n^(1+s); every non-head SGD factor times
+// n^s, every non-head AdamW factor times n^(s/2). Base factors (s = 0), seed 002 eqs. 1.99-1.116:
+// SGD: WE 1, Q/K/V/U/W/X 1/n, head 1/n, bPE 1; AdamW: WE n^-1/2, bulk n^-3/2, head n^-1, bPE n^-1/2
+// (footnote 41: the MLP's factor M is ignored).
+ParamTable dinan(const char* name, const char* source, double s) {
+  const double b_head = (1.0 + s) / 2.0;
+  const double emb_sgd = 0.0 - s, emb_adam = 0.5 - s / 2;
+  const double hid_sgd = 1.0 - s, hid_adam = 1.5 - s / 2;
+  return make(name, source,
+              row(0.0, 0.0, emb_sgd, emb_adam, emb_adam - 0.0, 0.0),
+              row(0.0, 0.5, hid_sgd, hid_adam, hid_adam - 0.5, 0.0),
+              row(0.0, b_head, 1.0, 1.0, 1.0 - b_head, 0.0),
+              row(0.0, 0.0, emb_sgd, emb_adam, emb_adam, 0.0),
+              /*1/sqrt(C), seed 002 eq. 1.16*/ 0.5);
+}
+
+ParamTable build(const std::string& name) {
+  if (name == "standard") {
+    // PyTorch defaults: N(0,1) embeddings, 1/sqrt(fan_in) matrices, one global LR and epsilon.
+    // What most people run; seed 000 Table 1's SP with its layerwise LRs removed.
+    return make("standard", "PyTorch defaults: one global LR (seed 000 App. A init, no LR scaling)",
+                row(0, 0.0, 0, 0, 0, 0), row(0, 0.5, 0, 0, 0, 0), row(0, 0.5, 0, 0, 0, 0),
+                row(0, 0.0, 0, 0, 0, 0), 0.5);
+  }
+  if (name == "sp") {
+    return make("sp", "seed 000 Table 1, SP (aka simple muP); SGD/Adafactor/eps columns derived",
+                row(0, 0.0, -0.5, 0.0, 0.0, 0.5), row(0, 0.5, 0.5, 1.0, 0.5, 0.5),
+                row(0, 0.5, 1.0, 1.0, 0.5, 0.0), row(0, 0.0, -0.5, 0.0, 0.0, 0.5), 0.5);
+  }
+  if (name == "ntk") {
+    return make("ntk", "seed 000 Table 1, NTK (Jacot et al. 2018); = sp shifted by theta=(0,1/2,1/2)",
+                row(0, 0.0, -0.5, 0.0, 0.0, 0.5), row(0.5, 0.0, -0.5, 0.5, 0.5, 1.0),
+                row(0.5, 0.0, 0.0, 0.5, 0.5, 0.5), row(0, 0.0, -0.5, 0.0, 0.0, 0.5), 0.5);
+  }
+  if (name == "mup") return mup_width("mup", "seed 000 Table 1, muP (Yang and Hu 2020)");
+  if (name == "mf") {
+    return make("mf", "seed 000 Table 1, MF (Mei et al. 2018); = mup shifted by theta=(1/2,1/2,1/2)",
+                row(0.0, 0.0, -1.0, 0.0, 0.0, 1.0), row(0.5, 0.0, -1.0, 0.5, 0.5, 1.5),
+                row(1.0, 0.0, -1.0, 0.0, 0.0, 1.0), row(0.0, 0.0, -1.0, 0.0, 0.0, 1.0), 1.0);
+  }
+  if (name == "completep") {
+    // seed 000 2.1 (Dey et al. 2025): width = muP shifted by theta = 1/2 on embedding and readout;
+    // depth rho = 1: every residual branch times 1/L (eq. 30); hidden Adam LR d^-1 L^(alpha-1) = d^-1;
+    // epsilon d^-1 everywhere and L^-1 inside blocks (the moments' scale).
+    ParamTable t = make("completep", "seed 000 section 2.1 (CompleteP, Dey et al. 2025)",
+                        row(0.0, 0.0, -1.0, 0.0, 0.0, 1.0), row(0.0, 0.5, 0.0, 1.0, 0.5, 1.0),
+                        row(1.0, 0.0, -1.0, 0.0, 0.0, 1.0), row(0.0, 0.0, -1.0, 0.0, 0.0, 1.0), 1.0);
+    t.branch = 1.0;
+    // SGD's true LR is eta L^(alpha - gamma) (seed 004 Def. 4.1): gamma_sgd = 0 - 1.
+    set_block_depth(t, /*sgd*/ -1.0, /*adam*/ 0.0, /*adafactor*/ 0.0, /*eps*/ 1.0);
+    return t;
+  }
+  if (name == "depth-mup") {
+    // seed 004 Claim 5.5 and section 3 / App. C: branch a/sqrt(L), Adam LR(W_l) = eta n^-1 L^-1/2,
+    // SGD LR(W_l) constant in L; U init 1, LR eta; V init n^-2, LR eta/n; W init 1/n, never depth-scaled.
+    ParamTable t = make("depth-mup", "seed 004 (Depth-muP, Yang et al. 2023) Claim 5.5, App. C",
+                        row(0.0, 0.0, -1.0, 0.0, 0.0, 1.0), row(0.0, 0.5, 0.0, 1.0, 0.5, 1.0),
+                        row(0.0, 1.0, 1.0, 1.0, 0.0, 0.0), row(0.0, 0.0, -1.0, 0.0, 0.0, 1.0), 1.0);
+    t.branch = 0.5;
+    // Gradients of W_l are Theta(n^-1 L^-alpha): epsilon follows (seed 004 4.1).
+    set_block_depth(t, /*sgd*/ 0.0, /*adam*/ 0.5, /*adafactor*/ 0.5, /*eps*/ 0.5);
+    return t;
+  }
+  if (name == "keel") {
+    // seed 000 eq. (34)-(35) (KEEL, Chen and Wei 2026): post-LN with the shortcut scaled up inside
+    // the LN, h_{l+1} = LN(L h_l + f(LN(h_l))); width follows muP (Table 1).
+    ParamTable t = mup_width("keel", "seed 000 eqs. (34)-(35) (KEEL, Chen and Wei 2026); width muP");
+    t.shortcut = 1.0;
+    return t;
+  }
+  if (name == "dinan-nt") return dinan("dinan-nt", "seed 002 strategy s = 0 (neural tangent)", 0.0);
+  if (name == "dinan-hybrid") return dinan("dinan-hybrid", "seed 002 strategy s = 1/2 (hybrid)", 0.5);
+  if (name == "dinan-mup") return dinan("dinan-mup", "seed 002 strategy s = 1 (maximal update)", 1.0);
+  std::string known;
+  for (const auto& n : preset_names()) known += (known.empty() ? "" : ", ") + n;
+  throw UserError("--param", "", fmt::format("unknown preset '{}'", name),
+                  fmt::format("use one of {} or a path to a .toml file", known));
+}
+
+}  // namespace
+
+std::vector<std::string> preset_names() {
+  return {"standard", "sp",        "ntk",  "mup",      "mf",           "completep",
+          "depth-mup", "keel", "dinan-nt", "dinan-hybrid", "dinan-mup"};
+}
+
+ParamTable preset(const std::string& name) { return build(name); }
+
+}  // namespace scaleinv

@@ -1,0 +1,80 @@
+#include "param/table.h"
+
+#include <cmath>
+
+namespace scaleinv {
+
+namespace {
+constexpr const char* kRoleNames[kNumRoles] = {"embedding", "hidden", "readout", "vector",
+                                               "attn_q",    "attn_k", "attn_v",  "attn_o"};
+constexpr const char* kFamilyNames[kNumFamilies] = {"sgd", "adam", "adafactor"};
+}  // namespace
+
+const char* role_name(Role r) { return kRoleNames[static_cast<int>(r)]; }
+
+bool parse_role(const std::string& s, Role* out) {
+  for (int i = 0; i < kNumRoles; ++i)
+    if (s == kRoleNames[i]) {
+      *out = static_cast<Role>(i);
+      return true;
+    }
+  return false;
+}
+
+std::array<Role, kNumRoles> all_roles() {
+  std::array<Role, kNumRoles> r{};
+  for (int i = 0; i < kNumRoles; ++i) r[i] = static_cast<Role>(i);
+  return r;
+}
+
+const char* family_name(OptFamily f) { return kFamilyNames[static_cast<int>(f)]; }
+
+bool parse_family(const std::string& s, OptFamily* out) {
+  for (int i = 0; i < kNumFamilies; ++i)
+    if (s == kFamilyNames[i]) {
+      *out = static_cast<OptFamily>(i);
+      return true;
+    }
+  return false;
+}
+
+TensorScale tensor_scale(const ParamTable& t, Role role, OptFamily f, double m, double k, bool in_block) {
+  const RoleExponents& e = t.row(role);
+  const int fi = static_cast<int>(f);
+  const double kk = in_block ? k : 1.0;
+  TensorScale s;
+  s.multiplier = std::pow(m, -e.a);
+  s.init = std::pow(m, -e.b);
+  s.lr = std::pow(m, -e.c[fi]) * std::pow(kk, -e.depth_lr[fi]);
+  s.wd = std::pow(m, -e.wd) * std::pow(kk, -e.depth_wd);
+  s.eps = std::pow(m, -e.eps) * std::pow(kk, -e.depth_eps);
+  return s;
+}
+
+double branch_multiplier(const ParamTable& t, double k) { return std::pow(k, -t.branch); }
+
+double shortcut_multiplier(const ParamTable& t, double depth) { return std::pow(depth, t.shortcut); }
+
+double attn_logit_scale(const ParamTable& t, double d_head, double base_d_head) {
+  return std::pow(base_d_head, -0.5) * std::pow(d_head / base_d_head, -t.attn_logit);
+}
+
+ParamTable shift(const ParamTable& t, const std::array<double, kNumRoles>& theta) {
+  // seed 000 eq. (28): a <- a + theta, b <- b - theta, c <- c - theta (Adam-like).
+  // SGD: dW = eta W', and W' picks up d^-theta from the multiplier while W must grow by d^theta,
+  // so c_sgd moves by 2 theta. Adafactor's update is relative to RMS(W): c unchanged.
+  // Adam's epsilon tracks the raw gradient, which shrinks by d^-theta: eps <- eps + theta.
+  ParamTable s = t;
+  for (int i = 0; i < kNumRoles; ++i) {
+    RoleExponents& e = s.roles[i];
+    const double th = theta[i];
+    e.a += th;
+    e.b -= th;
+    e.c[static_cast<int>(OptFamily::Adam)] -= th;
+    e.c[static_cast<int>(OptFamily::SGD)] -= 2 * th;
+    e.eps += th;
+  }
+  return s;
+}
+
+}  // namespace scaleinv

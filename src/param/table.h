@@ -1,0 +1,103 @@
+#pragma once
+// The parameterization as data (DESIGN.md "The parameterization as data").
+//
+// Every trainable tensor has a Role. Every role has exponents. A model of width d and depth L
+// is compared with a base model of width d0 and depth L0 through m = d/d0 and k = L/L0, so that
+// at the base shapes every parameterization is the same network and a hyperparameter tuned there
+// means the same thing everywhere:
+//
+//   forward multiplier   m^-a                                    (seed 000 eq. 1: d^-a_l)
+//   init std             sigma_base(role, fan_in/m) * m^-b       (seed 000 eq. 2: Var = d^-2b_l)
+//   learning rate        eta * m^-c[opt] * k^-depth_lr[opt]      (seed 000 eq. 15: eta_l = C d^-c_l)
+//   weight decay         the per-step decay fraction scales m^-wd * k^-depth_wd
+//   Adam epsilon         eps * m^-eps * k^-depth_eps             (seed 000 2.1, CompleteP)
+//   residual branch      k^-branch                               (seed 000 eq. 30 rho; seed 004 alpha)
+//   post-LN shortcut     L^shortcut inside the LN                (seed 000 eq. 34; KEEL: L)
+//   attention logits     d_head0^-1/2 * (d_head/d_head0)^-attn_logit
+//
+// Depth exponents apply only to tensors inside residual blocks. A new parameterization is a new
+// row of data (a preset below, or a TOML file), never a new branch in model or optimizer code.
+#include <array>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace scaleinv {
+
+enum class Role : int { Embedding = 0, Hidden, Readout, Vector, AttnQ, AttnK, AttnV, AttnO };
+inline constexpr int kNumRoles = 8;
+// The four roles every table must define; the attention roles default to the hidden row.
+inline constexpr int kCoreRoles = 4;
+const char* role_name(Role r);                 // "embedding", "hidden", ..., "attn_o"
+bool parse_role(const std::string& s, Role* out);
+std::array<Role, kNumRoles> all_roles();
+
+// Optimizer families with distinct LR exponents (seed 000 eq. 15). Adam covers AdamW and
+// momentumless Adam / sign descent.
+enum class OptFamily : int { SGD = 0, Adam = 1, Adafactor = 2 };
+inline constexpr int kNumFamilies = 3;
+const char* family_name(OptFamily f);          // "sgd", "adam", "adafactor"
+bool parse_family(const std::string& s, OptFamily* out);
+
+struct RoleExponents {
+  double a = 0;                              // forward multiplier m^-a
+  double b = 0;                              // init std m^-b
+  std::array<double, kNumFamilies> c{};      // LR m^-c per optimizer family
+  double wd = 0;                             // weight-decay fraction m^-wd
+  double eps = 0;                            // Adam epsilon m^-eps
+  std::array<double, kNumFamilies> depth_lr{};  // LR k^-gamma per family (in-block tensors)
+  double depth_wd = 0;
+  double depth_eps = 0;
+  bool operator==(const RoleExponents&) const = default;
+};
+
+struct ParamTable {
+  std::string name;
+  std::string source;       // the paper, table or equation the row comes from
+  int base_width = 64;      // d0
+  int base_depth = 4;       // L0
+  std::array<RoleExponents, kNumRoles> roles{};
+  double branch = 0;        // residual branch multiplier k^-branch
+  double shortcut = 0;      // post-LN shortcut alpha = L^shortcut
+  double attn_logit = 0.5;  // exponent p of the attention logit scale d_head^-p
+
+  const RoleExponents& row(Role r) const { return roles[static_cast<int>(r)]; }
+  RoleExponents& row(Role r) { return roles[static_cast<int>(r)]; }
+  double width_mult(double width) const { return width / base_width; }
+  double depth_mult(double depth) const { return depth / base_depth; }
+  bool operator==(const ParamTable&) const = default;
+};
+
+// The scale factors one tensor gets, at width multiplier m and depth multiplier k.
+struct TensorScale {
+  double multiplier = 1;  // forward multiplier m^-a
+  double init = 1;        // factor on the base init std, m^-b
+  double lr = 1;          // factor on the base LR
+  double wd = 1;          // factor on the base weight-decay fraction
+  double eps = 1;         // factor on the base Adam epsilon
+};
+TensorScale tensor_scale(const ParamTable& t, Role role, OptFamily f, double m, double k, bool in_block);
+double branch_multiplier(const ParamTable& t, double k);         // k^-branch
+double shortcut_multiplier(const ParamTable& t, double depth);   // L^shortcut
+double attn_logit_scale(const ParamTable& t, double d_head, double base_d_head);
+
+// Presets, each citing its source. Unknown names throw UserError listing the known ones.
+std::vector<std::string> preset_names();
+ParamTable preset(const std::string& name);
+// A preset name, or a path to a TOML file (see examples/params/custom.toml).
+ParamTable load_param(const std::string& name_or_file);
+ParamTable param_from_toml_file(const std::string& path);
+ParamTable param_from_toml_string(const std::string& text, const std::string& where);
+std::string param_to_toml(const ParamTable& t);
+nlohmann::json param_to_json(const ParamTable& t);
+ParamTable param_from_json(const nlohmann::json& j);
+// Stable short hash of the table's numbers (checkpoints, distributed start-up check).
+std::string param_fingerprint(const ParamTable& t);
+
+// The equivalence shift of seed 000 eq. (28): a += theta, b -= theta; the LR exponent moves by
+// theta for Adam, 2*theta for SGD, not at all for Adafactor (its update is relative to RMS(W));
+// Adam epsilon follows the gradient, eps += theta. Weight decay is a per-step fraction: unchanged.
+ParamTable shift(const ParamTable& t, const std::array<double, kNumRoles>& theta);
+
+}  // namespace scaleinv

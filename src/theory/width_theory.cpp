@@ -1,0 +1,258 @@
+// Width theory of seed 000 section 1 (see width_theory.h for the model and the indexing).
+#include "theory/width_theory.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "core/fraction.h"
+
+namespace scaleinv {
+
+namespace {
+
+bool greater(double x, double y) { return x > y + kExponentTol; }
+bool same(double x, double y) { return std::fabs(x - y) <= kExponentTol; }
+std::string F(double x) { return format_fraction(std::fabs(x) <= kExponentTol ? 0.0 : x); }
+
+// "grows like d^1/2", "~ d^0", "vanishes like d^-1"
+std::string behaviour(double e) {
+  if (greater(e, 0)) return "grows like d^" + F(e);
+  if (greater(0, e)) return "vanishes like d^" + F(e);
+  return "stays ~ d^0";
+}
+
+double get(const std::optional<double>& v, const char* what, int l) {
+  if (!v) throw std::out_of_range(fmt::format("width theory: {} does not exist at layer {}", what, l));
+  return *v;
+}
+
+}  // namespace
+
+double update_exponent(const RoleExponents& row, OptFamily f, double w_grad_exponent) {
+  const double c = row.c[static_cast<int>(f)];
+  switch (f) {
+    case OptFamily::SGD: return -c + w_grad_exponent;  // eq. (15): dW = -eta W'
+    case OptFamily::Adam: return -c;                    // eq. (15): dW = -eta sign(W')
+    case OptFamily::Adafactor: return -c - row.b;       // eq. (15): dW = -eta RMS(W) sign(W')
+  }
+  return -c;
+}
+
+#define ROW_ACCESSOR(NAME)                                                              \
+  double WidthTheory::NAME(int l) const {                                               \
+    if (l < 0 || l >= static_cast<int>(layers.size()))                                  \
+      throw std::out_of_range(fmt::format("width theory: no layer {} (0..{})", l,       \
+                                          static_cast<int>(layers.size()) - 1));        \
+    return get(layers[l].NAME, #NAME, l);                                               \
+  }
+ROW_ACCESSOR(h)
+ROW_ACCESSOR(h_grad)
+ROW_ACCESSOR(w_grad)
+ROW_ACCESSOR(dw)
+ROW_ACCESSOR(dh)
+#undef ROW_ACCESSOR
+
+WidthTheory width_theory(const ParamTable& t, OptFamily f, int L, const Alignment& al, bool rmsnorm) {
+  if (L < 1) throw std::invalid_argument(fmt::format("width theory: depth L = {} must be >= 1", L));
+  for (auto [name, v] : {std::pair<const char*, double>{"omega_hidden", al.omega_hidden},
+                         {"omega_readout", al.omega_readout}, {"alpha", al.alpha}, {"u", al.u}})
+    if (!(v >= 0.5 - kExponentTol && v <= 1.0 + kExponentTol))
+      throw std::invalid_argument(fmt::format("width theory: alignment {} = {} is outside [1/2, 1] (eqs. 18-20)", name, v));
+
+  WidthTheory w;
+  w.param = t;
+  w.family = f;
+  w.depth = L;
+  w.align = al;
+  w.rmsnorm = rmsnorm;
+
+  const int nw = L + 2;  // weights W_0..W_{L+1}
+  const int nh = L + 3;  // activations h_0..h_{L+2}
+  auto role_of = [&](int l) { return l == 0 ? Role::Embedding : (l <= L ? Role::Hidden : Role::Readout); };
+  auto role_str = [&](int l) -> std::string {
+    return l == 0 ? "embedding" : (l <= L ? "hidden" : (l == L + 1 ? "readout" : "logits"));
+  };
+  std::vector<double> a(nw), b(nw), c(nw);
+  for (int l = 0; l < nw; ++l) {
+    const RoleExponents& r = t.row(role_of(l));
+    a[l] = r.a;
+    b[l] = r.b;
+    c[l] = r.c[static_cast<int>(f)];
+  }
+  // With RMSNorm, h_l = RMSNorm(u_l) for l = 1..L+1 (Lemma E.3); the logits are not normalised.
+  auto normed = [&](int l) { return rmsnorm && l >= 1 && l <= L + 1; };
+
+  // ---- Initialization: forward (eq. 3 / Lemma E.4; Lemma E.3 with RMSNorm) ----
+  // pre[l] = RMS of d^-a_{l-1} W_{l-1} h_{l-1}: each entry sums d terms for l-1 >= 1 (1/2 in the
+  // exponent, independent at init) and picks one column of W_0 for the one-hot input.
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  std::vector<double> h(nh, nan), pre(nh, nan);
+  h[0] = 0;  // one-hot x: RMS ~ V^-1/2, constant in d
+  for (int l = 0; l < nw; ++l) {
+    pre[l + 1] = -(a[l] + b[l]) + (l >= 1 ? 0.5 : 0.0) + h[l];
+    h[l + 1] = normed(l + 1) ? 0.0 : pre[l + 1];
+  }
+  // ---- Initialization: backward (eqs. 4-5; Lemma E.3 with RMSNorm) ----
+  // gout[l+1] = RMS of dLoss/d(pre-norm output of W_l); RMSNorm divides by RMS(u) (Lemma E.2).
+  std::vector<double> hg(nh, nan), gout(nh, nan), wg(nw, nan);
+  hg[L + 2] = 0;  // softmax - y, entries in [-1, 1], V constant
+  for (int l = nw - 1; l >= 0; --l) {
+    gout[l + 1] = normed(l + 1) ? hg[l + 1] - pre[l + 1] : hg[l + 1];
+    wg[l] = -a[l] + gout[l + 1] + h[l];  // W'_l = d^-a_l g h_l^T
+    // h'_l = d^-a_l W_l^T g sums over d rows (hidden) or V rows (readout).
+    if (l >= 1) hg[l] = -(a[l] + b[l]) + (l <= L ? 0.5 : 0.0) + gout[l + 1];
+  }
+
+  // ---- One update (eqs. 15-23) ----
+  std::vector<double> dw(nw, nan), dh(nh, nan), du(nh, nan);
+  for (int l = 0; l < nw; ++l) dw[l] = update_exponent(t.row(role_of(l)), f, wg[l]);
+  auto thr = [&](int l) { return normed(l) ? pre[l] : 0.0; };  // e_dh = e_du - e_rms(u) under RMSNorm
+  du[1] = -a[0] + dw[0] + h[0];                                 // eq. (17): a column of d^-a_0 dW_0
+  dh[1] = du[1] - thr(1);
+
+  const bool adam = f == OptFamily::Adam;
+  const std::string c_name = adam ? "a+c" : "a-e(dW)";
+  auto layer_name = [&](int l) { return fmt::format("layer {} ({})", l, role_str(l)); };
+  auto out_name = [&](int l) {  // RMS(dh_{l+1}), naming the logits
+    return l + 1 == L + 2 ? fmt::format("RMS(dh_{}) (the logits)", l + 1) : fmt::format("RMS(dh_{})", l + 1);
+  };
+
+  // eq. (17)/(24): the embedding's update moves h_1 directly.
+  if (greater(dh[1], 0)) {
+    std::string desc = c_name;
+    double val = a[0] - dw[0];
+    if (normed(1)) {
+      desc += "+e(RMS u_1)";
+      val += thr(1);
+    }
+    w.failed_conditions.push_back(fmt::format("eq. ({}) {}: {} = {} < 0, so RMS(dh_1) {}", adam ? 24 : 17,
+                                              layer_name(0), desc, F(val), behaviour(dh[1])));
+  }
+
+  for (int l = 1; l <= L + 1; ++l) {
+    const bool readout = l == L + 1;
+    const double omega = readout ? al.omega_readout : al.omega_hidden;
+    // eqs. (18)-(20): the three terms of dh_{l+1} = d^-a (W dh + dW h + dW dh), e_W = -b.
+    const double t1 = -a[l] + omega - b[l] + dh[l];
+    const double t2 = -a[l] + al.alpha + dw[l] + h[l];
+    const double t3 = -a[l] + al.u + dw[l] + dh[l];
+    du[l + 1] = std::max({t1, t2, t3});
+    dh[l + 1] = du[l + 1] - thr(l + 1);
+
+    // Conditions (21)-(23) evaluated with an O(1) incoming dh_l (r_l = max(-e(dh_l), 0)), so a
+    // break is reported at the layer that causes it and not again where it propagates.
+    const double r = std::max(-dh[l], 0.0);
+    const double th = thr(l + 1);
+    const bool has_r = greater(r, 0);
+    const std::string r_part = has_r ? "+r" : "";
+    const std::string u_part = normed(l + 1) ? fmt::format("+e(RMS u_{})", l + 1) : "";
+    const std::string total = out_name(l);
+    auto report = [&](int eq, const std::string& desc, double val, const std::string& rhs_name, double rhs,
+                      const std::string& term, double term_e, bool uses_r) {
+      std::string msg = fmt::format("eq. ({}) {}: {} = {} < {} = {}", eq, layer_name(l), desc, F(val), rhs_name,
+                                    F(rhs));
+      if (has_r && uses_r) msg += fmt::format(" (r = {}: dh_{} ~ d^{})", F(r), l, F(-r));
+      msg += fmt::format(", so {} alone makes {} grow like d^{}", term, total, F(term_e));
+      if (!same(term_e, dh[l + 1])) msg += fmt::format(" (d^{} in all)", F(dh[l + 1]));
+      w.failed_conditions.push_back(msg);
+    };
+    // term 1, W_l dh_l: eq. (21); (26) for a hidden layer at a+b = 1/2, (27) at the readout.
+    {
+      const double e = -a[l] + omega - b[l] - r - th;
+      if (greater(e, 0)) {
+        int eq = 21;
+        if (!has_r) eq = readout ? 27 : ((normed(l + 1) || same(a[l] + b[l], 0.5)) ? 26 : 21);
+        report(eq, "a+b" + r_part + u_part, a[l] + b[l] + r + th, readout ? "omega_readout" : "omega_hidden",
+               omega, fmt::format("d^-a W_{} dh_{}", l, l), e, true);
+      }
+    }
+    // term 2, dW_l h_l: eq. (22); (25) under full alignment alpha = 1.
+    const double e2 = -a[l] + al.alpha + dw[l] + h[l] - th;
+    {
+      const double e = e2;
+      if (greater(e, 0)) {
+        std::string desc = c_name;
+        if (!same(h[l], 0)) desc += fmt::format("-e(h_{})", l);
+        report(same(al.alpha, 1.0) ? 25 : 22, desc + u_part, a[l] - dw[l] - h[l] + th, "alpha", al.alpha,
+               fmt::format("d^-a dW_{} h_{}", l, l), e, false);
+      }
+    }
+    // term 3, dW_l dh_l: eq. (23). With an O(1) dh_l it only adds to term 2 when u > alpha (the
+    // seed folds it into (25) for alpha = u = 1), so it is reported where it is the larger one.
+    {
+      const double e = -a[l] + al.u + dw[l] - r - th;
+      if (greater(e, 0) && (!greater(e2, 0) || greater(e, e2)))
+        report(23, c_name + r_part + u_part, a[l] - dw[l] + r + th, "u", al.u,
+               fmt::format("d^-a dW_{} dh_{}", l, l), e, true);
+    }
+  }
+
+  // ---- Initialization conditions (8)-(10) ----
+  std::vector<std::string> init_failures;
+  for (int l = 0; l < nw; ++l) {
+    const double s = a[l] + b[l];
+    if (l == 0) {
+      if (!normed(1) && !same(s, 0))
+        init_failures.push_back(fmt::format("eq. (8) {}: a+b = {} != 0, so RMS(h_1) {}", layer_name(0), F(s),
+                                            behaviour(h[1])));
+    } else if (l <= L) {
+      if (!normed(l + 1) && !same(s, 0.5))
+        init_failures.push_back(fmt::format("eq. (9) {}: a+b = {} != 1/2, so W_{} scales RMS by d^{} (RMS(h_{}) {})",
+                                            layer_name(l), F(s), l, F(0.5 - s), l + 1, behaviour(h[l + 1])));
+    } else if (greater(0.5, s)) {
+      init_failures.push_back(fmt::format("eq. (10) {}: a+b = {} < 1/2, so W_{} scales RMS by d^{} (the logits {})",
+                                          layer_name(l), F(s), l, F(0.5 - s), behaviour(h[L + 2])));
+    }
+  }
+  w.failed_conditions.insert(w.failed_conditions.begin(), init_failures.begin(), init_failures.end());
+
+  // ---- Verdicts ----
+  w.stable_init = true;
+  for (int l = 1; l <= L + 1; ++l) w.stable_init = w.stable_init && same(h[l], 0);  // eqs. (6), (8)-(9)
+  w.stable_init = w.stable_init && !greater(h[L + 2], 0);                          // eqs. (7), (10)
+  w.stable_train = true;
+  for (int l = 1; l <= L + 2; ++l) w.stable_train = w.stable_train && !greater(dh[l], 0);  // r_l >= 0
+  const bool stable = w.stable_init && w.stable_train;
+  w.feature_learning = stable && same(dh[L + 1], 0);  // r_{L+1} = 0
+  w.nontrivial = stable && same(dh[L + 2], 0);        // r_{L+2} = 0
+  if (stable && !w.feature_learning)
+    w.failed_conditions.push_back(fmt::format("sec. 1.2.3 feature learning: RMS(dh_{}) {} (r_{} = {} > 0)", L + 1,
+                                              behaviour(dh[L + 1]), L + 1, F(-dh[L + 1])));
+  if (stable && !w.nontrivial)
+    w.failed_conditions.push_back(fmt::format("sec. 1.2.3 nontriviality: RMS(dh_{}) (the logits) {} (r_{} = {} > 0)",
+                                              L + 2, behaviour(dh[L + 2]), L + 2, F(-dh[L + 2])));
+
+  // Section 1.2.1: the analysis of later steps assumes the init keeps dominating, RMS(dW) <= RMS(W).
+  for (int l = 0; l < nw; ++l)
+    if (greater(dw[l], -b[l]))
+      w.notes.push_back(fmt::format("sec. 1.2.1 {}: RMS(dW_{}) ~ d^{} > RMS(W_{}) ~ d^{}: after a few steps the "
+                                    "updates, not the init, set the weight scale (the analysis assumes c >= b)",
+                                    layer_name(l), l, F(dw[l]), l, F(-b[l])));
+  if (rmsnorm)
+    w.notes.push_back(
+        "RMSNorm: dh of a normalised layer is the update relative to RMS(u) (Lemma E.2); a positive exponent "
+        "means the update swamps u, while RMS(h) itself stays 1");
+
+  // ---- Rows ----
+  w.layers.resize(nh);
+  for (int l = 0; l < nh; ++l) {
+    LayerExponents& row = w.layers[l];
+    row.layer = l;
+    row.role = role_str(l);
+    row.h = h[l];
+    if (l >= 1) row.h_grad = hg[l];
+    if (l < nw) {
+      row.w_grad = wg[l];
+      row.dw = dw[l];
+    }
+    if (l >= 1) row.dh = dh[l];
+    if (normed(l)) row.u_rms = pre[l];
+  }
+  return w;
+}
+
+}  // namespace scaleinv

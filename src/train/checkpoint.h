@@ -1,0 +1,29 @@
+#pragma once
+// Checkpoints: one file holding the parameterization table, the run config, the step, every
+// parameter (raw, as stored: multipliers live in the table, so loading applies nothing twice)
+// and the optimizer state. Written to a temporary name and renamed: a killed run leaves the
+// previous checkpoint intact.
+#include <cstdint>
+#include <string>
+
+#include "models/model.h"
+#include "optim/optimizer.h"
+#include "train/config.h"
+
+namespace scaleinv {
+
+struct CheckpointMeta {
+  int64_t step = 0;           // steps completed
+  ParamTable table;
+  TrainConfig config;
+  std::string fingerprint;    // param_fingerprint(table)
+};
+
+void save_checkpoint(const std::string& path, const CheckpointMeta& meta, Model& model, const Optimizer* opt);
+// Reads only the metadata (to rebuild the model and optimizer before load_checkpoint).
+CheckpointMeta read_checkpoint_meta(const std::string& path);
+// Restores parameters (and optimizer state when opt is given). Shape or name mismatches are
+// UserErrors naming the checkpoint and the tensor.
+void load_checkpoint(const std::string& path, Model& model, Optimizer* opt);
+
+}  // namespace scaleinv

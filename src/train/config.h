@@ -1,0 +1,50 @@
+#pragma once
+// A training run's configuration: one TOML file (examples/*.toml) plus --set overrides.
+// Sections: [model] [param] [hp] [optim] [data] [train]. Every field is optional, every unknown
+// or mistyped field is a UserError naming the file and the field.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "data/data.h"
+#include "models/model.h"
+#include "optim/optimizer.h"
+
+namespace scaleinv {
+
+struct TrainSettings {
+  int64_t steps = 200;
+  int64_t batch_size = 16;
+  int64_t seed = 0;             // model init; the data seed is data.seed
+  int64_t log_every = 10;       // metrics rows (every step is also kept in memory for the summary)
+  int64_t eval_every = 100;     // validation loss (0: only at the end)
+  int64_t eval_batches = 4;
+  int64_t checkpoint_every = 100;  // 0: only at the end
+  std::string out_dir = "runs/default";
+  std::string device = "cpu";   // cpu | cuda
+};
+
+struct TrainConfig {
+  ModelConfig model;
+  std::string param = "mup";    // preset name or .toml file
+  int param_base_width = 0;     // 0: the table's own base shape
+  int param_base_depth = 0;
+  Hyper hp;
+  OptimConfig optim;
+  DataConfig data;
+  TrainSettings train;
+  std::string source = "(defaults)";  // where the config came from, for messages
+};
+
+// Reads a config file (or only defaults when path is empty) and applies --set overrides.
+TrainConfig load_train_config(const std::string& path, const std::vector<std::string>& sets = {});
+TrainConfig train_config_from_toml_text(const std::string& text, const std::string& where,
+                                        const std::vector<std::string>& sets = {});
+nlohmann::json train_config_to_json(const TrainConfig& c);
+TrainConfig train_config_from_json(const nlohmann::json& j);  // inverse of the above (checkpoints)
+// The table with the config's base-shape overrides applied.
+ParamTable resolve_param(const TrainConfig& c);
+
+}  // namespace scaleinv

@@ -1,0 +1,182 @@
+// The training loop. Read top to bottom: set up, (resume), step loop, finish.
+#include "train/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/errors.h"
+#include "core/progress.h"
+#include "train/checkpoint.h"
+#include "train/run_log.h"
+
+namespace scaleinv {
+
+namespace {
+
+torch::Device pick_device(const TrainConfig& cfg) {
+  if (cfg.train.device == "cuda") {
+    if (!torch::cuda::is_available())
+      throw UserError(cfg.source, "train.device", "cuda requested but no CUDA device is available",
+                      "set train.device = \"cpu\" or build against a CUDA libtorch (README, GPU)");
+    return torch::Device(torch::kCUDA);
+  }
+  return torch::Device(torch::kCPU);
+}
+
+double evaluate(Model& model, const DataSource& data, const TrainConfig& cfg, torch::Device dev) {
+  torch::NoGradGuard ng;
+  double total = 0;
+  for (int64_t i = 0; i < cfg.train.eval_batches; ++i) {
+    Batch b = data.batch(Split::Val, i, cfg.train.batch_size);
+    total += model.loss(b.x.to(dev), b.y.to(dev)).item<double>();
+  }
+  return total / static_cast<double>(std::max<int64_t>(1, cfg.train.eval_batches));
+}
+
+double tail_mean(const std::vector<double>& v) {
+  if (v.empty()) return std::numeric_limits<double>::quiet_NaN();
+  const size_t n = std::max<size_t>(1, v.size() / 10);
+  double s = 0;
+  for (size_t i = v.size() - n; i < v.size(); ++i) s += v[i];
+  return s / static_cast<double>(n);
+}
+
+}  // namespace
+
+RunSummary train_run(const TrainConfig& cfg, const RunOptions& opts) {
+  // --- set up: table, data, model, optimizer -------------------------------------------------
+  const ParamTable table = resolve_param(cfg);
+  const OptFamily family = optimizer_family(cfg.optim.kind);
+  ScaleContext ctx{table, family, cfg.model.width, cfg.model.depth};
+  const torch::Device dev = pick_device(cfg);
+  torch::manual_seed(static_cast<uint64_t>(cfg.train.seed));
+  std::shared_ptr<Model> model = build_model(cfg.model, ctx, cfg.hp);  // validates model.*
+  auto data = make_data(cfg.data);
+  if (data->is_language() != (cfg.model.kind == "bigram" || cfg.model.kind == "gpt"))
+    throw UserError(cfg.source, "data.source",
+                    fmt::format("'{}' does not fit model '{}'", cfg.data.source, cfg.model.kind),
+                    "language models (bigram, gpt) take kjv/text/markov; resmlp and vit take fashion_mnist");
+  model->to(dev);
+  auto opt = make_optimizer(cfg.optim, param_groups(model->tagged_parameters(), ctx));
+
+  RunSummary s;
+  s.unigram_entropy = data->is_language() ? data->unigram_entropy() : 0.0;
+  s.items_unit = data->is_language() ? "tok" : "samples";
+  for (const auto& p : model->tagged_parameters()) s.params += p.tensor.numel();
+  const int64_t items_per_step = cfg.train.batch_size * (data->is_language() ? cfg.model.seq_len : 1);
+
+  // --- resume ----------------------------------------------------------------------------------
+  const std::string dir = opts.write_files ? cfg.train.out_dir : "";
+  const std::string ckpt = cfg.train.out_dir + "/checkpoint.pt";
+  int64_t start = 0;
+  if (opts.write_files && std::filesystem::exists(ckpt)) {
+    if (!opts.resume)
+      throw UserError(cfg.source, "train.out_dir", fmt::format("'{}' already holds a checkpoint", cfg.train.out_dir),
+                      "pass --resume to continue it, or choose another out_dir");
+    CheckpointMeta meta = read_checkpoint_meta(ckpt);
+    if (meta.fingerprint != param_fingerprint(table))
+      throw UserError(ckpt, "param", "the checkpoint was trained under a different parameterization table",
+                      "resume with the checkpoint's param, or use another out_dir");
+    load_checkpoint(ckpt, *model, opt.get());
+    start = meta.step;
+  }
+  RunLog log(dir);
+  nlohmann::json cfg_json = train_config_to_json(cfg);
+  cfg_json["table"] = param_to_json(table);
+  log.start(start, cfg_json);
+  auto save = [&](int64_t steps_done) {
+    if (!opts.write_files) return;
+    save_checkpoint(ckpt, CheckpointMeta{steps_done, table, cfg, param_fingerprint(table)}, *model, opt.get());
+  };
+
+  // --- the step loop ---------------------------------------------------------------------------
+  const int64_t end = opts.stop_after >= 0 ? std::min(cfg.train.steps, opts.stop_after) : cfg.train.steps;
+  std::unique_ptr<Progress> bar;
+  if (opts.show_progress) bar = std::make_unique<Progress>(cfg.train.steps, "train", "steps");
+  const auto t0 = std::chrono::steady_clock::now();
+  double val = std::numeric_limits<double>::quiet_NaN();
+  int64_t step = start;
+  for (; step < end; ++step) {
+    Batch b = data->batch(Split::Train, step, cfg.train.batch_size);
+    torch::Tensor loss = model->loss(b.x.to(dev), b.y.to(dev));
+    const double lv = loss.item<double>();
+    if (!std::isfinite(lv)) {  // diverged: record it at this step, stop, never crash
+      s.diverged = true;
+      s.diverged_step = step;
+      break;
+    }
+    opt->zero_grad();
+    loss.backward();
+    if (cfg.optim.clip_grad_norm > 0) {
+      std::vector<torch::Tensor> ps;
+      for (const auto& g : opt->groups()) ps.push_back(g.param);
+      torch::nn::utils::clip_grad_norm_(ps, cfg.optim.clip_grad_norm);
+    }
+    const double lr_factor = schedule_factor(cfg.optim, step);
+    opt->step(lr_factor);
+    s.losses.push_back(lv);
+
+    const int64_t done = step + 1;
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double rate = static_cast<double>((done - start) * items_per_step) / std::max(elapsed, 1e-9);
+    const bool eval_now = cfg.train.eval_every > 0 && done % cfg.train.eval_every == 0;
+    std::optional<double> val_now;
+    if (eval_now) val = *(val_now = evaluate(*model, *data, cfg, dev));
+    if (done % std::max<int64_t>(1, cfg.train.log_every) == 0 || eval_now || done == cfg.train.steps)
+      log.log({done, lv, cfg.optim.lr * lr_factor, val_now, elapsed, rate});
+    if (cfg.train.checkpoint_every > 0 && done % cfg.train.checkpoint_every == 0) save(done);
+    if (bar)
+      bar->update(done, fmt::format("loss {:.4f}{} | {} {}/s", lv,
+                                    std::isnan(val) ? "" : fmt::format(" val {:.4f}", val), format_rate(rate),
+                                    s.items_unit));
+  }
+  s.steps_done = step;
+  s.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  s.items_per_s = static_cast<double>((step - start) * items_per_step) / std::max(s.wall_s, 1e-9);
+
+  // --- finish ----------------------------------------------------------------------------------
+  if (s.diverged) {
+    log.log({s.diverged_step, std::numeric_limits<double>::quiet_NaN(), cfg.optim.lr, std::nullopt, s.wall_s, 0});
+  } else {
+    if (step == cfg.train.steps) val = evaluate(*model, *data, cfg, dev);
+    save(step);
+  }
+  s.final_loss = tail_mean(s.losses);
+  s.final_val_loss = val;
+  if (bar) bar->finish(s.diverged ? fmt::format("diverged at step {}", s.diverged_step) : "");
+  log.finish(summary_to_json(s));
+  return s;
+}
+
+nlohmann::json summary_to_json(const RunSummary& s) {
+  auto num = [](double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); };
+  return {{"steps_done", s.steps_done},           {"diverged", s.diverged},
+          {"diverged_step", s.diverged_step},     {"final_loss", num(s.final_loss)},
+          {"final_val_loss", num(s.final_val_loss)}, {"unigram_entropy", s.unigram_entropy},
+          {"params", s.params},                   {"items_per_s", s.items_per_s},
+          {"items_unit", s.items_unit},           {"wall_s", s.wall_s}};
+}
+
+std::string render_summary(const TrainConfig& cfg, const RunSummary& s) {
+  std::string out = "\nrun summary\n";
+  auto row = [&](const std::string& k, const std::string& v) { out += fmt::format("  {:<22} {}\n", k, v); };
+  row("model", fmt::format("{} width {} depth {} ({} params)", cfg.model.kind, cfg.model.width, cfg.model.depth,
+                           s.params));
+  row("parameterization", fmt::format("{} / {} lr {}", cfg.param, cfg.optim.kind, cfg.optim.lr));
+  row("steps", fmt::format("{} / {}", s.steps_done, cfg.train.steps));
+  row("train loss (last 10%)", std::isfinite(s.final_loss) ? fmt::format("{:.4f}", s.final_loss) : "-");
+  row("val loss", std::isfinite(s.final_val_loss) ? fmt::format("{:.4f}", s.final_val_loss) : "-");
+  if (s.unigram_entropy > 0) row("unigram entropy", fmt::format("{:.4f} nats/token", s.unigram_entropy));
+  row("throughput", fmt::format("{} {}/s", format_rate(s.items_per_s), s.items_unit));
+  row("wall time", format_duration(s.wall_s));
+  row("status", s.diverged ? fmt::format("DIVERGED at step {}", s.diverged_step) : "ok");
+  if (!cfg.train.out_dir.empty()) row("output", cfg.train.out_dir);
+  return out;
+}
+
+}  // namespace scaleinv

@@ -1,0 +1,40 @@
+#pragma once
+// The training loop (llm.c style: readable top to bottom in trainer.cpp).
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "train/config.h"
+
+namespace scaleinv {
+
+struct RunOptions {
+  bool resume = false;        // continue from out_dir/checkpoint.pt if present
+  int64_t stop_after = -1;    // stop (with a checkpoint) once this many steps are done; -1: run to the end
+  bool show_progress = true;  // progress bar on stderr
+  bool write_files = true;    // false: nothing on disk (tests, in-memory sweeps)
+};
+
+struct RunSummary {
+  int64_t steps_done = 0;
+  bool diverged = false;
+  int64_t diverged_step = -1;   // the step whose loss was NaN/inf
+  double final_loss = 0;        // mean training loss over the last 10% of steps (at least 1)
+  double final_val_loss = 0;    // NaN when no evaluation ran
+  double unigram_entropy = 0;   // nats/token of the training text (language data), else 0
+  int64_t params = 0;
+  double items_per_s = 0;       // tokens/s for language models, samples/s otherwise
+  double wall_s = 0;
+  std::vector<double> losses;   // training loss of every step run in this process
+  std::string items_unit;       // "tok" or "samples"
+};
+
+RunSummary train_run(const TrainConfig& cfg, const RunOptions& opts = {});
+nlohmann::json summary_to_json(const RunSummary& s);
+// The short table printed when a run ends.
+std::string render_summary(const TrainConfig& cfg, const RunSummary& s);
+
+}  // namespace scaleinv

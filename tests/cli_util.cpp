@@ -1,0 +1,41 @@
+#include "cli_util.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace scaleinv::testing {
+
+static std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string temp_dir(const std::string& tag) {
+  namespace fs = std::filesystem;
+  fs::path p = fs::temp_directory_path() / ("scaleinv_test_" + tag + "_" + std::to_string(::getpid()));
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p.string();
+}
+
+CliResult run_cli(const std::string& args) {
+  const std::string dir = temp_dir("cli");
+  const std::string out = dir + "/out", err = dir + "/err";
+  const std::string cmd = std::string(SCALEINV_BIN) + " " + args + " >" + out + " 2>" + err;
+  int status = std::system(cmd.c_str());
+  CliResult r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+}  // namespace scaleinv::testing

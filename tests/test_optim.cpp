@@ -1,0 +1,635 @@
+// Optimizers: each against a hand-computed step, per-group factors, the equivalence that makes
+// sp == ntk train identically, coupled vs independent weight decay, checkpoints, schedules.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <sstream>
+
+#include "core/errors.h"
+#include "models/model.h"
+#include "optim/optimizer.h"
+#include "param/table.h"
+
+using namespace scaleinv;
+
+namespace {
+
+torch::Tensor dvec(std::vector<double> v) { return torch::tensor(v, torch::kFloat64); }
+torch::Tensor leaf(const torch::Tensor& t) { return t.clone().detach().requires_grad_(true); }
+std::vector<double> to_vec(const torch::Tensor& t) {
+  torch::Tensor c = t.detach().contiguous().to(torch::kFloat64).flatten();
+  return std::vector<double>(c.data_ptr<double>(), c.data_ptr<double>() + c.numel());
+}
+
+ParamGroup group(const std::string& name, const torch::Tensor& p, double lr = 1, double wd = 1, double eps = 1) {
+  ParamGroup g;
+  g.name = name;
+  g.param = p;
+  g.lr_mult = lr;
+  g.wd_mult = wd;
+  g.eps_mult = eps;
+  return g;
+}
+
+// Runs one optimizer over `groups`, feeding gradient grad(step, group) at each step.
+void run_steps(Optimizer& opt, int from, int to, const std::function<torch::Tensor(int, size_t)>& grad,
+               double lr_factor = 1.0) {
+  for (int s = from; s < to; ++s) {
+    for (size_t i = 0; i < opt.groups().size(); ++i) opt.groups()[i].param.mutable_grad() = grad(s, i);
+    opt.step(lr_factor);
+  }
+}
+
+double max_rel_diff(const torch::Tensor& a, const torch::Tensor& b) {
+  return ((a - b).abs().max() / b.abs().max()).item<double>();
+}
+
+void expect_user_error(const std::function<void()>& f, const std::string& needle) {
+  try {
+    f();
+    ADD_FAILURE() << "expected a UserError mentioning " << needle;
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+
+TEST(OptimConfig, FamiliesAndValidation) {
+  EXPECT_EQ(optimizer_family("sgd"), OptFamily::SGD);
+  for (const char* k : {"adam", "adamw", "sign"}) EXPECT_EQ(optimizer_family(k), OptFamily::Adam) << k;
+  EXPECT_EQ(optimizer_family("adafactor"), OptFamily::Adafactor);
+  expect_user_error([] { optimizer_family("lion"); }, "optim.kind");
+  OptimConfig c;
+  c.wd_mode = "sometimes";
+  expect_user_error([&] { validate_optim_config(c); }, "optim.wd_mode");
+  c = OptimConfig();
+  c.beta2 = 1.0;
+  expect_user_error([&] { validate_optim_config(c); }, "optim.beta2");
+  c = OptimConfig();
+  c.kind = "adafactor";
+  c.eps = 0;
+  expect_user_error([&] { make_optimizer(c, {}); }, "optim.eps");
+  c = OptimConfig();
+  c.schedule = "cyclic";
+  expect_user_error([&] { make_optimizer(c, {}); }, "optim.schedule");
+}
+
+TEST(OptimGroups, FactorsComeFromTheTable) {
+  ScaleContext ctx;
+  ctx.table = preset("mup");
+  ctx.family = OptFamily::Adam;
+  ctx.width = 256;
+  ctx.depth = 16;
+  std::vector<TaggedParam> params;
+  const std::pair<Role, bool> tags[] = {
+      {Role::Embedding, false}, {Role::Hidden, true}, {Role::Readout, false}, {Role::Vector, true}};
+  for (const auto& [role, in_block] : tags) {
+    TaggedParam tp;
+    tp.name = std::string(role_name(role)) + (in_block ? ".block" : "");
+    tp.tensor = torch::zeros({2, 2});
+    tp.tag.role = role;
+    tp.tag.in_block = in_block;
+    params.push_back(tp);
+  }
+  const auto groups = param_groups(params, ctx);
+  ASSERT_EQ(groups.size(), params.size());
+  bool some_not_one = false;
+  for (size_t i = 0; i < groups.size(); ++i) {
+    const TensorScale s = ctx.scale(params[i].tag.role, params[i].tag.in_block);
+    EXPECT_EQ(groups[i].name, params[i].name);
+    EXPECT_TRUE(groups[i].param.is_same(params[i].tensor));
+    EXPECT_DOUBLE_EQ(groups[i].lr_mult, s.lr);
+    EXPECT_DOUBLE_EQ(groups[i].wd_mult, s.wd);
+    EXPECT_DOUBLE_EQ(groups[i].eps_mult, s.eps);
+    some_not_one |= std::abs(s.lr - 1) > 1e-9;
+  }
+  EXPECT_TRUE(some_not_one);  // mup at m = 4: the hidden LR shrinks
+}
+
+TEST(OptimSgd, HandComputedMomentumAndL2) {
+  const std::vector<double> p0 = {1.0, -2.0, 0.5};
+  const std::vector<std::vector<double>> gs = {{0.1, 0.2, -0.3}, {-0.4, 0.05, 0.2}, {0.3, -0.1, 0.0}};
+  OptimConfig c;
+  c.kind = "sgd";
+  c.lr = 0.1;
+  c.momentum = 0.9;
+  c.weight_decay = 0.01;
+  torch::Tensor p = leaf(dvec(p0));
+  auto opt = make_optimizer(c, {group("w", p, /*lr=*/2.0, /*wd=*/3.0)});
+  run_steps(*opt, 0, 3, [&](int s, size_t) { return dvec(gs[s]); });
+  // torch convention: d = g + wd*p; buf = momentum*buf + d; p -= lr*buf.
+  const double lr = 0.2, wd = 0.03;
+  std::vector<double> w = p0, buf(3, 0.0);
+  for (int s = 0; s < 3; ++s)
+    for (int j = 0; j < 3; ++j) {
+      buf[j] = 0.9 * buf[j] + gs[s][j] + wd * w[j];
+      w[j] -= lr * buf[j];
+    }
+  const auto got = to_vec(p);
+  for (int j = 0; j < 3; ++j) EXPECT_NEAR(got[j], w[j], 1e-15) << j;
+  EXPECT_EQ(opt->steps_taken(), 3);
+
+  // Without momentum: p -= lr * (g + wd*p).
+  c.momentum = 0;
+  torch::Tensor q = leaf(dvec(p0));
+  auto plain = make_optimizer(c, {group("w", q, 2.0, 3.0)});
+  run_steps(*plain, 0, 1, [&](int s, size_t) { return dvec(gs[s]); }, /*lr_factor=*/0.5);
+  const auto got2 = to_vec(q);
+  for (int j = 0; j < 3; ++j) EXPECT_NEAR(got2[j], p0[j] - 0.1 * (gs[0][j] + wd * p0[j]), 1e-15);
+}
+
+namespace {
+// Scalar reference Adam / AdamW: returns the parameters after the gradient sequence.
+std::vector<double> adam_reference(const std::string& kind, std::vector<double> w,
+                                   const std::vector<std::vector<double>>& gs, double lr, double b1, double b2,
+                                   double eps, double wd, const std::string& wd_mode) {
+  std::vector<double> m(w.size(), 0), v(w.size(), 0);
+  for (size_t s = 0; s < gs.size(); ++s) {
+    const double t = static_cast<double>(s + 1);
+    for (size_t j = 0; j < w.size(); ++j) {
+      double g = gs[s][j];
+      if (kind == "adam") g += wd * w[j];
+      if (kind == "adamw") w[j] *= wd_mode == "coupled" ? 1 - lr * wd : 1 - wd;
+      m[j] = b1 * m[j] + (1 - b1) * g;
+      v[j] = b2 * v[j] + (1 - b2) * g * g;
+      const double mhat = m[j] / (1 - std::pow(b1, t)), vhat = v[j] / (1 - std::pow(b2, t));
+      w[j] -= lr * mhat / (std::sqrt(vhat) + eps);
+    }
+  }
+  return w;
+}
+}  // namespace
+
+TEST(OptimAdam, HandComputedAdamAndAdamW) {
+  const std::vector<double> p0 = {1.0, -2.0, 0.5, 0.0};
+  const std::vector<std::vector<double>> gs = {
+      {0.1, 0.2, -0.3, 1e-3}, {-0.4, 0.05, 0.2, 2e-3}, {0.3, -0.1, 0.0, -1e-3}};
+  for (const std::string kind : {"adam", "adamw"})
+    for (const std::string mode : {"coupled", "independent"}) {
+      OptimConfig c;
+      c.kind = kind;
+      c.lr = 0.01;
+      c.beta1 = 0.8;
+      c.beta2 = 0.95;
+      c.eps = 1e-3;
+      c.weight_decay = 0.1;
+      c.wd_mode = mode;
+      torch::Tensor p = leaf(dvec(p0));
+      auto opt = make_optimizer(c, {group("w", p, /*lr=*/3.0, /*wd=*/0.5, /*eps=*/2.0)});
+      run_steps(*opt, 0, 3, [&](int s, size_t) { return dvec(gs[s]); });
+      const auto want = adam_reference(kind, p0, gs, 0.03, 0.8, 0.95, 2e-3, 0.05, mode);
+      const auto got = to_vec(p);
+      for (size_t j = 0; j < p0.size(); ++j) EXPECT_NEAR(got[j], want[j], 1e-14) << kind << " " << mode << " " << j;
+    }
+}
+
+TEST(OptimAdam, PerGroupLrAndEpsMultipliers) {
+  // One step of momentumless Adam: update = lr_t * g / (|g| + eps_t), per group.
+  OptimConfig c;
+  c.kind = "adam";
+  c.lr = 0.1;
+  c.beta1 = 0;
+  c.beta2 = 0.999;
+  c.eps = 1e-3;
+  const std::vector<double> g = {0.5, -0.02, 0.001};
+  torch::Tensor a = leaf(torch::zeros({3}, torch::kFloat64)), b = leaf(torch::zeros({3}, torch::kFloat64));
+  auto opt = make_optimizer(c, {group("a", a, 1.0, 1.0, 1.0), group("b", b, 4.0, 1.0, 100.0)});
+  run_steps(*opt, 0, 1, [&](int, size_t) { return dvec(g); });
+  const auto ga = to_vec(a), gb = to_vec(b);
+  for (int j = 0; j < 3; ++j) {
+    EXPECT_NEAR(ga[j], -0.1 * g[j] / (std::abs(g[j]) + 1e-3), 1e-15);
+    EXPECT_NEAR(gb[j], -0.4 * g[j] / (std::abs(g[j]) + 0.1), 1e-15);
+  }
+  EXPECT_GT(std::abs(gb[1] / ga[1] - 4.0), 1.0);  // eps_mult mattered
+}
+
+TEST(OptimAdam, ZeroEpsilonLeavesZeroGradientEntriesAlone) {
+  OptimConfig c;
+  c.kind = "adam";
+  c.beta1 = 0;
+  c.beta2 = 0.9;
+  c.eps = 0;
+  torch::Tensor p = leaf(dvec({1.0, 2.0}));
+  auto opt = make_optimizer(c, {group("w", p)});
+  run_steps(*opt, 0, 2, [&](int, size_t) { return dvec({0.0, 0.5}); });
+  const auto got = to_vec(p);
+  EXPECT_EQ(got[0], 1.0);
+  EXPECT_NEAR(got[1], 2.0 - 2 * c.lr, 1e-15);
+}
+
+TEST(OptimSign, SignDescentEqualsMomentumlessAdamWithoutEps) {
+  torch::manual_seed(3);
+  const torch::Tensor p0 = torch::randn({5, 4}, torch::kFloat64);
+  std::vector<torch::Tensor> gs;
+  for (int s = 0; s < 6; ++s) gs.push_back(torch::randn({5, 4}, torch::kFloat64));
+  OptimConfig sign;
+  sign.kind = "sign";
+  sign.lr = 0.05;
+  sign.weight_decay = 0.1;
+  OptimConfig adam = sign;
+  adam.kind = "adamw";
+  adam.beta1 = 0;
+  adam.beta2 = 0;
+  adam.eps = 0;
+  torch::Tensor ps = leaf(p0), pa = leaf(p0);
+  auto os = make_optimizer(sign, {group("w", ps, 2.0, 0.5)});
+  auto oa = make_optimizer(adam, {group("w", pa, 2.0, 0.5)});
+  run_steps(*os, 0, 6, [&](int s, size_t) { return gs[s]; });
+  run_steps(*oa, 0, 6, [&](int s, size_t) { return gs[s]; });
+  EXPECT_LT(max_rel_diff(pa.detach(), ps.detach()), 1e-15);
+  // and sign descent is what it says: p -= lr_t * sign(g) (after the decay)
+  torch::Tensor q = leaf(dvec({1.0, -1.0, 3.0}));
+  OptimConfig plain;
+  plain.kind = "sign";
+  plain.lr = 0.1;
+  auto oq = make_optimizer(plain, {group("q", q)});
+  run_steps(*oq, 0, 1, [&](int, size_t) { return dvec({2.0, 0.0, -1e-9}); });
+  const auto got = to_vec(q);
+  EXPECT_DOUBLE_EQ(got[0], 0.9);
+  EXPECT_DOUBLE_EQ(got[1], -1.0);
+  EXPECT_DOUBLE_EQ(got[2], 3.1);
+}
+
+TEST(OptimWeightDecay, CoupledAndIndependentDifferExactlyAsDefined) {
+  const torch::Tensor p0 = dvec({1.0, -2.0, 4.0});
+  const torch::Tensor g = dvec({0.3, 0.1, -0.2});
+  for (const std::string kind : {"adamw", "sign", "adafactor"}) {
+    OptimConfig c;
+    c.kind = kind;
+    c.lr = 0.05;
+    c.weight_decay = 0.2;
+    c.eps = 1e-6;
+    c.wd_mode = "coupled";
+    OptimConfig ci = c;
+    ci.wd_mode = "independent";
+    // wd_t = 0.2 * 0.5 = 0.1, lr_t = 0.05 * 0.5 (schedule) * 2 = 0.05
+    torch::Tensor pc = leaf(p0), pi = leaf(p0);
+    auto oc = make_optimizer(c, {group("w", pc, 2.0, 0.5)});
+    auto oi = make_optimizer(ci, {group("w", pi, 2.0, 0.5)});
+    run_steps(*oc, 0, 1, [&](int, size_t) { return g; }, 0.5);
+    run_steps(*oi, 0, 1, [&](int, size_t) { return g; }, 0.5);
+    // Same update, different decay: coupled p0*(1 - lr_t*wd_t), independent p0*(1 - wd_t).
+    const torch::Tensor diff = pc.detach() - pi.detach();
+    const torch::Tensor want = p0 * (0.1 - 0.05 * 0.1);
+    EXPECT_LT((diff - want).abs().max().item<double>(), 1e-14) << kind;
+  }
+  // With a zero gradient only the decay acts.
+  for (const std::string mode : {"coupled", "independent"}) {
+    OptimConfig c;
+    c.kind = "adamw";
+    c.lr = 0.05;
+    c.weight_decay = 0.2;
+    c.wd_mode = mode;
+    torch::Tensor p = leaf(p0);
+    auto o = make_optimizer(c, {group("w", p)});
+    run_steps(*o, 0, 1, [&](int, size_t) { return torch::zeros({3}, torch::kFloat64); });
+    const double frac = mode == "coupled" ? 0.05 * 0.2 : 0.2;
+    EXPECT_TRUE(torch::allclose(p.detach(), p0 * (1 - frac), 0, 1e-15)) << mode;
+  }
+}
+
+namespace {
+// Scalar reference Adafactor (see adafactor.cpp) for a [rows, cols] matrix or a vector (rows = 0).
+std::vector<double> adafactor_reference(std::vector<double> w, int rows, int cols,
+                                        const std::vector<std::vector<double>>& gs, double lr, double b1, double b2,
+                                        double eps, double wd) {
+  const size_t n = w.size();
+  const double eps1 = eps * eps;
+  std::vector<double> R(rows > 0 ? rows : 0, 0), C(rows > 0 ? cols : 0, 0), V(n, 0), M(n, 0), U(n);
+  for (size_t s = 0; s < gs.size(); ++s) {
+    const double t = static_cast<double>(s + 1);
+    const auto& g = gs[s];
+    double ms = 0;
+    for (double x : w) ms += x * x;
+    const double scale = std::max(1e-3, std::sqrt(ms / n));
+    for (double& x : w) x *= 1 - lr * wd;
+    if (rows > 0) {
+      for (int i = 0; i < rows; ++i) {
+        double a = 0;
+        for (int j = 0; j < cols; ++j) a += g[i * cols + j] * g[i * cols + j] + eps1;
+        R[i] = b2 * R[i] + (1 - b2) * a / cols;
+      }
+      for (int j = 0; j < cols; ++j) {
+        double a = 0;
+        for (int i = 0; i < rows; ++i) a += g[i * cols + j] * g[i * cols + j] + eps1;
+        C[j] = b2 * C[j] + (1 - b2) * a / rows;
+      }
+      double mr = 0;
+      for (double r : R) mr += r / rows;
+      for (int i = 0; i < rows; ++i)
+        for (int j = 0; j < cols; ++j) {
+          const double vhat = R[i] * C[j] / mr / (1 - std::pow(b2, t));
+          U[i * cols + j] = g[i * cols + j] / std::sqrt(vhat);
+        }
+    } else {
+      for (size_t j = 0; j < n; ++j) {
+        V[j] = b2 * V[j] + (1 - b2) * (g[j] * g[j] + eps1);
+        U[j] = g[j] / std::sqrt(V[j] / (1 - std::pow(b2, t)));
+      }
+    }
+    double us = 0;
+    for (double u : U) us += u * u;
+    const double clip = std::max(1.0, std::sqrt(us / n));
+    for (size_t j = 0; j < n; ++j) {
+      double u = U[j] / clip;
+      if (b1 > 0) {
+        M[j] = b1 * M[j] + (1 - b1) * u;
+        u = M[j] / (1 - std::pow(b1, t));
+      }
+      w[j] -= lr * scale * u;
+    }
+  }
+  return w;
+}
+}  // namespace
+
+TEST(OptimAdafactor, HandComputedFactoredAndVector) {
+  torch::manual_seed(7);
+  const torch::Tensor m0 = torch::randn({3, 4}, torch::kFloat64), v0 = torch::randn({5}, torch::kFloat64);
+  std::vector<std::vector<double>> gm, gv;
+  for (int s = 0; s < 4; ++s) {
+    // vary the scale so that some steps clip and some do not
+    gm.push_back(to_vec(torch::randn({3, 4}, torch::kFloat64) * std::pow(10.0, s % 2 ? 1 : -1)));
+    gv.push_back(to_vec(torch::randn({5}, torch::kFloat64) * std::pow(10.0, s % 2 ? -1 : 1)));
+  }
+  for (double b1 : {0.0, 0.9}) {
+    OptimConfig c;
+    c.kind = "adafactor";
+    c.lr = 0.1;
+    c.beta1 = b1;
+    c.beta2 = 0.8;
+    c.eps = 1e-3;
+    c.weight_decay = 0.01;
+    torch::Tensor pm = leaf(m0), pv = leaf(v0);
+    auto opt = make_optimizer(c, {group("m", pm, 2.0, 1.0, 3.0), group("v", pv, 0.5, 2.0, 1.0)});
+    run_steps(*opt, 0, 4, [&](int s, size_t i) {
+      return i == 0 ? dvec(gm[s]).view({3, 4}) : dvec(gv[s]);
+    });
+    const auto wm = adafactor_reference(to_vec(m0), 3, 4, gm, 0.2, b1, 0.8, 3e-3, 0.01);
+    const auto wv = adafactor_reference(to_vec(v0), 0, 5, gv, 0.05, b1, 0.8, 1e-3, 0.02);
+    const auto got_m = to_vec(pm), got_v = to_vec(pv);
+    for (size_t j = 0; j < wm.size(); ++j) EXPECT_NEAR(got_m[j], wm[j], 1e-13) << "b1=" << b1 << " m" << j;
+    for (size_t j = 0; j < wv.size(); ++j) EXPECT_NEAR(got_v[j], wv[j], 1e-13) << "b1=" << b1 << " v" << j;
+  }
+}
+
+TEST(OptimAdafactor, RelativeStepFloorAndClipping) {
+  OptimConfig c;
+  c.kind = "adafactor";
+  c.lr = 0.5;
+  c.beta1 = 0;
+  c.beta2 = 0;
+  c.eps = 1e-12;
+  // A zero parameter moves by lr * 1e-3 * sign(g): the floor on RMS(p).
+  torch::Tensor z = leaf(torch::zeros({4}, torch::kFloat64));
+  auto oz = make_optimizer(c, {group("z", z)});
+  run_steps(*oz, 0, 1, [&](int, size_t) { return dvec({2.0, -3.0, 1e-3, -0.5}); });
+  EXPECT_TRUE(torch::allclose(z.detach(), dvec({-5e-4, 5e-4, -5e-4, 5e-4}), 1e-9, 0));
+  // A large gradient after a small one: the raw update has RMS > 1, the applied one exactly 1.
+  c.beta2 = 0.99;
+  torch::Tensor p = leaf(torch::full({2, 3}, 2.0, torch::kFloat64));
+  auto op = make_optimizer(c, {group("p", p)});
+  run_steps(*op, 0, 1, [&](int, size_t) { return torch::full({2, 3}, 1e-3, torch::kFloat64); });
+  const torch::Tensor before = p.detach().clone();
+  const double rms_before = before.pow(2).mean().sqrt().item<double>();
+  run_steps(*op, 1, 2, [&](int, size_t) { return dvec({1.0, -2.0, 3.0, 0.5, 1.0, -1.0}).view({2, 3}); });
+  const double rms_update = (p.detach() - before).pow(2).mean().sqrt().item<double>() / (0.5 * rms_before);
+  EXPECT_NEAR(rms_update, 1.0, 1e-12);
+}
+
+namespace {
+// The equivalence shift (seed 000 eq. 28): the stored weight is W = m^theta w, the forward pass uses
+// m^-theta W. With the LR, epsilon and decay moved as the table's shift moves them, the effective
+// weight m^-theta W follows the same trajectory as w itself.
+struct Shifted {
+  double lr_mult, eps_mult, wd_mult;
+};
+double equivalence_gap(const OptimConfig& c, double m, double theta, Shifted sh) {
+  torch::manual_seed(11);
+  const torch::Tensor X = torch::randn({6, 4}, torch::kFloat64), Y = torch::randn({6, 3}, torch::kFloat64);
+  const torch::Tensor w0 = torch::randn({4, 3}, torch::kFloat64), b0 = torch::randn({3}, torch::kFloat64);
+  const double mult = std::pow(m, -theta);
+  torch::Tensor wa = leaf(w0), ba = leaf(b0);
+  torch::Tensor wb = leaf(w0 / mult), bb = leaf(b0 / mult);
+  auto oa = make_optimizer(c, {group("w", wa), group("b", ba)});
+  auto ob = make_optimizer(c, {group("w", wb, sh.lr_mult, sh.wd_mult, sh.eps_mult),
+                               group("b", bb, sh.lr_mult, sh.wd_mult, sh.eps_mult)});
+  for (int s = 0; s < 8; ++s) {
+    for (auto* o : {oa.get(), ob.get()}) o->zero_grad();
+    (0.5 * (X.mm(wa) + ba - Y).pow(2).sum()).backward();
+    (0.5 * (X.mm(wb * mult) + bb * mult - Y).pow(2).sum()).backward();
+    oa->step(0.7);
+    ob->step(0.7);
+  }
+  return std::max(max_rel_diff(wb.detach() * mult, wa.detach()), max_rel_diff(bb.detach() * mult, ba.detach()));
+}
+}  // namespace
+
+TEST(OptimEquivalence, ShiftedParameterizationTrainsIdentically) {
+  const double m = 8;
+  for (double theta : {0.5, 1.0, -0.5}) {
+    const double up = std::pow(m, theta);
+    OptimConfig adam;
+    adam.kind = "adam";
+    adam.lr = 0.05;
+    adam.beta1 = 0.9;
+    adam.beta2 = 0.95;
+    adam.eps = 0.05;  // large enough to matter
+    EXPECT_LT(equivalence_gap(adam, m, theta, {up, 1 / up, 1}), 1e-12) << "adam theta=" << theta;
+    EXPECT_GT(equivalence_gap(adam, m, theta, {up, 1, 1}), 1e-6) << "eps must follow the gradient";
+    OptimConfig mless = adam;  // momentumless Adam, the seed's analysis case
+    mless.beta1 = 0;
+    EXPECT_LT(equivalence_gap(mless, m, theta, {up, 1 / up, 1}), 1e-12) << "theta=" << theta;
+    OptimConfig adamw = adam;
+    adamw.kind = "adamw";
+    adamw.weight_decay = 0.3;
+    adamw.wd_mode = "independent";  // a per-step fraction: unchanged by the shift
+    EXPECT_LT(equivalence_gap(adamw, m, theta, {up, 1 / up, 1}), 1e-12) << "adamw-independent theta=" << theta;
+    adamw.wd_mode = "coupled";  // the fraction is lr_t * wd_t: wd must move against the LR
+    EXPECT_LT(equivalence_gap(adamw, m, theta, {up, 1 / up, 1 / up}), 1e-12) << "adamw-coupled theta=" << theta;
+    EXPECT_GT(equivalence_gap(adamw, m, theta, {up, 1 / up, 1}), 1e-6);
+
+    OptimConfig sgd;
+    sgd.kind = "sgd";
+    sgd.lr = 0.01;
+    sgd.momentum = 0.9;
+    EXPECT_LT(equivalence_gap(sgd, m, theta, {up * up, 1, 1}), 1e-12) << "sgd theta=" << theta;
+    EXPECT_GT(equivalence_gap(sgd, m, theta, {up, 1, 1}), 1e-6) << "sgd needs m^(2 theta)";
+
+    OptimConfig ada;
+    ada.kind = "adafactor";
+    ada.lr = 0.05;
+    ada.beta1 = 0.9;
+    ada.beta2 = 0.9;
+    ada.eps = 0.05;
+    EXPECT_LT(equivalence_gap(ada, m, theta, {1, 1 / up, 1}), 1e-12) << "adafactor theta=" << theta;
+  }
+}
+
+TEST(OptimCheckpoint, SaveLoadContinuesBitForBit) {
+  auto grad = [](int s, size_t i) {
+    const torch::Tensor base = i == 0 ? torch::arange(12, torch::kFloat32).view({3, 4}) : torch::arange(4, torch::kFloat32);
+    return torch::sin(base * (s + 1) + static_cast<double>(i)) * (1.0 + 0.3 * s);
+  };
+  torch::manual_seed(5);
+  const torch::Tensor w0 = torch::randn({3, 4}), b0 = torch::randn({4});
+  for (const std::string kind : {"sgd", "adam", "adamw", "sign", "adafactor"}) {
+    OptimConfig c;
+    c.kind = kind;
+    c.lr = 0.01;
+    c.momentum = 0.9;
+    c.weight_decay = 0.1;
+    c.beta1 = 0.9;
+    c.eps = 1e-6;
+    torch::Tensor wr = leaf(w0), br = leaf(b0), w1 = leaf(w0), b1 = leaf(b0);
+    auto ref = make_optimizer(c, {group("w", wr, 2.0), group("b", br, 0.5)});
+    run_steps(*ref, 0, 6, grad);
+    auto first = make_optimizer(c, {group("w", w1, 2.0), group("b", b1, 0.5)});
+    run_steps(*first, 0, 3, grad);
+    std::stringstream ss;
+    {
+      torch::serialize::OutputArchive ar;
+      first->save(ar);
+      ar.save_to(ss);
+    }
+    first.reset();
+    torch::Tensor w2 = leaf(w1.detach()), b2 = leaf(b1.detach());
+    auto resumed = make_optimizer(c, {group("w", w2, 2.0), group("b", b2, 0.5)});
+    {
+      torch::serialize::InputArchive ar;
+      ar.load_from(ss);
+      resumed->load(ar);
+    }
+    EXPECT_EQ(resumed->steps_taken(), 3);
+    run_steps(*resumed, 3, 6, grad);
+    EXPECT_TRUE(torch::equal(w2.detach(), wr.detach())) << kind;
+    EXPECT_TRUE(torch::equal(b2.detach(), br.detach())) << kind;
+    EXPECT_EQ(resumed->steps_taken(), 6);
+
+    // A checkpoint from another optimizer is refused.
+    OptimConfig other = c;
+    other.kind = kind == "sgd" ? "adam" : "sgd";
+    auto wrong = make_optimizer(other, {group("w", leaf(w0)), group("b", leaf(b0))});
+    ss.clear();
+    ss.seekg(0);
+    torch::serialize::InputArchive ar;
+    ar.load_from(ss);
+    expect_user_error([&] { wrong->load(ar); }, "optim.kind");
+  }
+}
+
+TEST(OptimStep, SkipsParamsWithoutGradAndZeroGradClears) {
+  OptimConfig c;
+  c.kind = "adamw";
+  torch::Tensor a = leaf(dvec({1.0})), b = leaf(dvec({2.0}));
+  auto opt = make_optimizer(c, {group("a", a), group("b", b)});
+  a.mutable_grad() = dvec({1.0});
+  opt->step();
+  EXPECT_NE(a.item<double>(), 1.0);
+  EXPECT_EQ(b.item<double>(), 2.0);
+  opt->zero_grad();
+  EXPECT_FALSE(a.grad().defined());
+  EXPECT_FALSE(b.grad().defined());
+}
+
+TEST(OptimStep, ClipsTheGlobalGradientNorm) {
+  OptimConfig c;
+  c.kind = "sgd";
+  c.lr = 1.0;
+  c.clip_grad_norm = 1.0;
+  torch::Tensor a = leaf(dvec({0.0, 0.0})), b = leaf(dvec({0.0}));
+  auto opt = make_optimizer(c, {group("a", a), group("b", b)});
+  a.mutable_grad() = dvec({3.0, 0.0});
+  b.mutable_grad() = dvec({4.0});  // global norm 5
+  opt->step();
+  EXPECT_NEAR(a[0].item<double>(), -0.6, 1e-6);
+  EXPECT_NEAR(b[0].item<double>(), -0.8, 1e-6);
+}
+
+TEST(OptimSchedule, EndpointsAndShapes) {
+  OptimConfig c;
+  c.total_steps = 100;
+  c.warmup_steps = 10;
+  c.min_lr_ratio = 0.1;
+  c.schedule = "constant";
+  EXPECT_DOUBLE_EQ(schedule_factor(c, 0), 0.1);  // (step + 1) / warmup
+  EXPECT_DOUBLE_EQ(schedule_factor(c, 4), 0.5);
+  EXPECT_DOUBLE_EQ(schedule_factor(c, 9), 1.0);
+  EXPECT_DOUBLE_EQ(schedule_factor(c, 10), 1.0);
+  EXPECT_DOUBLE_EQ(schedule_factor(c, 100), 1.0);
+  for (const std::string s : {"cosine", "linear"}) {
+    c.schedule = s;
+    EXPECT_DOUBLE_EQ(schedule_factor(c, 0), 0.1) << s;
+    EXPECT_DOUBLE_EQ(schedule_factor(c, 10), 1.0) << s;
+    EXPECT_NEAR(schedule_factor(c, 55), 0.55, 1e-12) << s;  // halfway: (1 + min) / 2 for both
+    EXPECT_NEAR(schedule_factor(c, 100), 0.1, 1e-15) << s;
+    EXPECT_NEAR(schedule_factor(c, 1000), 0.1, 1e-15) << s;
+  }
+  c.schedule = "cosine";
+  EXPECT_NEAR(schedule_factor(c, 32), 0.1 + 0.9 * 0.5 * (1 + std::cos(M_PI * 22.0 / 90)), 1e-12);
+  c.schedule = "linear";
+  EXPECT_NEAR(schedule_factor(c, 40), 0.1 + 0.9 * (1 - 30.0 / 90), 1e-12);
+  c.warmup_steps = 0;
+  c.schedule = "constant";
+  EXPECT_DOUBLE_EQ(schedule_factor(c, 0), 1.0);
+  c.schedule = "exponential";
+  expect_user_error([&] { schedule_factor(c, 0); }, "optim.schedule");
+  expect_user_error([&] { validate_schedule(c); }, "optim.schedule");
+}
+
+TEST(OptimTorchParity, AdamAdamWAndSgdMatchLibtorchBitForBit) {
+  // Same kernels in the same order as torch::optim, so float32 results agree exactly.
+  torch::manual_seed(9);
+  const torch::Tensor w0 = torch::randn({16, 8});
+  std::vector<torch::Tensor> gs;
+  for (int s = 0; s < 5; ++s) gs.push_back(torch::randn({16, 8}));
+  auto run_torch = [&](torch::optim::Optimizer& o, torch::Tensor& w) {
+    for (int s = 0; s < 5; ++s) {
+      w.mutable_grad() = gs[s].clone();
+      o.step();
+    }
+  };
+  {
+    torch::Tensor a = leaf(w0), b = leaf(w0);
+    torch::optim::AdamW ref({a}, torch::optim::AdamWOptions(0.01).betas({0.9, 0.99}).eps(1e-6).weight_decay(0.1));
+    run_torch(ref, a);
+    OptimConfig c;
+    c.kind = "adamw";
+    c.lr = 0.01;
+    c.beta2 = 0.99;
+    c.eps = 1e-6;
+    c.weight_decay = 0.1;
+    auto mine = make_optimizer(c, {group("w", b)});
+    run_steps(*mine, 0, 5, [&](int s, size_t) { return gs[s].clone(); });
+    EXPECT_TRUE(torch::equal(a.detach(), b.detach())) << "adamw";
+  }
+  {
+    torch::Tensor a = leaf(w0), b = leaf(w0);
+    torch::optim::Adam ref({a}, torch::optim::AdamOptions(0.01).betas({0.9, 0.99}).eps(1e-6).weight_decay(0.1));
+    run_torch(ref, a);
+    OptimConfig c;
+    c.kind = "adam";
+    c.lr = 0.01;
+    c.beta2 = 0.99;
+    c.eps = 1e-6;
+    c.weight_decay = 0.1;
+    auto mine = make_optimizer(c, {group("w", b)});
+    run_steps(*mine, 0, 5, [&](int s, size_t) { return gs[s].clone(); });
+    EXPECT_LT((a - b).abs().max().item<double>(), 1e-6) << "adam";
+  }
+  {
+    torch::Tensor a = leaf(w0), b = leaf(w0);
+    torch::optim::SGD ref({a}, torch::optim::SGDOptions(0.05).momentum(0.9).weight_decay(0.01));
+    run_torch(ref, a);
+    OptimConfig c;
+    c.kind = "sgd";
+    c.lr = 0.05;
+    c.momentum = 0.9;
+    c.weight_decay = 0.01;
+    auto mine = make_optimizer(c, {group("w", b)});
+    run_steps(*mine, 0, 5, [&](int s, size_t) { return gs[s].clone(); });
+    EXPECT_LT((a - b).abs().max().item<double>(), 1e-6) << "sgd";
+  }
+}
