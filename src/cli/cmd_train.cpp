@@ -71,11 +71,12 @@ void add_train_command(CLI::App& app, int& exit_code) {
     ro.stop_after = o->stop_after;
     ro.show_progress = !o->quiet;
     RunSummary s = train_run(cfg, ro);
-    std::fputs(render_summary(cfg, s).c_str(), stdout);
+    if (s.rank == 0) std::fputs(render_summary(cfg, s).c_str(), stdout);  // data-parallel: rank 0 speaks
     if (s.diverged) {
+      exit_code = Diverged::kExitCode;
+      if (s.rank != 0) return;
       std::fprintf(stderr, "diverged at step %lld: the loss became NaN or inf (recorded in %s/run.json)\n",
                    static_cast<long long>(s.diverged_step), cfg.train.out_dir.c_str());
-      exit_code = Diverged::kExitCode;
       return;
     }
     exit_code = 0;

@@ -9,4 +9,7 @@ void add_param_command(CLI::App& app, int& exit_code);     // cmd_param.cpp
 void add_theory_command(CLI::App& app, int& exit_code);    // cmd_theory.cpp
 void add_train_command(CLI::App& app, int& exit_code);     // cmd_train.cpp (train, sample)
 void add_demo_command(CLI::App& app, int& exit_code);      // cmd_demo.cpp
+void add_diagnose_command(CLI::App& app, int& exit_code);  // cmd_diagnose.cpp
+void add_coordcheck_command(CLI::App& app, int& exit_code);  // cmd_coordcheck.cpp
+void add_launch_command(CLI::App& app, int& exit_code);    // cmd_launch.cpp (data-parallel ranks)
 }  // namespace scaleinv

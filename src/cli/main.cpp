@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "core/errors.h"
 #include "core/threads.h"
+#include "dist/dist.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"scaleinv: hold hyperparameters fixed from a small model to a wide, deep one"};
@@ -19,6 +20,9 @@ int main(int argc, char** argv) {
   scaleinv::add_theory_command(app, exit_code);
   scaleinv::add_train_command(app, exit_code);
   scaleinv::add_demo_command(app, exit_code);
+  scaleinv::add_diagnose_command(app, exit_code);
+  scaleinv::add_coordcheck_command(app, exit_code);
+  scaleinv::add_launch_command(app, exit_code);
   app.parse_complete_callback([&] { scaleinv::configure_threads(threads); });
   try {
     app.parse(argc, argv);
@@ -32,6 +36,9 @@ int main(int argc, char** argv) {
   } catch (const scaleinv::UserError& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return scaleinv::UserError::kExitCode;
+  } catch (const scaleinv::RankLost& e) {  // data-parallel: a rank was lost (one line naming it)
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return scaleinv::RankLost::kExitCode;
   } catch (const scaleinv::Diverged& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return scaleinv::Diverged::kExitCode;

@@ -18,7 +18,7 @@ struct Batch {
 };
 
 struct DataConfig {
-  std::string source = "kjv";     // kjv | text (any file) | fashion_mnist | markov | teacher
+  std::string source = "kjv";     // kjv | text (any file) | fashion_mnist | markov
   std::string path;               // text: the file; kjv: the cache file (default: see kjv_cache_path)
   double val_fraction = 0.1;      // text sources: the last fraction of the bytes is validation
   int seq_len = 64;               // language sources

@@ -192,8 +192,9 @@ torch::Tensor Attention::forward(const torch::Tensor& x) {
   // product, one multiply of a [d, d] matrix instead of one of a [B, H, T, dh] tensor).
   const double q_factor = qk_norm_ ? 1.0 : scale_;
   torch::Tensor w = torch::cat({q_->effective_weight(q_factor), k_->effective_weight(), v_->effective_weight()}, 0);
-  torch::Tensor qkv = torch::linear(x, w).view({B, T, 3, H, dh}).permute({2, 0, 3, 1, 4});  // [3, B, H, T, dh]
-  torch::Tensor q = qkv[0], k = qkv[1], v = qkv[2];
+  // unbind, not qkv[i]: select's backward would zero-fill and copy the whole qkv gradient 3 times.
+  std::vector<torch::Tensor> qkv = torch::linear(x, w).view({B, T, 3, H, dh}).unbind(2);  // 3 x [B, T, H, dh]
+  torch::Tensor q = qkv[0].transpose(1, 2), k = qkv[1].transpose(1, 2), v = qkv[2].transpose(1, 2);  // [B, H, T, dh]
   if (qk_norm_) {  // seed 000 footnote 3: QK-norm, then the logit scale
     q = rms_norm(q) * scale_;
     k = rms_norm(k);

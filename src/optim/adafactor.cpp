@@ -42,7 +42,7 @@ class Adafactor final : public Optimizer {
       const double inv_sqrt_n = 1.0 / std::sqrt(static_cast<double>(p.numel()));
 
       const torch::Tensor scale = (p.norm() * inv_sqrt_n).clamp_min(kMinScale);  // RMS(p) before the step
-      decoupled_decay(cfg_, p, lr, wd);
+      decoupled_decay(cfg_, p, cfg_.lr * lr_factor, wd);
 
       torch::Tensor& u = scratch_like(st.scratch, grad);
       at::mul_out(u, grad, grad);

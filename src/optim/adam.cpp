@@ -33,7 +33,7 @@ class Adam final : public Optimizer {
       const double wd = cfg_.weight_decay * g.wd_mult;
 
       if (sign_) {
-        decoupled_decay(cfg_, p, lr, wd);
+        decoupled_decay(cfg_, p, cfg_.lr * lr_factor, wd);
         torch::Tensor& s = scratch_like(st.scratch, p);
         at::sign_out(s, grad);
         p.add_(s, -lr);
@@ -44,7 +44,7 @@ class Adam final : public Optimizer {
       if (l2_) {
         if (wd != 0) geff = at::add_out(scratch_like(st.scratch2, p), grad, p, wd);
       } else {
-        decoupled_decay(cfg_, p, lr, wd);
+        decoupled_decay(cfg_, p, cfg_.lr * lr_factor, wd);
       }
       torch::Tensor m = geff;
       if (b1 > 0) {

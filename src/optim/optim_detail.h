@@ -23,8 +23,12 @@ struct GroupState {
 // Returns `slot`, (re)allocated to like's shape and options when it does not match.
 torch::Tensor& scratch_like(torch::Tensor& slot, const torch::Tensor& like);
 
-// Decoupled decay (adamw, sign, adafactor): coupled p *= 1 - lr_t*wd_t, independent p *= 1 - wd_t.
-void decoupled_decay(const OptimConfig& cfg, torch::Tensor& p, double lr_t, double wd_t);
+// Decoupled decay (adamw, sign, adafactor): coupled p *= 1 - base_lr_t*wd_t, independent p *= 1 - wd_t,
+// with base_lr_t = cfg.lr * schedule (the per-tensor LR factor is NOT included) and wd_t = cfg.weight_decay
+// * wd_mult. So in both modes the per-step decay fraction scales as the table says (m^-wd, param/table.h),
+// and the equivalence shift (which moves the LR factor, not wd) leaves it unchanged; coupled decay still
+// follows the base LR and its schedule (seed 000 A.2.2).
+void decoupled_decay(const OptimConfig& cfg, torch::Tensor& p, double base_lr_t, double wd_t);
 
 // Checkpoint layout: "kind" (string), "steps" (int), "n_groups" (int) and, per group i, a nested
 // archive "g<i>" with "name" (string), "t" (int) and one tensor per state key.

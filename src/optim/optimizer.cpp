@@ -100,9 +100,9 @@ torch::Tensor& scratch_like(torch::Tensor& slot, const torch::Tensor& like) {
   return slot;
 }
 
-void decoupled_decay(const OptimConfig& cfg, torch::Tensor& p, double lr_t, double wd_t) {
+void decoupled_decay(const OptimConfig& cfg, torch::Tensor& p, double base_lr_t, double wd_t) {
   if (wd_t == 0) return;
-  const double frac = cfg.wd_mode == "independent" ? wd_t : lr_t * wd_t;
+  const double frac = cfg.wd_mode == "independent" ? wd_t : base_lr_t * wd_t;
   p.mul_(1.0 - frac);
 }
 

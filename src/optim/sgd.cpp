@@ -21,16 +21,19 @@ class Sgd final : public Optimizer {
       GroupState& st = states_[i];
       const double lr = cfg_.lr * lr_factor * g.lr_mult;
       const double wd = cfg_.weight_decay * g.wd_mult;
+      // The same kernels in the same order as torch::optim::SGD, so results agree bit for bit.
+      torch::Tensor d = grad;
+      if (wd != 0) d = at::add_out(scratch_like(st.scratch, p), grad, p, wd);
       if (cfg_.momentum > 0) {
         torch::Tensor& buf = st.buf["momentum"];
-        if (!buf.defined()) buf = torch::zeros_like(p, torch::MemoryFormat::Contiguous);
-        buf.mul_(cfg_.momentum).add_(grad);
-        if (wd != 0) buf.add_(p, wd);
+        if (!buf.defined()) {
+          buf = d.clone(torch::MemoryFormat::Contiguous);
+        } else {
+          buf.mul_(cfg_.momentum).add_(d);
+        }
         p.add_(buf, -lr);
       } else {
-        // p -= lr * (g + wd*p), without a temporary.
-        if (wd != 0) p.mul_(1.0 - lr * wd);
-        p.add_(grad, -lr);
+        p.add_(d, -lr);
       }
       ++st.t;
     }

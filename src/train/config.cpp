@@ -91,10 +91,12 @@ void read_train(const TomlReader& r, TrainSettings& t) {
   r.get("checkpoint_every", &t.checkpoint_every);
   r.get("out_dir", &t.out_dir);
   r.get("device", &t.device);
+  r.get("dist_timeout_s", &t.dist_timeout_s);
   r.reject_unknown();
   if (t.steps <= 0) r.fail("steps", "must be positive", "e.g. steps = 200");
   if (t.batch_size <= 0) r.fail("batch_size", "must be positive", "e.g. batch_size = 16");
   if (t.device != "cpu" && t.device != "cuda") r.fail("device", "must be cpu or cuda", "device = \"cpu\"");
+  if (!(t.dist_timeout_s > 0)) r.fail("dist_timeout_s", "must be positive", "e.g. dist_timeout_s = 60");
 }
 
 }  // namespace
@@ -117,6 +119,13 @@ TrainConfig train_config_from_toml_text(const std::string& text, const std::stri
   }
   read_hp(r.sub("hp"), c.hp);
   read_optim(r.sub("optim"), c.optim);
+  try {  // the optimizer module's own checks (kind, schedule, ranges), reported against this file
+    validate_optim_config(c.optim);
+  } catch (const UserError& e) {
+    std::string msg = e.what();
+    if (msg.rfind("config: ", 0) == 0) msg = src + ": " + msg.substr(8);
+    throw UserError(msg);
+  }
   read_data(r.sub("data"), c.data);
   read_train(r.sub("train"), c.train);
   r.reject_unknown();
@@ -171,7 +180,8 @@ nlohmann::json train_config_to_json(const TrainConfig& c) {
   const TrainSettings& t = c.train;
   j["train"] = {{"steps", t.steps}, {"batch_size", t.batch_size}, {"seed", t.seed}, {"log_every", t.log_every},
                 {"eval_every", t.eval_every}, {"eval_batches", t.eval_batches},
-                {"checkpoint_every", t.checkpoint_every}, {"out_dir", t.out_dir}, {"device", t.device}};
+                {"checkpoint_every", t.checkpoint_every}, {"out_dir", t.out_dir}, {"device", t.device},
+                {"dist_timeout_s", t.dist_timeout_s}};
   return j;
 }
 

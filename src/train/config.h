@@ -24,6 +24,9 @@ struct TrainSettings {
   int64_t checkpoint_every = 100;  // 0: only at the end
   std::string out_dir = "runs/default";
   std::string device = "cpu";   // cpu | cuda
+  // Data-parallel runs (WORLD_SIZE > 1, docs/distributed.md): how long a rank waits for the
+  // others (rendezvous, each collective) before it names the lost rank and exits.
+  double dist_timeout_s = 60;
 };
 
 struct TrainConfig {

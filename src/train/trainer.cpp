@@ -11,6 +11,7 @@
 
 #include "core/errors.h"
 #include "core/progress.h"
+#include "dist/dist.h"
 #include "train/checkpoint.h"
 #include "train/run_log.h"
 
@@ -18,24 +19,26 @@ namespace scaleinv {
 
 namespace {
 
-torch::Device pick_device(const TrainConfig& cfg) {
+torch::Device pick_device(const TrainConfig& cfg, int local_rank) {
   if (cfg.train.device == "cuda") {
     if (!torch::cuda::is_available())
       throw UserError(cfg.source, "train.device", "cuda requested but no CUDA device is available",
                       "set train.device = \"cpu\" or build against a CUDA libtorch (README, GPU)");
-    return torch::Device(torch::kCUDA);
+    const int n = static_cast<int>(torch::cuda::device_count());
+    return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local_rank % std::max(1, n)));
   }
   return torch::Device(torch::kCPU);
 }
 
-double evaluate(Model& model, const DataSource& data, const TrainConfig& cfg, torch::Device dev) {
+// Validation loss of the global batches; each rank evaluates its slice.
+double evaluate(Model& model, const DataSource& data, const TrainConfig& cfg, torch::Device dev, DataParallel& dp) {
   torch::NoGradGuard ng;
   double total = 0;
   for (int64_t i = 0; i < cfg.train.eval_batches; ++i) {
-    Batch b = data.batch(Split::Val, i, cfg.train.batch_size);
+    Batch b = data.batch(Split::Val, i, cfg.train.batch_size, dp.rank(), dp.world());
     total += model.loss(b.x.to(dev), b.y.to(dev)).item<double>();
   }
-  return total / static_cast<double>(std::max<int64_t>(1, cfg.train.eval_batches));
+  return dp.mean(total / static_cast<double>(std::max<int64_t>(1, cfg.train.eval_batches)));
 }
 
 double tail_mean(const std::vector<double>& v) {
@@ -49,11 +52,16 @@ double tail_mean(const std::vector<double>& v) {
 }  // namespace
 
 RunSummary train_run(const TrainConfig& cfg, const RunOptions& opts) {
-  // --- set up: table, data, model, optimizer -------------------------------------------------
+  // --- set up: ranks, table, data, model, optimizer ------------------------------------------
+  // One process unless WORLD_SIZE > 1 (dist/dist.h); then cfg.train.batch_size is the global batch.
+  DataParallel dp(dist_env_from_environment(), cfg.train.dist_timeout_s);
   const ParamTable table = resolve_param(cfg);
+  nlohmann::json cfg_json = train_config_to_json(cfg);
+  cfg_json["table"] = param_to_json(table);
+  dp.check_same_run(cfg_json, param_fingerprint(table));  // every rank builds the same model
   const OptFamily family = optimizer_family(cfg.optim.kind);
   ScaleContext ctx{table, family, cfg.model.width, cfg.model.depth};
-  const torch::Device dev = pick_device(cfg);
+  const torch::Device dev = pick_device(cfg, dp.local_rank());
   torch::manual_seed(static_cast<uint64_t>(cfg.train.seed));
   std::shared_ptr<Model> model = build_model(cfg.model, ctx, cfg.hp);  // validates model.*
   auto data = make_data(cfg.data);
@@ -61,62 +69,69 @@ RunSummary train_run(const TrainConfig& cfg, const RunOptions& opts) {
     throw UserError(cfg.source, "data.source",
                     fmt::format("'{}' does not fit model '{}'", cfg.data.source, cfg.model.kind),
                     "language models (bigram, gpt) take kjv/text/markov; resmlp and vit take fashion_mnist");
+  if (data->num_classes() > (data->is_language() ? cfg.model.vocab : cfg.model.n_classes))
+    throw UserError(cfg.source, data->is_language() ? "model.vocab" : "model.n_classes",
+                    fmt::format("the data has {} classes/tokens, more than the model's output", data->num_classes()),
+                    fmt::format("set it to at least {}", data->num_classes()));
   model->to(dev);
   auto opt = make_optimizer(cfg.optim, param_groups(model->tagged_parameters(), ctx));
 
   RunSummary s;
+  s.rank = dp.rank();
+  s.world = dp.world();
   s.unigram_entropy = data->is_language() ? data->unigram_entropy() : 0.0;
   s.items_unit = data->is_language() ? "tok" : "samples";
   for (const auto& p : model->tagged_parameters()) s.params += p.tensor.numel();
   const int64_t items_per_step = cfg.train.batch_size * (data->is_language() ? cfg.model.seq_len : 1);
 
   // --- resume ----------------------------------------------------------------------------------
-  const std::string dir = opts.write_files ? cfg.train.out_dir : "";
+  const bool writes = opts.write_files && dp.is_root();  // only rank 0 writes checkpoints and metrics
   const std::string ckpt = cfg.train.out_dir + "/checkpoint.pt";
   int64_t start = 0;
-  if (opts.write_files && std::filesystem::exists(ckpt)) {
+  // Every rank resumes from rank 0's checkpoint (sent over the group: no shared disk needed, and
+  // the world size may differ from the one that wrote it).
+  const std::string ckpt_in = opts.write_files ? dp.fetch_from_root(ckpt) : "";
+  if (!ckpt_in.empty()) {
     if (!opts.resume)
       throw UserError(cfg.source, "train.out_dir", fmt::format("'{}' already holds a checkpoint", cfg.train.out_dir),
                       "pass --resume to continue it, or choose another out_dir");
-    CheckpointMeta meta = read_checkpoint_meta(ckpt);
+    CheckpointMeta meta = read_checkpoint_meta(ckpt_in);
     if (meta.fingerprint != param_fingerprint(table))
       throw UserError(ckpt, "param", "the checkpoint was trained under a different parameterization table",
                       "resume with the checkpoint's param, or use another out_dir");
-    load_checkpoint(ckpt, *model, opt.get());
+    load_checkpoint(ckpt_in, *model, opt.get());
     start = meta.step;
   }
-  RunLog log(dir);
-  nlohmann::json cfg_json = train_config_to_json(cfg);
-  cfg_json["table"] = param_to_json(table);
+  // Every rank starts from rank 0's parameters; backward then all-reduces gradient buckets.
+  std::vector<torch::Tensor> params;
+  for (const auto& p : model->tagged_parameters()) params.push_back(p.tensor);
+  dp.replicate(params);
+  RunLog log(writes ? cfg.train.out_dir : "");
   log.start(start, cfg_json);
   auto save = [&](int64_t steps_done) {
-    if (!opts.write_files) return;
+    if (!writes) return;
     save_checkpoint(ckpt, CheckpointMeta{steps_done, table, cfg, param_fingerprint(table)}, *model, opt.get());
   };
 
   // --- the step loop ---------------------------------------------------------------------------
   const int64_t end = opts.stop_after >= 0 ? std::min(cfg.train.steps, opts.stop_after) : cfg.train.steps;
   std::unique_ptr<Progress> bar;
-  if (opts.show_progress) bar = std::make_unique<Progress>(cfg.train.steps, "train", "steps");
+  if (opts.show_progress && dp.is_root()) bar = std::make_unique<Progress>(cfg.train.steps, "train", "steps");
   const auto t0 = std::chrono::steady_clock::now();
   double val = std::numeric_limits<double>::quiet_NaN();
   int64_t step = start;
   for (; step < end; ++step) {
-    Batch b = data->batch(Split::Train, step, cfg.train.batch_size);
+    Batch b = data->batch(Split::Train, step, cfg.train.batch_size, dp.rank(), dp.world());  // this rank's slice
     torch::Tensor loss = model->loss(b.x.to(dev), b.y.to(dev));
-    const double lv = loss.item<double>();
+    const double lv = dp.mean(loss.item<double>());  // the global batch's loss, the same on every rank
     if (!std::isfinite(lv)) {  // diverged: record it at this step, stop, never crash
       s.diverged = true;
       s.diverged_step = step;
       break;
     }
     opt->zero_grad();
-    loss.backward();
-    if (cfg.optim.clip_grad_norm > 0) {
-      std::vector<torch::Tensor> ps;
-      for (const auto& g : opt->groups()) ps.push_back(g.param);
-      torch::nn::utils::clip_grad_norm_(ps, cfg.optim.clip_grad_norm);
-    }
+    loss.backward();          // with ranks: gradient buckets are all-reduced as backward fills them
+    dp.average_gradients();   // every rank now holds the global batch's mean gradient
     const double lr_factor = schedule_factor(cfg.optim, step);
     opt->step(lr_factor);
     s.losses.push_back(lv);
@@ -126,7 +141,7 @@ RunSummary train_run(const TrainConfig& cfg, const RunOptions& opts) {
     const double rate = static_cast<double>((done - start) * items_per_step) / std::max(elapsed, 1e-9);
     const bool eval_now = cfg.train.eval_every > 0 && done % cfg.train.eval_every == 0;
     std::optional<double> val_now;
-    if (eval_now) val = *(val_now = evaluate(*model, *data, cfg, dev));
+    if (eval_now) val = *(val_now = evaluate(*model, *data, cfg, dev, dp));
     if (done % std::max<int64_t>(1, cfg.train.log_every) == 0 || eval_now || done == cfg.train.steps)
       log.log({done, lv, cfg.optim.lr * lr_factor, val_now, elapsed, rate});
     if (cfg.train.checkpoint_every > 0 && done % cfg.train.checkpoint_every == 0) save(done);
@@ -143,7 +158,7 @@ RunSummary train_run(const TrainConfig& cfg, const RunOptions& opts) {
   if (s.diverged) {
     log.log({s.diverged_step, std::numeric_limits<double>::quiet_NaN(), cfg.optim.lr, std::nullopt, s.wall_s, 0});
   } else {
-    if (step == cfg.train.steps) val = evaluate(*model, *data, cfg, dev);
+    if (step == cfg.train.steps) val = evaluate(*model, *data, cfg, dev, dp);
     save(step);
   }
   s.final_loss = tail_mean(s.losses);
@@ -169,6 +184,9 @@ std::string render_summary(const TrainConfig& cfg, const RunSummary& s) {
                            s.params));
   row("parameterization", fmt::format("{} / {} lr {}", cfg.param, cfg.optim.kind, cfg.optim.lr));
   row("steps", fmt::format("{} / {}", s.steps_done, cfg.train.steps));
+  if (s.world > 1)
+    row("data-parallel", fmt::format("{} ranks, global batch {} ({} per rank)", s.world, cfg.train.batch_size,
+                                     cfg.train.batch_size / s.world));
   row("train loss (last 10%)", std::isfinite(s.final_loss) ? fmt::format("{:.4f}", s.final_loss) : "-");
   row("val loss", std::isfinite(s.final_val_loss) ? fmt::format("{:.4f}", s.final_val_loss) : "-");
   if (s.unigram_entropy > 0) row("unigram entropy", fmt::format("{:.4f} nats/token", s.unigram_entropy));

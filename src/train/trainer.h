@@ -30,6 +30,8 @@ struct RunSummary {
   double wall_s = 0;
   std::vector<double> losses;   // training loss of every step run in this process
   std::string items_unit;       // "tok" or "samples"
+  int rank = 0;                 // data-parallel rank of this process, and the number of ranks
+  int world = 1;
 };
 
 RunSummary train_run(const TrainConfig& cfg, const RunOptions& opts = {});

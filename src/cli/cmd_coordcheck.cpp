@@ -1,0 +1,191 @@
+// `scaleinv coordcheck --model bigram|resmlp|gpt|vit --param NAME|FILE --optimizer sgd|adam|adamw|sign|adafactor
+//                     --widths 64,128,... [--depths 4,8,...] --steps T --seeds S [--lr X]
+//                     [--json PATH] [--plot DIR] [--strict] [--config FILE] [--set key=value]...
+//                     [--break readout-multiplier] [--omega-hidden X] [--omega-readout X]
+//                     [--align-alpha X] [--align-u X] [--train-batches N] [--quiet]`
+// Measures how every activation, gradient and update scales with width (and depth) and judges the
+// slopes against the theory's exponents (measure/coordcheck.h). Exit 0, or 1 under --strict when a
+// quantity deviates from theory or is unstable; 2 on bad input.
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "core/atomic_file.h"
+#include "core/errors.h"
+#include "core/fraction.h"
+#include "measure/coordcheck.h"
+#include "optim/optimizer.h"
+#include "train/config.h"
+
+namespace scaleinv {
+
+namespace {
+
+std::vector<int> parse_int_list(const std::string& option, const std::string& text) {
+  std::vector<int> out;
+  std::string cur;
+  auto flush = [&] {
+    if (cur.empty()) return;
+    size_t used = 0;
+    int v = 0;
+    try {
+      v = std::stoi(cur, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != cur.size())
+      throw UserError("command line", option, fmt::format("cannot read '{}' as an integer", cur),
+                      "give a comma-separated list of integers, e.g. 64,128,256");
+    out.push_back(v);
+    cur.clear();
+  };
+  for (char c : text) {
+    if (c == ',' || c == ' ') {
+      flush();
+    } else {
+      cur += c;
+    }
+  }
+  flush();
+  if (out.empty())
+    throw UserError("command line", option, "the list is empty", "give a comma-separated list, e.g. 64,128,256");
+  return out;
+}
+
+double alignment_value(const std::string& option, const std::string& text) {
+  double v = 0;
+  if (!parse_fraction(text, &v))
+    throw UserError("command line", option, fmt::format("cannot read '{}' as a number", text),
+                    "give a number or fraction in [1/2, 1], e.g. 1/2");
+  if (!(v >= 0.5 - kExponentTol && v <= 1.0 + kExponentTol))
+    throw UserError("command line", option, fmt::format("{} is outside [1/2, 1] (seed 000 eqs. 18-20)", text),
+                    "give a value between 1/2 (independent) and 1 (fully aligned)");
+  return v;
+}
+
+// A TOML string literal for --set (param paths and names may hold any character).
+std::string toml_string(const std::string& s) { return nlohmann::json(s).dump(); }
+
+// Small defaults for a coordinate check (without --config). The check is sharp for widths well
+// above n = probe inputs + outputs (measure/coordcheck.h: the finite-size term), so the probe is
+// small: language models see 2 x 8 tokens of a 32-token Markov chain; resmlp 32 and vit 16
+// Fashion-MNIST images (10 classes).
+std::vector<std::string> default_sets(const std::string& kind) {
+  if (kind == "resmlp")
+    return {"data.source=\"fashion_mnist\"", "data.flatten=true", "model.in_dim=784", "model.activation=\"relu\"",
+            "model.pre_ln=true", "train.batch_size=32"};
+  if (kind == "vit") return {"data.source=\"fashion_mnist\"", "train.batch_size=16"};
+  return {"data.source=\"markov\"", "data.vocab=32", "data.markov_length=20000", "model.seq_len=8",
+          "train.batch_size=2"};
+}
+
+}  // namespace
+
+void add_coordcheck_command(CLI::App& app, int& exit_code) {
+  struct Opts {
+    std::string model, param, optimizer, widths, depths, json, plot, config, break_mode;
+    std::string omega_hidden = "1/2", omega_readout = "1", align_alpha = "1", align_u = "1";
+    std::vector<std::string> sets;
+    int steps = 3, seeds = 3;
+    int64_t train_batches = 1;
+    double lr = 0;
+    bool strict = false, quiet = false;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand("coordcheck",
+                                 "Measure how activations, gradients and updates scale with width/depth and judge the "
+                                 "slopes against the theory");
+  cmd->add_option("--model", o->model, "bigram, resmlp, gpt or vit (default: the config's, gpt)");
+  cmd->add_option("--param", o->param, "preset name or .toml file (default: the config's, mup)");
+  cmd->add_option("--optimizer", o->optimizer, "sgd, adam, adamw, sign or adafactor (default: the config's, adamw)");
+  cmd->add_option("--widths", o->widths, "comma-separated widths, e.g. 64,128,256 (default: the config's width)");
+  cmd->add_option("--depths", o->depths, "comma-separated depths (default: the config's depth)");
+  cmd->add_option("--steps", o->steps, "training steps T; quantities are recorded at steps 0..T (default 3)");
+  cmd->add_option("--seeds", o->seeds, "number of seeds 0..S-1 (default 3); the interval is over seeds");
+  cmd->add_option("--lr", o->lr, "base learning rate (default: the config's, 1e-3)");
+  cmd->add_option("--json", o->json, "write everything (rows, fits, raw RMS values) as JSON to this path");
+  cmd->add_option("--plot", o->plot, "write SVG and PNG plots (gnuplot) into this directory");
+  cmd->add_flag("--strict", o->strict, "exit 1 if any quantity deviates from theory or is unstable");
+  cmd->add_option("--config", o->config, "TOML config as for train (sections model, param, hp, optim, data, train)");
+  cmd->add_option("--set", o->sets, "override a config field: section.key=value (repeatable)");
+  cmd->add_option("--break", o->break_mode,
+                  "readout-multiplier: build the model with the readout multiplier exponent a = 0 (tests that the "
+                  "check can fail; predictions keep the unbroken table)");
+  cmd->add_option("--omega-hidden", o->omega_hidden, "alignment of W_l with dh_l, hidden layers (eq. 18; default 1/2)");
+  cmd->add_option("--omega-readout", o->omega_readout, "alignment at the readout (eq. 18; default 1, as muP)");
+  cmd->add_option("--align-alpha", o->align_alpha, "alignment of dW_l with h_l (eq. 19; default 1)");
+  cmd->add_option("--align-u", o->align_u, "alignment of dW_l with dh_l (eq. 20; default 1)");
+  cmd->add_option("--train-batches", o->train_batches,
+                  "training steps cycle through this many fixed batches (default 1: train on the probe batch)");
+  cmd->add_flag("--quiet", o->quiet, "no progress bar");
+  cmd->callback([o, &exit_code] {
+    // Config: (file or coordcheck defaults), then the flags, then --set.
+    std::vector<std::string> sets;
+    std::string kind = o->model;
+    if (o->config.empty()) {
+      if (kind.empty()) kind = TrainConfig{}.model.kind;
+      sets = default_sets(kind);
+    }
+    if (!o->model.empty()) sets.push_back("model.kind=" + toml_string(o->model));
+    if (!o->param.empty()) sets.push_back("param.name=" + toml_string(o->param));
+    if (!o->optimizer.empty()) sets.push_back("optim.kind=" + toml_string(o->optimizer));
+    if (o->lr != 0) {
+      if (!(o->lr > 0))
+        throw UserError("command line", "--lr", fmt::format("{} is not positive", o->lr), "give e.g. --lr 0.01");
+      sets.push_back(fmt::format("optim.lr={:.17g}", o->lr));
+    }
+    if (o->steps < 1)
+      throw UserError("command line", "--steps", fmt::format("{} steps", o->steps), "use at least 1 step");
+    sets.push_back(fmt::format("train.steps={}", o->steps));
+    sets.insert(sets.end(), o->sets.begin(), o->sets.end());
+
+    CoordCheckConfig cc;
+    cc.train = load_train_config(o->config, sets);
+    try {
+      optimizer_family(cc.train.optim.kind);
+    } catch (const UserError&) {
+      throw UserError("command line", "--optimizer", fmt::format("unknown optimizer '{}'", cc.train.optim.kind),
+                      "use one of sgd, adam, adamw, sign, adafactor");
+    }
+    if (!o->widths.empty()) cc.widths = parse_int_list("--widths", o->widths);
+    if (!o->depths.empty()) cc.depths = parse_int_list("--depths", o->depths);
+    cc.steps = o->steps;
+    if (o->seeds < 1)
+      throw UserError("command line", "--seeds", fmt::format("{} seeds", o->seeds), "use at least 2 seeds");
+    cc.seeds.clear();
+    for (int s = 0; s < o->seeds; ++s) cc.seeds.push_back(s);
+    cc.train_batches = o->train_batches;
+    cc.break_mode = o->break_mode;
+    cc.align.omega_hidden = alignment_value("--omega-hidden", o->omega_hidden);
+    cc.align.omega_readout = alignment_value("--omega-readout", o->omega_readout);
+    cc.align.alpha = alignment_value("--align-alpha", o->align_alpha);
+    cc.align.u = alignment_value("--align-u", o->align_u);
+    cc.show_progress = !o->quiet;
+
+    const CoordCheckResult r = run_coordcheck(cc);
+    std::fputs(render_coordcheck(r).c_str(), stdout);
+    if (!o->json.empty()) {
+      write_file_atomic(o->json, coordcheck_to_json(r).dump(1) + "\n");
+      std::printf("wrote %s\n", o->json.c_str());
+    }
+    if (!o->plot.empty()) {
+      const auto stems = plot_coordcheck(r, o->plot);
+      std::printf("wrote %zu plots (SVG and PNG) into %s\n", stems.size(), o->plot.c_str());
+    }
+    if (o->strict && !r.pass()) {
+      // The last lines name each failed quantity and verdict.
+      std::printf("strict: %zu failed verdicts\n", r.failures.size());
+      for (const std::string& f : r.failures) std::printf("FAILED %s\n", f.c_str());
+      exit_code = 1;
+      return;
+    }
+    exit_code = 0;
+  });
+}
+
+}  // namespace scaleinv

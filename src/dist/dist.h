@@ -1,0 +1,109 @@
+#pragma once
+// Data-parallel training on torch's own distributed engine, c10d (DESIGN.md "Dependencies"):
+// rendezvous through a c10d::TCPStore (rank 0 hosts it), collectives through
+// c10d::ProcessGroupGloo. Launched like torchrun: every process reads RANK, WORLD_SIZE,
+// MASTER_ADDR, MASTER_PORT and LOCAL_RANK from its environment (`scaleinv launch` sets them for
+// N local processes; docs/distributed.md shows several machines and Slurm).
+//
+// The training loop talks to one DataParallel object. With WORLD_SIZE unset or 1 it is a
+// stand-in that does nothing, so the loop reads the same with or without ranks:
+//   - check_same_run: an all-gather of the table fingerprint and config hash at start-up; a
+//     mismatch is a UserError on every rank naming the ranks and the first differing field;
+//   - replicate: every rank starts from rank 0's parameters, and from then on backward
+//     all-reduces the gradients in ~25 MB buckets as soon as a bucket's gradients are all ready
+//     (tensor hooks), overlapping communication with the rest of backward;
+//   - average_gradients: waits for the buckets and leaves the global batch's mean gradient in
+//     every .grad (SUM over ranks, then / world);
+//   - mean: one scalar averaged over ranks (the loss of the global batch);
+//   - fetch_from_root: rank 0's copy of a file (the checkpoint), sent over the group, so
+//     resuming needs no shared disk and works with any world size.
+// A lost rank (crashed, killed, hung, unreachable) makes every other rank throw RankLost within
+// train.dist_timeout_s: one line naming the lost rank(s), never a hang.
+#include <torch/torch.h>
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace scaleinv {
+
+// The process's place in the job, from its environment.
+struct DistEnv {
+  int rank = 0;
+  int world = 1;
+  int local_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+};
+// Reads RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT. WORLD_SIZE unset means one
+// process. Malformed or inconsistent values are UserErrors naming the variable.
+DistEnv dist_env_from_environment();
+
+// A rank was lost, or a collective failed or timed out. One line; `train` exits non-zero.
+class RankLost : public std::runtime_error {
+ public:
+  static constexpr int kExitCode = 4;
+  RankLost(const std::string& message, std::vector<int> lost) : std::runtime_error(message), lost(std::move(lost)) {}
+  std::vector<int> lost;  // the ranks that did not answer (may be empty)
+};
+
+// Tuning knobs, read from the environment by the constructor (docs/distributed.md):
+// SCALEINV_DIST_BUCKET_MB (default 25), SCALEINV_DIST_OVERLAP (1: launch buckets from backward
+// hooks, the default; 0: all-reduce every bucket after backward).
+struct BucketSettings {
+  int64_t bucket_bytes = 25ll << 20;
+  bool overlap = true;
+};
+
+class DataParallel {
+ public:
+  // Joins the group when env.world > 1 (rendezvous within timeout_s), else a no-op stand-in.
+  DataParallel(const DistEnv& env, double timeout_s);
+  ~DataParallel();
+  DataParallel(const DataParallel&) = delete;
+  DataParallel& operator=(const DataParallel&) = delete;
+
+  int rank() const { return env_.rank; }
+  int world() const { return env_.world; }
+  int local_rank() const { return env_.local_rank; }
+  bool is_root() const { return env_.rank == 0; }
+  bool active() const { return env_.world > 1; }
+
+  // Every rank must train the same run: `identity` (the config with the table) is hashed,
+  // the hashes all-gathered, and any rank that differs from rank 0 is named in a UserError
+  // thrown on every rank, with the first differing field.
+  void check_same_run(const nlohmann::json& identity, const std::string& table_fingerprint);
+  // Rank 0's file at `path`: "" when rank 0 has none; on rank 0 `path` itself; elsewhere a local
+  // copy received over the group (removed when this object goes).
+  std::string fetch_from_root(const std::string& path);
+  // Copies rank 0's parameters to every rank and installs the gradient hooks.
+  void replicate(const std::vector<torch::Tensor>& params);
+  // After backward: waits for every bucket and writes the mean gradient back into .grad.
+  void average_gradients();
+  // The mean of x over ranks.
+  double mean(double x);
+
+  // Measured communication (for reports): seconds spent waiting in average_gradients, and how
+  // many buckets were launched from backward hooks (overlapped) vs after backward.
+  double wait_seconds() const { return wait_s_; }
+  int64_t buckets_overlapped() const { return overlapped_; }
+  int64_t buckets_after_backward() const { return not_overlapped_; }
+  int num_buckets() const;
+
+  struct Impl;  // c10d objects and bucket state (dist.cpp)
+
+ private:
+  DistEnv env_;
+  std::shared_ptr<Impl> impl_;
+  std::vector<std::string> temp_files_;
+  double wait_s_ = 0;
+  int64_t overlapped_ = 0, not_overlapped_ = 0;
+};
+
+// Stable 64-bit FNV-1a hash, as 16 hex digits (the same on every platform and build).
+std::string stable_hash(const std::string& text);
+
+}  // namespace scaleinv

@@ -1,0 +1,994 @@
+// Coordinate checks judged against the theory (see coordcheck.h).
+// Read top to bottom: the layer map (theory <-> model), predictions, one run, the grid, judging,
+// rendering, JSON, plots.
+#include "measure/coordcheck.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/errors.h"
+#include "core/fraction.h"
+#include "core/progress.h"
+#include "data/data.h"
+#include "models/layers.h"
+#include "models/model.h"
+#include "optim/optimizer.h"
+#include "report/gnuplot.h"
+#include "theory/theory_report.h"
+
+namespace scaleinv {
+
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+std::string fmt_exp(double e) { return format_fraction(std::fabs(e) <= kExponentTol ? 0.0 : e); }
+
+// ============================================================================================
+// The layer map: which theory row every recorded activation and every parameter follows.
+// One table for every model; a name no rule matches gets "no prediction" (still measured).
+// ============================================================================================
+
+enum class Target {
+  SeedRow,      // row `capture + offset` of width_theory (seed 000 eq. 1 indexing; no capture: `offset`)
+  Stream,       // residual stream / block activations: hidden activations (h of h_1, dh and h' the max over hidden)
+  EmbeddingW,   // W_0 (row 0)
+  HiddenW,      // a hidden W (max over rows 1..L)
+  ReadoutW,     // W_{L+1}
+  Logits,       // h_{L+2}
+  DepthTop,     // depth axis: the top of the residual stream (seed 004; seed 000 eqs. 29-31)
+  DepthLogits,  // depth axis: the logits (readout of the top)
+};
+
+struct MapRule {
+  const char* kinds;    // model kinds, space separated
+  const char* axis;     // "width" or "depth"
+  bool weight;          // a parameter (W', dW) or an activation (h, dh, h')
+  const char* pattern;  // regex_match on the layer name; capture 1 is the index for SeedRow
+  Target target;
+  int offset;           // SeedRow: theory row = capture + offset
+  bool untied_only;     // the rule holds only without tied embeddings
+  const char* what;     // what the theory row is, for the table's "maps to"
+};
+
+const MapRule kLayerMap[] = {
+    // bigram (seed 000 eq. 1): an exact correspondence. Records h1..h{L+1}, logits.
+    {"bigram", "width", false, R"(h(\d+))", Target::SeedRow, 0, false, "h_{} (seed 000 eq. 1)"},
+    {"bigram", "width", false, "logits", Target::Logits, 0, false, "h_L+2 = logits"},
+    {"bigram", "width", true, R"(emb\.weight)", Target::EmbeddingW, 0, true, "W_0 (embedding)"},
+    {"bigram", "width", true, R"(layers\.(\d+)\.weight)", Target::SeedRow, 1, false, "W_{} (hidden)"},
+    {"bigram", "width", true, R"(readout\.weight)", Target::ReadoutW, 0, false, "W_L+1 (readout)"},
+    // residual models: the stream (and the block pre-activations of resmlp) behave like the
+    // bigram's hidden activations; every block matrix like a hidden W.
+    {"gpt vit", "width", false, "embed", Target::SeedRow, 1, false, "h_1 (embedding output)"},
+    {"resmlp", "width", false, "x0", Target::SeedRow, 1, false, "h_1 (embedding output)"},
+    {"gpt vit", "width", false, R"(block\d+)", Target::Stream, 0, false, "hidden h (residual stream)"},
+    {"resmlp", "width", false, R"(x\d+|h\d+|g\d+)", Target::Stream, 0, false, "hidden h (residual stream)"},
+    {"gpt vit resmlp", "width", false, "logits", Target::Logits, 0, false, "h_L+2 = logits"},
+    {"gpt", "width", true, R"(tok_emb\.weight)", Target::EmbeddingW, 0, true, "W_0 (embedding)"},
+    {"gpt vit", "width", true, R"(pos_emb\.weight)", Target::EmbeddingW, 0, false, "W_0 (embedding)"},
+    {"vit", "width", true, R"(stem\.weight)", Target::EmbeddingW, 0, false, "W_0 (embedding)"},
+    {"resmlp", "width", true, R"(input\.weight)", Target::EmbeddingW, 0, false, "W_0 (embedding)"},
+    {"gpt vit", "width", true, R"(blocks\.\d+\.(attn\.[qkvo]|mlp\.(fc|proj))\.weight)", Target::HiddenW, 0, false,
+     "hidden W"},
+    {"resmlp", "width", true, R"(blocks\.\d+\.w[12]\.weight)", Target::HiddenW, 0, false, "hidden W"},
+    {"gpt resmlp", "width", true, R"(readout\.weight)", Target::ReadoutW, 0, false, "W_L+1 (readout)"},
+    {"vit", "width", true, R"(head\.weight)", Target::ReadoutW, 0, false, "W_L+1 (readout)"},
+    // resmlp across depths (seed 004; seed 000 eqs. 29-31)
+    {"resmlp", "depth", false, "top", Target::DepthTop, 0, false, "top activation x_L (seed 004)"},
+    {"resmlp", "depth", false, "logits", Target::DepthLogits, 0, false, "logits f = V x_L (seed 004)"},
+};
+
+bool kind_in(const char* kinds, const std::string& kind) {
+  std::istringstream in(kinds);
+  std::string k;
+  while (in >> k)
+    if (k == kind) return true;
+  return false;
+}
+
+struct Mapping {
+  bool found = false;
+  Target target = Target::SeedRow;
+  int row = 0;
+  std::string what;
+};
+
+Mapping find_mapping(const std::string& kind, const std::string& axis, bool weight, const std::string& layer,
+                     bool tied) {
+  for (const MapRule& r : kLayerMap) {
+    if (!kind_in(r.kinds, kind) || axis != r.axis || weight != r.weight) continue;
+    if (r.untied_only && tied) continue;
+    std::smatch m;
+    if (!std::regex_match(layer, m, std::regex(r.pattern))) continue;
+    Mapping out;
+    out.found = true;
+    out.target = r.target;
+    if (r.target == Target::SeedRow) {
+      out.row = (m.size() > 1 && m[1].matched ? std::stoi(m[1].str()) : 0) + r.offset;
+      out.what = fmt::format(fmt::runtime(r.what), out.row);
+    } else {
+      out.what = r.what;
+    }
+    return out;
+  }
+  return {};
+}
+
+// ============================================================================================
+// Predictions
+// ============================================================================================
+
+struct Pred {
+  std::optional<double> e;
+  std::string why;  // maps_to text
+};
+
+std::optional<double> max_opt(std::optional<double> a, std::optional<double> b) {
+  if (!a) return b;
+  if (!b) return a;
+  return std::max(*a, *b);
+}
+
+// The one-step exponents a target has in the width theory.
+struct BaseExponents {
+  std::optional<double> h, dh, hg, wg, dw;
+  // dh is fed by an update that already grows with width (row `fed_row`, exponent `fed_e`): the
+  // theory then compounds (W dh_l, dW dh_l with e(dh_l) > 0), exponents reached only once that
+  // upstream update is >> 1 (eta d >> 1), not a finite-width prediction; see width_prediction.
+  bool fed_by_growth = false;
+  int fed_row = 0;
+  double fed_e = 0;
+};
+
+// Row l's dh is computed from row l-1's (eqs. 16-23); rows 0 and 1 take no incoming dh.
+void check_fed(const WidthTheory& w, int l, BaseExponents& b) {
+  if (l < 2 || l - 1 >= static_cast<int>(w.layers.size())) return;
+  const auto& in = w.layers[static_cast<size_t>(l - 1)].dh;
+  if (in && *in > kExponentTol && !b.fed_by_growth) {
+    b.fed_by_growth = true;
+    b.fed_row = l - 1;
+    b.fed_e = *in;
+  }
+}
+
+BaseExponents base_exponents(const WidthTheory& w, const Mapping& m) {
+  const int L = w.depth;
+  auto row = [&](int l) -> const LayerExponents& { return w.layers.at(static_cast<size_t>(l)); };
+  BaseExponents b;
+  switch (m.target) {
+    case Target::SeedRow:
+      if (m.row < 0 || m.row >= static_cast<int>(w.layers.size())) return b;
+      b.h = row(m.row).h;
+      b.dh = row(m.row).dh;
+      b.hg = row(m.row).h_grad;
+      b.wg = row(m.row).w_grad;
+      b.dw = row(m.row).dw;
+      check_fed(w, m.row, b);
+      break;
+    case Target::Stream:
+      b.h = row(1).h;
+      for (int l = 1; l <= L + 1; ++l) {
+        b.dh = max_opt(b.dh, row(l).dh);
+        b.hg = max_opt(b.hg, row(l).h_grad);
+        check_fed(w, l, b);
+      }
+      break;
+    case Target::EmbeddingW:
+      b.wg = row(0).w_grad;
+      b.dw = row(0).dw;
+      break;
+    case Target::HiddenW:
+      for (int l = 1; l <= L; ++l) {
+        b.wg = max_opt(b.wg, row(l).w_grad);
+        b.dw = max_opt(b.dw, row(l).dw);
+      }
+      break;
+    case Target::ReadoutW:
+      b.wg = row(L + 1).w_grad;
+      b.dw = row(L + 1).dw;
+      break;
+    case Target::Logits:
+      b.h = row(L + 2).h;
+      b.dh = row(L + 2).dh;
+      b.hg = row(L + 2).h_grad;
+      check_fed(w, L + 2, b);
+      break;
+    default: break;
+  }
+  return b;
+}
+
+// From the one-step exponents to a step t (seed 000 1.2.1):
+//   h(t) = h(0) + dh(t): exponent max(e_h, e_dh) for t >= 1;
+//   dh after t updates: the one-step exponent;
+//   h', W' at t >= 1: the init exponent while the parameterization is stable (the updates do not
+//     change the weights' scale); after an unstable update the one-step theory says nothing;
+//   dW at t >= 2: the one-step exponent while stable (for Adam too: its normalised update still
+//     depends on how consistent successive gradients are, which an unstable update changes).
+Pred width_prediction(const WidthTheory& w, const Mapping& m, CoordQuantity q, int step) {
+  Pred p;
+  const BaseExponents b = base_exponents(w, m);
+  const bool stable = w.stable_init && w.stable_train;
+  const std::string unstable_note = "no prediction: after an unstable update the one-step theory does not follow it";
+  if ((q == CoordQuantity::DH || (q == CoordQuantity::H && step > 0)) && b.fed_by_growth) {
+    p.why = fmt::format("no prediction: fed by dh_{} ~ d^{}; the theory's d^{} compounds it, reached only for "
+                        "eta*d >> 1",
+                        b.fed_row, fmt_exp(b.fed_e), b.dh ? fmt_exp(*b.dh) : "?");
+    return p;
+  }
+  switch (q) {
+    case CoordQuantity::H:
+      // h_t = h_0 + dh_t: one power law only when both have the same exponent; otherwise the
+      // measured slope mixes d^e(h) and d^e(dh) with weights set by the LR, and the two are judged
+      // separately (h at step 0, dh).
+      if (step == 0 || !b.dh || std::fabs(*b.dh - *b.h) <= kExponentTol) {
+        p.e = b.h;
+      } else if (b.h) {
+        p.why = fmt::format("no prediction: h_t = h_0 (d^{}) + dh_t (d^{}) mixes two exponents; see h at step 0 and dh",
+                            fmt_exp(*b.h), fmt_exp(*b.dh));
+        return p;
+      }
+      break;
+    case CoordQuantity::DH: p.e = step == 0 ? std::nullopt : b.dh; break;
+    case CoordQuantity::HGrad:
+    case CoordQuantity::WGrad: {
+      const auto e = q == CoordQuantity::HGrad ? b.hg : b.wg;
+      if (step == 0 || stable) {
+        p.e = e;
+      } else if (e) {
+        p.why = unstable_note;
+        return p;
+      }
+      break;
+    }
+    case CoordQuantity::DW:
+      // (Adam's update is normalised, but its size at t >= 2 depends on how consistent the
+      // gradients of successive steps are, which an unstable update changes with width.)
+      if (step == 1 || (step >= 2 && stable)) {
+        p.e = b.dw;
+      } else if (step >= 2 && b.dw) {
+        p.why = unstable_note;
+        return p;
+      }
+      break;
+  }
+  p.why = p.e ? m.what : "no prediction";
+  return p;
+}
+
+Pred depth_prediction(const DepthTheory& d, const Mapping& m, CoordQuantity q, int step, bool power_law) {
+  Pred p;
+  if (!power_law) {
+    p.why = "no prediction: alpha < 1/2 without pre-LN grows exponentially in L (seed 004 Claim 5.1)";
+    return p;
+  }
+  // The seed freezes U and V; here they train, which adds an L^0 change (the embedding's update,
+  // carried up the stream) and, at the logits, dV x_L ~ L^(1/2 - alpha).
+  const double init = d.top_init_rho_half;
+  const double upd = m.target == Target::DepthTop ? std::max(d.update_correlated, 0.0)
+                                                  : std::max({d.update_correlated, 0.0, init});
+  switch (q) {
+    case CoordQuantity::H:
+      if (step == 0 || std::fabs(init - upd) <= kExponentTol) {
+        p.e = init;
+      } else {
+        p.why = fmt::format("no prediction: h_t = h_0 (L^{}) + dh_t (L^{}) mixes two exponents; see h at step 0 and dh",
+                            fmt_exp(init), fmt_exp(upd));
+        return p;
+      }
+      break;
+    case CoordQuantity::DH:
+      if (step >= 1) p.e = upd;
+      break;
+    default: break;
+  }
+  p.why = p.e ? m.what : "no prediction";
+  return p;
+}
+
+// L and RMSNorm of the width theory a model is judged against.
+struct TheoryShape {
+  int L = 1;
+  bool rmsnorm = false;
+  std::string note;
+};
+
+TheoryShape theory_shape(const ModelConfig& mc, int depth) {
+  TheoryShape s;
+  if (mc.kind == "bigram") {
+    s.L = depth;
+    s.rmsnorm = mc.rmsnorm;
+    s.note = fmt::format("bigram: rows of width_theory(L = {}{}) one to one", depth, mc.rmsnorm ? ", RMSNorm" : "");
+  } else if (mc.kind == "gpt" || mc.kind == "vit") {
+    // Every sublayer reads a normalised stream and applies two matrices (v then o; fc then proj)
+    // before adding to it: the stream follows the hidden activations of an L = 2 chain.
+    s.L = 2;
+    s.note = "residual stream = hidden activations of width_theory(L = 2): each sublayer is a 2-matrix chain "
+             "(attn v,o; mlp fc,proj) on a normalised input";
+  } else {  // resmlp
+    s.L = mc.pre_ln ? mc.block_depth : depth * mc.block_depth;
+    s.note = mc.pre_ln ? fmt::format("residual stream = hidden activations of width_theory(L = {}): each block is "
+                                     "a {}-matrix chain on a normalised input",
+                                     s.L, mc.block_depth)
+                       : fmt::format("residual stream = hidden activations of width_theory(L = {}): without "
+                                     "pre-LN the blocks chain",
+                                     s.L);
+  }
+  return s;
+}
+
+// ============================================================================================
+// One run: build, train T steps on fixed data, record on the probe batch at every step.
+// ============================================================================================
+
+double rms(const torch::Tensor& t) {
+  if (!t.defined() || t.numel() == 0) return kNaN;
+  return std::sqrt(t.detach().to(torch::kDouble).square().mean().item<double>());
+}
+
+CoordRun measure_run(const CoordCheckConfig& cc, const ParamTable& model_table, OptFamily family, int width,
+                     int depth, int64_t seed, const std::vector<Batch>& batches, torch::Device dev) {
+  TrainConfig cfg = cc.train;
+  cfg.model.width = width;
+  cfg.model.depth = depth;
+  ScaleContext ctx{model_table, family, width, depth};
+  torch::manual_seed(static_cast<uint64_t>(seed));
+  std::shared_ptr<Model> model = build_model(cfg.model, ctx, cfg.hp);
+  model->to(dev);
+  const std::vector<TaggedParam> params = model->tagged_parameters();
+  auto opt = make_optimizer(cfg.optim, param_groups(params, ctx));
+
+  const int T = cc.steps;
+  CoordRun run;
+  run.width = width;
+  run.depth = depth;
+  run.seed = seed;
+  run.loss.assign(static_cast<size_t>(T + 1), kNaN);
+  // Series are created on first sight, in forward order (activations) and registration order (parameters).
+  std::map<std::pair<int, std::string>, size_t> index;
+  auto put = [&](CoordQuantity q, const std::string& layer, int t, double v) {
+    auto key = std::make_pair(static_cast<int>(q), layer);
+    auto it = index.find(key);
+    if (it == index.end()) {
+      it = index.emplace(key, run.series.size()).first;
+      run.series.push_back({q, layer, std::vector<double>(static_cast<size_t>(T + 1), kNaN)});
+    }
+    run.series[it->second].rms[static_cast<size_t>(t)] = v;
+  };
+
+  std::vector<torch::Tensor> h0;    // activations at step 0
+  std::vector<torch::Tensor> prev;  // parameters before the latest update
+  const Batch& probe = batches.front();
+  for (int t = 0; t <= T; ++t) {
+    model->set_recording(true);
+    torch::Tensor loss = model->loss(probe.x, probe.y);
+    const double lv = loss.item<double>();
+    run.loss[static_cast<size_t>(t)] = lv;
+    if (!std::isfinite(lv)) {
+      run.diverged = true;
+      model->set_recording(false);
+      break;
+    }
+    opt->zero_grad();
+    loss.backward();
+    const auto& rec = model->recorded();
+    for (size_t i = 0; i < rec.size(); ++i) {
+      const auto& [name, h] = rec[i];
+      put(CoordQuantity::H, name, t, rms(h));
+      if (t == 0) {
+        h0.push_back(h.detach().clone());
+        put(CoordQuantity::DH, name, t, kNaN);
+      } else {
+        put(CoordQuantity::DH, name, t, i < h0.size() ? rms(h.detach() - h0[i]) : kNaN);
+      }
+      put(CoordQuantity::HGrad, name, t, rms(h.grad()));
+    }
+    for (size_t i = 0; i < params.size(); ++i) {
+      const torch::Tensor& p = params[i].tensor;
+      put(CoordQuantity::WGrad, params[i].name, t, p.grad().defined() ? rms(p.grad()) : 0.0);
+      put(CoordQuantity::DW, params[i].name, t, t == 0 ? kNaN : rms(p.detach() - prev[i]));
+    }
+    model->set_recording(false);
+    if (t == T) break;
+    // The update: on the probe batch itself (its gradient is already there) or on batch t mod n.
+    const size_t bi = static_cast<size_t>(t % static_cast<int64_t>(batches.size()));
+    if (bi != 0) {
+      opt->zero_grad();
+      model->loss(batches[bi].x, batches[bi].y).backward();
+    }
+    prev.clear();
+    for (const auto& p : params) prev.push_back(p.tensor.detach().clone());
+    opt->step(schedule_factor(cfg.optim, t));
+  }
+  return run;
+}
+
+// ============================================================================================
+// Validation
+// ============================================================================================
+
+std::vector<int> sorted_unique(std::vector<int> v) {
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+  return v;
+}
+
+void validate(const CoordCheckConfig& cc, const std::vector<int>& widths, const std::vector<int>& depths,
+              const ParamTable& table, OptFamily family) {
+  const ModelConfig& mc = cc.train.model;
+  if (mc.kind != "bigram" && mc.kind != "resmlp" && mc.kind != "gpt" && mc.kind != "vit")
+    throw UserError("command line", "--model", fmt::format("unknown model '{}'", mc.kind),
+                    "use one of bigram, resmlp, gpt, vit");
+  if (widths.empty())
+    throw UserError("command line", "--widths", "no widths given", "give a comma-separated list, e.g. 64,128,256");
+  if (depths.empty())
+    throw UserError("command line", "--depths", "no depths given", "give a comma-separated list, e.g. 4,8,16");
+  for (int w : widths)
+    if (w < 1)
+      throw UserError("command line", "--widths", fmt::format("width {} is not positive", w), "use widths >= 1");
+  for (int d : depths)
+    if (d < 1)
+      throw UserError("command line", "--depths", fmt::format("depth {} is not positive", d), "use depths >= 1");
+  if (widths.size() < 2 && depths.size() < 2)
+    throw UserError("command line", "--widths",
+                    "a slope needs at least 2 widths (or 2 depths with --depths)",
+                    "give e.g. --widths 64,128,256");
+  if (cc.steps < 1)
+    throw UserError("command line", "--steps", fmt::format("{} steps", cc.steps), "use at least 1 step");
+  if (cc.seeds.empty())
+    throw UserError("command line", "--seeds", "no seeds", "use --seeds 2 or more (the interval is over seeds)");
+  if (cc.train_batches < 1)
+    throw UserError("command line", "--train-batches", fmt::format("{}", cc.train_batches), "use at least 1");
+  if (!cc.break_mode.empty() && cc.break_mode != "readout-multiplier")
+    throw UserError("command line", "--break", fmt::format("unknown break mode '{}'", cc.break_mode),
+                    "the only one is readout-multiplier");
+  validate_optim_config(cc.train.optim);
+  // Every shape up front (head splits), so a bad width fails before any training.
+  for (int w : widths)
+    for (int d : depths) {
+      ModelConfig m = mc;
+      m.width = w;
+      m.depth = d;
+      ScaleContext ctx{table, family, w, d};
+      if (m.kind == "gpt" || m.kind == "vit") {
+        try {
+          head_shape(m, ctx);
+        } catch (const UserError& e) {
+          throw UserError("command line", "--widths", e.what(),
+                          "use widths divisible by the head size (model.head_dim) or the head count (model.n_heads)");
+        }
+      }
+    }
+}
+
+// ============================================================================================
+// Judging
+// ============================================================================================
+
+std::string steps_list(const std::vector<int>& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out;
+}
+
+std::string row_label(const CoordRow& r) {
+  return fmt::format("{} {} ({}, {} {})", coord_quantity_name(r.q), r.layer, r.axis,
+                     r.axis == "width" ? "depth" : "width", r.at);
+}
+
+void judge(CoordCheckResult& res) {
+  // Group rows by (axis, at, quantity, layer) in table order, one failure line per verdict.
+  struct Group {
+    const CoordRow* first = nullptr;
+    std::vector<int> dev_steps, unstable_steps, unmeasured_steps;
+    std::vector<std::string> dev_detail, unstable_detail;
+  };
+  std::vector<std::string> order;
+  std::map<std::string, Group> groups;
+  for (CoordRow& r : res.rows) {
+    const bool activation = r.q == CoordQuantity::H || r.q == CoordQuantity::DH;
+    if (!r.fit.valid) {
+      if (r.predicted || activation) {
+        r.matches = r.predicted ? std::optional<bool>(false) : std::nullopt;
+        r.stable = activation ? std::optional<bool>(false) : std::nullopt;
+      }
+    } else {
+      r.tolerance = r.fit.half_width + r.finite_term;
+      if (r.predicted) r.matches = std::fabs(r.fit.slope - *r.predicted) <= r.tolerance;
+      if (activation) r.stable = r.fit.slope <= r.tolerance;
+    }
+    const std::string key = row_label(r);
+    if (!groups.count(key)) order.push_back(key);
+    Group& g = groups[key];
+    if (!g.first) g.first = &r;
+    if (!r.fit.valid && (r.predicted || activation)) {
+      g.unmeasured_steps.push_back(r.step);
+      continue;
+    }
+    if (r.matches && !*r.matches) {
+      g.dev_steps.push_back(r.step);
+      g.dev_detail.push_back(fmt::format("step {}: {:+.2f} vs {} (tolerance {:.2f})", r.step, r.fit.slope,
+                                         fmt_exp(*r.predicted), r.tolerance));
+    }
+    if (r.stable && !*r.stable) {
+      g.unstable_steps.push_back(r.step);
+      g.unstable_detail.push_back(fmt::format("step {}: {:+.2f} > {:.2f}", r.step, r.fit.slope, r.tolerance));
+    }
+  }
+  for (const std::string& key : order) {
+    const Group& g = groups[key];
+    const CoordRow& r = *g.first;
+    if (!g.dev_steps.empty())
+      res.failures.push_back(fmt::format("{}: deviates from theory (measured slope {})", key,
+                                         fmt::join(g.dev_detail, "; ")));
+    if (!g.unstable_steps.empty())
+      res.failures.push_back(fmt::format("{}: unstable, grows with {} (slope {})", key, r.axis,
+                                         fmt::join(g.unstable_detail, "; ")));
+    if (!g.unmeasured_steps.empty())
+      res.failures.push_back(fmt::format("{}: not measurable at step {} ({})", key, steps_list(g.unmeasured_steps),
+                                         r.fit.problem));
+  }
+}
+
+}  // namespace
+
+const char* coord_quantity_name(CoordQuantity q) {
+  switch (q) {
+    case CoordQuantity::H: return "h";
+    case CoordQuantity::DH: return "dh";
+    case CoordQuantity::HGrad: return "h'";
+    case CoordQuantity::WGrad: return "W'";
+    case CoordQuantity::DW: return "dW";
+  }
+  return "?";
+}
+
+bool is_activation_quantity(CoordQuantity q) {
+  return q == CoordQuantity::H || q == CoordQuantity::DH || q == CoordQuantity::HGrad;
+}
+
+// ============================================================================================
+// The grid
+// ============================================================================================
+
+CoordCheckResult run_coordcheck(const CoordCheckConfig& cc_in) {
+  const auto t0 = std::chrono::steady_clock::now();
+  CoordCheckResult res;
+  res.config = cc_in;
+  CoordCheckConfig& cc = res.config;
+  const ModelConfig& mc = cc.train.model;
+  res.widths = sorted_unique(cc.widths.empty() ? std::vector<int>{mc.width} : cc.widths);
+  res.depths = sorted_unique(cc.depths.empty() ? std::vector<int>{mc.depth} : cc.depths);
+  res.table = resolve_param(cc.train);
+  res.family = optimizer_family(cc.train.optim.kind);
+  validate(cc, res.widths, res.depths, res.table, res.family);
+  ParamTable model_table = res.table;
+  if (cc.break_mode == "readout-multiplier") model_table.row(Role::Readout).a = 0;
+
+  // Theories.
+  std::map<int, WidthTheory> width_theories;  // by depth
+  for (int d : res.depths) {
+    const TheoryShape s = theory_shape(mc, d);
+    width_theories.emplace(d, width_theory(res.table, res.family, s.L, cc.align, s.rmsnorm));
+  }
+  {
+    const TheoryShape s = theory_shape(mc, res.depths.front());
+    res.theory_depth = s.L;
+    res.theory_note = s.note;
+    res.width_theory = width_theories.at(res.depths.front());
+  }
+  res.depth_theory = depth_theory(res.table, res.family);
+
+  // Fixed data: the same batches for every width, depth and seed.
+  TrainConfig& tc = cc.train;
+  auto data = make_data(tc.data);
+  const bool language = mc.kind == "bigram" || mc.kind == "gpt";
+  if (data->is_language() != language)
+    throw UserError(tc.source, "data.source", fmt::format("'{}' does not fit model '{}'", tc.data.source, mc.kind),
+                    "language models (bigram, gpt) take kjv/text/markov; resmlp and vit take fashion_mnist");
+  torch::Device dev(torch::kCPU);
+  if (tc.train.device == "cuda") {
+    if (!torch::cuda::is_available())
+      throw UserError(tc.source, "train.device", "cuda requested but no CUDA device is available",
+                      "set train.device = \"cpu\"");
+    dev = torch::Device(torch::kCUDA);
+  }
+  std::vector<Batch> batches;
+  for (int64_t i = 0; i < cc.train_batches; ++i) {
+    Batch b = data->batch(Split::Train, i, tc.train.batch_size);
+    batches.push_back({b.x.to(dev), b.y.to(dev)});
+  }
+  res.n_probe = batches.front().y.numel();  // one target per position (language) or per sample
+  res.n_out = language ? mc.vocab : mc.n_classes;
+
+  // Runs.
+  const long total = static_cast<long>(res.widths.size() * res.depths.size() * cc.seeds.size());
+  std::unique_ptr<Progress> bar;
+  if (cc.show_progress) bar = std::make_unique<Progress>(total, "coordcheck", "runs");
+  long done = 0;
+  for (int d : res.depths)
+    for (int w : res.widths)
+      for (int64_t s : cc.seeds) {
+        res.runs.push_back(measure_run(cc, model_table, res.family, w, d, s, batches, dev));
+        ++done;
+        if (bar) bar->update(done, fmt::format("width {} depth {} seed {}", w, d, s));
+      }
+  if (bar) bar->finish();
+
+  // Rows: every (axis, at, quantity, layer, step) with at least 2 x values.
+  auto find_run = [&](int w, int d, int64_t s) -> const CoordRun* {
+    for (const CoordRun& r : res.runs)
+      if (r.width == w && r.depth == d && r.seed == s) return &r;
+    return nullptr;
+  };
+  auto lookup = [](const CoordRun& run, CoordQuantity q, const std::string& layer) -> const CoordSeries* {
+    for (const CoordSeries& s : run.series)
+      if (s.q == q && s.layer == layer) return &s;
+    return nullptr;
+  };
+  const std::string stream_prefix = mc.kind == "resmlp" ? "x" : "block";
+  auto fit_axis = [&](const std::string& axis, int at, const std::vector<int>& xs) {
+    // The runs along this axis, per seed.
+    std::vector<std::vector<const CoordRun*>> grid;  // [seed][x]
+    for (int64_t s : cc.seeds) {
+      std::vector<const CoordRun*> row;
+      for (int x : xs) row.push_back(axis == "width" ? find_run(x, at, s) : find_run(at, x, s));
+      grid.push_back(row);
+    }
+    // Layer names in order (from the first run); along depth, the top of the stream is "top" and
+    // only layers present at every depth are kept.
+    auto depth_name = [&](const std::string& layer, int depth) {
+      return layer == stream_prefix + std::to_string(depth) ? std::string("top") : layer;
+    };
+    const CoordRun& first = *grid.front().front();
+    std::vector<std::pair<CoordQuantity, std::string>> layers;  // (quantity, canonical name)
+    for (const CoordSeries& s : first.series) {
+      std::string name = axis == "depth" ? depth_name(s.layer, first.depth) : s.layer;
+      layers.emplace_back(s.q, name);
+    }
+    // Sort by quantity, keeping first-seen order within a quantity.
+    std::stable_sort(layers.begin(), layers.end(),
+                     [](const auto& a, const auto& b) { return static_cast<int>(a.first) < static_cast<int>(b.first); });
+    const double fin = axis == "width" ? finite_size_term(xs.front(), xs.back(), double(res.n_probe + res.n_out))
+                                       : finite_size_term(xs.front(), xs.back());
+    for (const auto& [q, name] : layers) {
+      const bool weight = !is_activation_quantity(q);
+      const Mapping m = find_mapping(mc.kind, axis, weight, name, mc.tied);
+      for (int t = 0; t <= cc.steps; ++t) {
+        if ((q == CoordQuantity::DH || q == CoordQuantity::DW) && t == 0) continue;
+        CoordRow row;
+        row.axis = axis;
+        row.at = at;
+        row.q = q;
+        row.layer = name;
+        row.step = t;
+        for (int x : xs) row.x.push_back(x);
+        bool complete = true;
+        for (const auto& seed_row : grid) {
+          std::vector<double> ys;
+          for (const CoordRun* run : seed_row) {
+            std::string actual = name;
+            if (axis == "depth" && name == "top") actual = stream_prefix + std::to_string(run->depth);
+            const CoordSeries* s = run ? lookup(*run, q, actual) : nullptr;
+            if (!s) {
+              complete = false;
+              break;
+            }
+            ys.push_back(s->rms[static_cast<size_t>(t)]);
+          }
+          if (!complete) break;
+          row.y.push_back(ys);
+        }
+        if (!complete) continue;  // a layer that does not exist at every depth
+        row.fit = fit_loglog_slope(row.x, row.y);
+        row.finite_term = fin;
+        row.tolerance = row.fit.half_width + fin;
+        Pred p;
+        if (!m.found) {
+          p.why = weight && (name.find("gain") != std::string::npos || name.find("bias") != std::string::npos)
+                      ? "no prediction (vector-like tensor)"
+                      : "no prediction";
+        } else if (axis == "width") {
+          p = width_prediction(width_theories.at(at), m, q, t);
+        } else {
+          const bool power_law = mc.kind != "resmlp" || mc.pre_ln || res.depth_theory.alpha >= 0.5 - kExponentTol;
+          p = depth_prediction(res.depth_theory, m, q, t, power_law);
+        }
+        row.predicted = p.e;
+        row.maps_to = p.why;
+        res.rows.push_back(std::move(row));
+      }
+    }
+  };
+  if (res.widths.size() >= 2)
+    for (int d : res.depths) fit_axis("width", d, res.widths);
+  if (res.depths.size() >= 2)
+    for (int w : res.widths) fit_axis("depth", w, res.depths);
+
+  judge(res);
+  res.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return res;
+}
+
+// ============================================================================================
+// Rendering
+// ============================================================================================
+
+namespace {
+
+std::string axis_range(const CoordCheckResult& r, const std::string& axis) {
+  const std::vector<int>& xs = axis == "width" ? r.widths : r.depths;
+  return fmt::format("{}..{}", xs.front(), xs.back());
+}
+
+std::string tolerance_text(const CoordCheckResult& r) {
+  std::string s;
+  s += "tolerance = t_{0.975,S-1} * SE  +  finite-size term (the same for every parameterization)\n";
+  s += "  SE: standard error of the mean of the S per-seed OLS slopes of ln RMS on ln x (seed noise)\n";
+  const int S = static_cast<int>(r.config.seeds.size());
+  if (S >= 2)
+    s += fmt::format("  S = {} seeds: t_{{0.975,{}}} = {:.3f}\n", S, S - 1, student_t_quantile(0.975, S - 1));
+  else
+    s += "  S = 1 seed: SE is the OLS standard error of that seed's fit (n - 2 degrees of freedom), no seed noise\n";
+  if (r.widths.size() >= 2) {
+    const double n = static_cast<double>(r.n_probe + r.n_out);
+    s += "  width: (1/2) [ln(1 + n/d_min) - ln(1 + n/d_max)] / ln(d_max/d_min), n = n_probe + n_out: the slope change\n"
+         "    from the incoherent remainder (relative size sqrt(n/d)) of sums over the probe's inputs and outputs\n";
+    s += fmt::format("    n = {} + {} = {}, width {}: {:.4f}\n", r.n_probe, r.n_out, r.n_probe + r.n_out,
+                     axis_range(r, "width"), finite_size_term(r.widths.front(), r.widths.back(), n));
+  }
+  if (r.depths.size() >= 2)
+    s += fmt::format("  depth: ln(1 + L_min^-1/2) / ln(L_max/L_min) (an O(L^-1/2) correction), depth {}: {:.4f}\n",
+                     axis_range(r, "depth"), finite_size_term(r.depths.front(), r.depths.back()));
+  return s;
+}
+
+const char* verdict(const std::optional<bool>& v) { return !v ? "-" : (*v ? "yes" : "NO"); }
+
+}  // namespace
+
+std::string render_coordcheck(const CoordCheckResult& r) {
+  const CoordCheckConfig& c = r.config;
+  const ModelConfig& mc = c.train.model;
+  std::string s;
+  s += fmt::format("coordcheck: model {}, param {}, optimizer {} (lr {}), {} steps, seeds {}\n", mc.kind, r.table.name,
+                   c.train.optim.kind, c.train.optim.lr, c.steps, fmt::join(c.seeds, ","));
+  s += fmt::format("  widths {}  depths {}  batch {}{}  data {}\n", fmt::join(r.widths, ","), fmt::join(r.depths, ","),
+                   c.train.train.batch_size,
+                   mc.kind == "bigram" || mc.kind == "gpt" ? fmt::format(" x {} tokens", mc.seq_len) : "",
+                   c.train.data.source);
+  if (!c.break_mode.empty())
+    s += fmt::format("  BROKEN MODEL (--break {}): the readout's multiplier exponent a is 0 in the model; the "
+                     "predictions use the unbroken table (a = {})\n",
+                     c.break_mode, fmt_exp(r.table.row(Role::Readout).a));
+  s += fmt::format("  theory: {}\n", r.theory_note);
+  s += fmt::format("  alignment (eqs. 18-20): omega_hidden = {}, omega_readout = {}, alpha = {}, u = {}\n",
+                   fmt_exp(c.align.omega_hidden), fmt_exp(c.align.omega_readout), fmt_exp(c.align.alpha),
+                   fmt_exp(c.align.u));
+  if (r.depths.size() >= 2)
+    s += fmt::format("  depth theory: alpha = {}, gamma = {}: {}\n", fmt_exp(r.depth_theory.alpha),
+                     fmt_exp(r.depth_theory.gamma), r.depth_theory.label);
+  s += "  RMS of the stored tensors' W' and dW (the multiplier d^-a applies in forward, as in seed 000 eqs. 5, 15)\n\n";
+
+  s += fmt::format("{:<6} {:<4} {:<26} {:>4} {:>9} {:>9} {:>17} {:>6} {:>7} {:>6}  {}\n", "vs", "qty", "layer", "step",
+                   "predicted", "measured", "95% interval", "tol", "matches", "stable", "maps to");
+  s += std::string(130, '-') + "\n";
+  std::string last_group;
+  for (const CoordRow& row : r.rows) {
+    const std::string group = fmt::format("{}{}{}", row.axis, row.at, static_cast<int>(row.q));
+    if (!last_group.empty() && group != last_group) s += "\n";
+    last_group = group;
+    const std::string vs = fmt::format("{}{}", row.axis == "width" ? "d|L=" : "L|d=", row.at);
+    std::string meas = "n/a", interval = "", tol = "";
+    if (row.fit.valid) {
+      meas = fmt::format("{:+.3f}", row.fit.slope);
+      interval = row.fit.dof > 0 ? fmt::format("[{:+.3f},{:+.3f}]", row.fit.slope - row.fit.half_width,
+                                               row.fit.slope + row.fit.half_width)
+                                 : "(one fit)";
+      tol = fmt::format("{:.3f}", row.tolerance);
+    }
+    s += fmt::format("{:<6} {:<4} {:<26} {:>4} {:>9} {:>9} {:>17} {:>6} {:>7} {:>6}  {}\n", vs,
+                     coord_quantity_name(row.q), row.layer, row.step, row.predicted ? fmt_exp(*row.predicted) : "-",
+                     meas, interval, tol, verdict(row.matches), verdict(row.stable), row.maps_to);
+  }
+  s += "\n" + tolerance_text(r);
+
+  int predicted = 0, matched = 0, judged_stable = 0, stable = 0, no_pred = 0;
+  for (const CoordRow& row : r.rows) {
+    if (row.predicted) {
+      ++predicted;
+      matched += row.matches && *row.matches;
+    } else {
+      ++no_pred;
+    }
+    if (row.stable) {
+      ++judged_stable;
+      stable += *row.stable;
+    }
+  }
+  int diverged = 0;
+  for (const CoordRun& run : r.runs) diverged += run.diverged;
+  s += fmt::format("\nsummary: {} rows; {} of {} predicted rows match theory; {} of {} activation rows stable; {} rows "
+                   "without a prediction; {} runs, {} diverged; {:.1f} s\n",
+                   r.rows.size(), matched, predicted, stable, judged_stable, no_pred, r.runs.size(), diverged, r.wall_s);
+  const WidthTheory& w = r.width_theory;
+  s += fmt::format("theory verdicts for {} / {}: stable at init {}, stable in training {}, feature learning {}\n",
+                   r.table.name, family_name(r.family), w.stable_init ? "yes" : "NO", w.stable_train ? "yes" : "NO",
+                   w.feature_learning ? "yes" : "NO");
+  if (r.failures.empty()) {
+    s += "PASS: every predicted row matches theory and every activation is stable\n";
+  } else {
+    s += fmt::format("FAIL: {} quantities failed a verdict:\n", r.failures.size());
+    for (const std::string& f : r.failures) s += "  " + f + "\n";
+  }
+  return s;
+}
+
+nlohmann::json coordcheck_to_json(const CoordCheckResult& r) {
+  auto num = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
+  auto opt = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+  auto optb = [](const std::optional<bool>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+  const CoordCheckConfig& c = r.config;
+  nlohmann::json j;
+  j["config"] = train_config_to_json(c.train);
+  j["table"] = param_to_json(r.table);
+  j["family"] = family_name(r.family);
+  j["widths"] = r.widths;
+  j["depths"] = r.depths;
+  j["steps"] = c.steps;
+  j["seeds"] = c.seeds;
+  j["train_batches"] = c.train_batches;
+  j["break"] = c.break_mode;
+  j["alignment"] = {{"omega_hidden", c.align.omega_hidden},
+                    {"omega_readout", c.align.omega_readout},
+                    {"alpha", c.align.alpha},
+                    {"u", c.align.u}};
+  j["theory"] = theory_json(r.width_theory, r.depth_theory);
+  j["theory_depth"] = r.theory_depth;
+  j["theory_note"] = r.theory_note;
+  j["rms_convention"] = "RMS(v) = sqrt(mean v^2); W' and dW of the stored tensor (multiplier applied in forward)";
+  nlohmann::json tol;
+  tol["formula"] = "t_{0.975,S-1} * SE + finite-size term";
+  tol["width_finite_formula"] = "(1/2) [ln(1 + n/d_min) - ln(1 + n/d_max)] / ln(d_max/d_min), n = n_probe + n_out";
+  tol["depth_finite_formula"] = "ln(1 + L_min^-1/2) / ln(L_max/L_min)";
+  tol["n_probe"] = r.n_probe;
+  tol["n_out"] = r.n_out;
+  if (r.widths.size() >= 2)
+    tol["width_finite_term"] =
+        finite_size_term(r.widths.front(), r.widths.back(), static_cast<double>(r.n_probe + r.n_out));
+  if (r.depths.size() >= 2) tol["depth_finite_term"] = finite_size_term(r.depths.front(), r.depths.back());
+  if (c.seeds.size() >= 2) tol["t_quantile"] = student_t_quantile(0.975, static_cast<int>(c.seeds.size()) - 1);
+  j["tolerance"] = tol;
+  nlohmann::json rows = nlohmann::json::array();
+  for (const CoordRow& row : r.rows) {
+    nlohmann::json jr;
+    jr["axis"] = row.axis;
+    jr["at"] = row.at;
+    jr["quantity"] = coord_quantity_name(row.q);
+    jr["layer"] = row.layer;
+    jr["step"] = row.step;
+    jr["predicted"] = opt(row.predicted);
+    jr["maps_to"] = row.maps_to;
+    jr["valid"] = row.fit.valid;
+    if (!row.fit.valid) jr["problem"] = row.fit.problem;
+    jr["slope"] = row.fit.valid ? num(row.fit.slope) : nlohmann::json(nullptr);
+    jr["se"] = num(row.fit.se);
+    jr["half_width"] = num(row.fit.half_width);
+    jr["dof"] = row.fit.dof;
+    jr["method"] = row.fit.method;
+    jr["per_seed_slopes"] = row.fit.per_seed;
+    jr["finite_term"] = row.finite_term;
+    jr["tolerance"] = row.tolerance;
+    jr["matches"] = optb(row.matches);
+    jr["stable"] = optb(row.stable);
+    rows.push_back(jr);
+  }
+  j["rows"] = rows;
+  nlohmann::json runs = nlohmann::json::array();
+  for (const CoordRun& run : r.runs) {
+    nlohmann::json jr;
+    jr["width"] = run.width;
+    jr["depth"] = run.depth;
+    jr["seed"] = run.seed;
+    jr["diverged"] = run.diverged;
+    nlohmann::json loss = nlohmann::json::array();
+    for (double v : run.loss) loss.push_back(num(v));
+    jr["loss"] = loss;
+    nlohmann::json series = nlohmann::json::array();
+    for (const CoordSeries& s : run.series) {
+      nlohmann::json vals = nlohmann::json::array();
+      for (double v : s.rms) vals.push_back(num(v));
+      series.push_back({{"quantity", coord_quantity_name(s.q)}, {"layer", s.layer}, {"rms", vals}});
+    }
+    jr["series"] = series;
+    runs.push_back(jr);
+  }
+  j["runs"] = runs;
+  j["failures"] = r.failures;
+  j["pass"] = r.pass();
+  j["wall_s"] = r.wall_s;
+  return j;
+}
+
+// ============================================================================================
+// Plots
+// ============================================================================================
+
+std::vector<std::string> plot_coordcheck(const CoordCheckResult& r, const std::string& dir) {
+  static const char* kFileName[] = {"h", "dh", "hgrad", "wgrad", "dw"};
+  static const char* kLong[] = {"RMS(h)", "RMS(h_t - h_0)", "RMS(dLoss/dh)", "RMS(dLoss/dW)", "RMS(W_t - W_t-1)"};
+  std::vector<std::string> written;
+  // (axis, at) pairs in row order
+  std::vector<std::pair<std::string, int>> fits;
+  for (const CoordRow& row : r.rows)
+    if (std::find(fits.begin(), fits.end(), std::make_pair(row.axis, row.at)) == fits.end())
+      fits.emplace_back(row.axis, row.at);
+  for (const auto& [axis, at] : fits) {
+    for (int qi = 0; qi < kNumCoordQuantities; ++qi) {
+      const auto q = static_cast<CoordQuantity>(qi);
+      PlotFigure fig;
+      fig.title = fmt::format("{} {}: {} vs {} ({} {}) | {} / {} | solid: measured (geometric mean over {} seeds), "
+                              "dashed: predicted slope",
+                              r.config.train.model.kind, coord_quantity_name(q), kLong[qi], axis,
+                              axis == "width" ? "depth" : "width", at, r.table.name, r.config.train.optim.kind,
+                              r.config.seeds.size());
+      for (int t = 0; t <= r.config.steps; ++t) {
+        PlotPanel panel;
+        panel.title = fmt::format("step {}", t);
+        panel.xlabel = axis;
+        panel.ylabel = kLong[qi];
+        int color = 0;
+        bool any = false;
+        for (const CoordRow& row : r.rows) {
+          if (row.axis != axis || row.at != at || row.q != q || row.step != t) continue;
+          any = true;
+          PlotSeries meas;
+          meas.title = row.layer;
+          meas.color = color;
+          meas.x = row.x;
+          for (size_t i = 0; i < row.x.size(); ++i) {
+            double lg = 0;
+            int n = 0;
+            for (const auto& ys : row.y)
+              if (ys[i] > 0 && std::isfinite(ys[i])) {
+                lg += std::log(ys[i]);
+                ++n;
+              }
+            meas.y.push_back(n ? std::exp(lg / n) : kNaN);
+          }
+          if (row.predicted && !meas.y.empty() && std::isfinite(meas.y.front()) && meas.y.front() > 0) {
+            PlotSeries pred;
+            pred.dashed = true;
+            pred.color = color;
+            pred.x = row.x;
+            for (double x : row.x) pred.y.push_back(meas.y.front() * std::pow(x / row.x.front(), *row.predicted));
+            panel.series.push_back(std::move(meas));
+            panel.series.push_back(std::move(pred));
+          } else {
+            panel.series.push_back(std::move(meas));
+          }
+          ++color;
+        }
+        if (any) fig.panels.push_back(std::move(panel));
+      }
+      if (fig.panels.empty()) continue;
+      fig.columns = std::min<int>(static_cast<int>(fig.panels.size()), 4);
+      const std::string stem = fmt::format("{}/{}_{}{}_{}", dir, axis, axis == "width" ? "L" : "d", at, kFileName[qi]);
+      render_figure(fig, stem);
+      written.push_back(stem);
+    }
+  }
+  return written;
+}
+
+}  // namespace scaleinv

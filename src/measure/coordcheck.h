@@ -1,0 +1,136 @@
+#pragma once
+// Coordinate checks judged against the theory (DESIGN.md "Measurement"; issue 5).
+//
+// For every grid point (width, depth) and seed a model is built (torch::manual_seed(seed)) and
+// trained T steps on fixed data: the same training batch(es) at every width, depth and seed. At
+// every step t = 0..T the model runs forward and backward on a fixed probe batch (the first
+// training batch, so that the update the model just took is aligned with what is measured, as
+// the theory's alignment exponents assume) and records
+//   h   RMS of every recorded activation h_l (Model::record, in forward order; the logits included)
+//   dh  RMS of h_l(t) - h_l(0)                                  (t >= 1)
+//   h'  RMS of dLoss/dh_l (retain_grad)
+//   W'  RMS of dLoss/dW for every trainable tensor W
+//   dW  RMS of W(t) - W(t-1), the t-th update                   (t >= 1)
+// with RMS(v) = sqrt(mean v^2). W', dW are those of the *stored* tensor W: the forward multiplier
+// d^-a of the table is applied in forward, exactly as in seed 000 eqs. (1), (5), (15), whose
+// exponents the theory engine computes (W'_l "multiplier included" = the stored tensor's gradient).
+//
+// Per (quantity, layer, step) the log-log slope of RMS against width (and against depth when
+// several depths are given) is fitted with a 95% interval over seeds (measure/slope_fit.h) and
+// judged twice:
+//   matches theory  |slope - predicted| <= tol
+//   stable          slope <= tol, for activations (h, dh and the logits: the theory asks Theta(1)
+//                   or O(1) of them); "-" for gradients and updates, which are meant to shrink
+//   tol = t_{0.975, S-1} * SE(slope over seeds)  +  finite-size term
+//   width: (1/2) [ln(1 + n/d_min) - ln(1 + n/d_max)] / ln(d_max / d_min),  n = n_probe + n_out
+//   depth: ln(1 + L_min^-1/2) / ln(L_max / L_min)
+// The width term is the slope change caused by the incoherent remainder of sums over the n_probe
+// probe inputs (B*T positions, or B samples) and the n_out outputs, of relative size sqrt(n/d)
+// against the aligned part the theory's exponents describe (slope_fit.h). So the check is sharp
+// only for d_min >> n: small probe batches. The same formula for every parameterization and model.
+//
+// Predictions come from one table (coordcheck.cpp, kLayerMap): the bigram maps exactly onto the
+// rows of width_theory; the residual models (gpt, vit, resmlp) map their residual stream onto the
+// hidden activations, every block matrix onto a hidden W, the embedding(s) onto W_0, the readout
+// onto W_{L+1} and the logits onto h_{L+2}; resmlp across depths maps onto depth_theory.
+// Anything unmapped is measured and shown with "no prediction".
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "measure/slope_fit.h"
+#include "theory/depth_theory.h"
+#include "theory/width_theory.h"
+#include "train/config.h"
+
+namespace scaleinv {
+
+enum class CoordQuantity : int { H = 0, DH, HGrad, WGrad, DW };
+inline constexpr int kNumCoordQuantities = 5;
+const char* coord_quantity_name(CoordQuantity q);  // "h", "dh", "h'", "W'", "dW"
+bool is_activation_quantity(CoordQuantity q);      // h, dh, h'
+
+struct CoordCheckConfig {
+  TrainConfig train;          // model kind and architecture, param, hp, optim, data (width/depth set per point)
+  std::vector<int> widths;    // empty: {train.model.width}
+  std::vector<int> depths;    // empty: {train.model.depth}
+  int steps = 3;              // T
+  std::vector<int64_t> seeds = {0, 1, 2};
+  int64_t train_batches = 1;  // training steps cycle through this many fixed batches; the probe is the first
+  Alignment align;            // alignment assumptions of the width theory (eqs. 18-20)
+  // Testing hook "the check can fail": "readout-multiplier" builds the model with the readout's
+  // multiplier exponent a set to 0; the predictions still come from the unbroken table.
+  std::string break_mode;
+  bool show_progress = true;
+};
+
+// The raw measurement of one (width, depth, seed).
+struct CoordSeries {
+  CoordQuantity q = CoordQuantity::H;
+  std::string layer;          // the recorded activation's name or the parameter's name
+  std::vector<double> rms;    // steps 0..T; NaN where undefined (dh, dW at step 0) or after divergence
+};
+struct CoordRun {
+  int width = 0, depth = 0;
+  int64_t seed = 0;
+  std::vector<CoordSeries> series;
+  std::vector<double> loss;   // probe loss at steps 0..T
+  bool diverged = false;
+};
+
+// One judged row: a quantity of a layer at a step, fitted against width or depth.
+struct CoordRow {
+  std::string axis;           // "width" or "depth"
+  int at = 0;                 // the other dimension held fixed: the depth of a width fit, the width of a depth fit
+  CoordQuantity q = CoordQuantity::H;
+  std::string layer;
+  int step = 0;
+  std::optional<double> predicted;  // exponent; nullopt: no prediction
+  std::string maps_to;        // the theory row used, or why there is no prediction
+  SlopeFit fit;
+  double finite_term = 0;     // ln(1 + x_min^-1/2) / ln(x_max / x_min)
+  double tolerance = 0;       // fit.half_width + finite_term
+  std::optional<bool> matches;  // nullopt without a prediction
+  std::optional<bool> stable;   // nullopt for gradients and updates
+  std::vector<double> x;                 // widths or depths
+  std::vector<std::vector<double>> y;    // [seed][x] RMS values
+};
+
+struct CoordCheckResult {
+  CoordCheckConfig config;
+  ParamTable table;           // the unbroken table (predictions)
+  OptFamily family = OptFamily::Adam;
+  std::vector<int> widths, depths;
+  int64_t n_probe = 0;        // probe inputs: B*T positions (language models) or B samples
+  int64_t n_out = 0;          // outputs: vocabulary or classes
+  WidthTheory width_theory;   // the theory the width rows are judged against (see theory_depth)
+  int theory_depth = 0;       // L of that theory
+  std::string theory_note;    // how the model maps onto it
+  DepthTheory depth_theory;
+  std::vector<CoordRun> runs;
+  std::vector<CoordRow> rows;
+  // One line per failed verdict: "dh logits (width, depth 2): deviates from theory at steps 1, 2 ...".
+  std::vector<std::string> failures;
+  double wall_s = 0;
+  bool pass() const { return failures.empty(); }
+};
+
+// Validates the configuration (UserError, exit 2: no widths, a width or depth < 1, a width that
+// does not split into heads, fewer than 2 widths and 2 depths, unknown model/param/optimizer,
+// steps < 1, no seeds, unknown break mode), runs the grid and judges every row.
+CoordCheckResult run_coordcheck(const CoordCheckConfig& cfg);
+
+// The full table, the tolerance formula with its values, a summary and, last, the failures.
+std::string render_coordcheck(const CoordCheckResult& r);
+// Everything: configuration, table, theory, tolerances, rows with fits, raw RMS per width, depth,
+// seed and step, failures.
+nlohmann::json coordcheck_to_json(const CoordCheckResult& r);
+// Per fitted axis and quantity one figure (DIR/<axis>_<at>_<quantity>.svg and .png): one panel per
+// step, RMS against width (or depth) on log-log axes, one line per layer (geometric mean over
+// seeds) and its predicted slope as a dashed line anchored at the smallest x. Returns the stems written.
+std::vector<std::string> plot_coordcheck(const CoordCheckResult& r, const std::string& dir);
+
+}  // namespace scaleinv

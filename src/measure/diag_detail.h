@@ -1,0 +1,67 @@
+#pragma once
+// Helpers shared by the diagnostics (src/measure/diagnostics.h); not part of the public API.
+#include <torch/torch.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/progress.h"
+#include "data/data.h"
+#include "models/model.h"
+#include "optim/optimizer.h"
+#include "param/table.h"
+
+namespace scaleinv::diag::detail {
+
+// UserError("command line", option, problem, fix) unless ok.
+void require(bool ok, const std::string& option, const std::string& problem, const std::string& fix);
+// Positive, at least `min_count` distinct values (a fit needs two).
+void require_grid(const std::vector<int>& v, const std::string& option, size_t min_count = 2);
+void require_optimizer(const std::string& kind);
+void require_activation(const std::string& name);
+
+// A preset, a TOML file, or "ode": depth-mup with (alpha, gamma) = (1, 0) (seed 004 Claim 5.4,
+// the ODE limit): branch L^-1, in-block LRs not depth-scaled, Adam epsilon following the L^-1
+// gradients of W_l; every other number of depth-mup unchanged.
+ParamTable load_diag_param(const std::string& name);
+
+// Root mean square of every entry (0 for an empty tensor), in double precision.
+double rms(const torch::Tensor& t);
+
+// The optimizer the diagnostics train with: the table's per-tensor factors, base LR `lr`,
+// betas (beta1, 0.999), epsilon 1e-8, no weight decay, constant LR. With train_io = false only the
+// tensors inside residual blocks train (seed 004's convention: U and V frozen).
+std::unique_ptr<Optimizer> make_diag_optimizer(Model& model, const std::string& kind, double lr, double beta1,
+                                               bool train_io = true);
+
+// One training step on (x, y): forward, backward, step, zero_grad. Returns the loss.
+double train_step(Model& model, Optimizer& opt, const Batch& b);
+
+// Dense inputs for the residual MLP: xi ~ N(0, I_in_dim) from `seed`, labels from a random
+// linear teacher (argmax of xi T, T ~ N(0, 1), drawn from `teacher_seed`) over n_classes.
+Batch gaussian_batch(uint64_t seed, uint64_t teacher_seed, int64_t batch, int64_t in_dim, int64_t n_classes);
+
+// Var(MS(phi(z))) for z ~ N(0, s2) in the wide limit, i.e. Var(phi(z)) (the mean is removed by MS).
+// Closed form for linear, relu, abs; Gauss-Hermite quadrature for tanh and gelu.
+double var_phi(const std::string& activation, double s2);
+
+// A progress bar that can be switched off (tests).
+class Bar {
+ public:
+  Bar(bool on, long total, const std::string& label);
+  void tick(const std::string& status = "");   // one more run done
+  void status(const std::string& status);       // redraw with a new status, same count
+  void finish();
+
+ private:
+  std::optional<Progress> p_;
+  long done_ = 0;
+};
+
+// Comma list of numbers for messages: "64, 128, 256".
+std::string join(const std::vector<int>& v);
+std::string join(const std::vector<double>& v);
+
+}  // namespace scaleinv::diag::detail

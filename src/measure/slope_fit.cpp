@@ -1,0 +1,156 @@
+// Log-log slope fits (see slope_fit.h).
+#include "measure/slope_fit.h"
+
+#include <cmath>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace scaleinv {
+
+namespace {
+
+struct Ols {
+  double slope = 0, intercept = 0, se = 0;
+};
+
+// OLS of v on u; se is the slope's standard error from the residuals (0 when n <= 2).
+Ols ols(const std::vector<double>& u, const std::vector<double>& v) {
+  const double n = static_cast<double>(u.size());
+  double mu = 0, mv = 0;
+  for (size_t i = 0; i < u.size(); ++i) {
+    mu += u[i];
+    mv += v[i];
+  }
+  mu /= n;
+  mv /= n;
+  double suu = 0, suv = 0;
+  for (size_t i = 0; i < u.size(); ++i) {
+    suu += (u[i] - mu) * (u[i] - mu);
+    suv += (u[i] - mu) * (v[i] - mv);
+  }
+  Ols r;
+  r.slope = suv / suu;
+  r.intercept = mv - r.slope * mu;
+  if (u.size() > 2) {
+    double rss = 0;
+    for (size_t i = 0; i < u.size(); ++i) {
+      const double e = v[i] - r.intercept - r.slope * u[i];
+      rss += e * e;
+    }
+    r.se = std::sqrt(rss / (n - 2) / suu);
+  }
+  return r;
+}
+
+}  // namespace
+
+double student_t_quantile(double p, int dof) {
+  if (!(p > 0.5 && p < 1) || dof < 1) throw std::invalid_argument(fmt::format("t quantile: p = {}, dof = {}", p, dof));
+  static const double k975[31] = {0,      12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+                                  2.201,  2.179,  2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080,
+                                  2.074,  2.069,  2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042};
+  if (std::fabs(p - 0.975) < 1e-12 && dof <= 30) return k975[dof];
+  // Cornish-Fisher expansion of t in terms of the normal quantile z (Abramowitz-Stegun 26.7.5).
+  // z from the Acklam-style rational approximation of the normal quantile (|error| < 1e-8).
+  const double q = p;
+  const double a[] = {-3.969683028665376e+01, 2.209460984245205e+02, -2.759285104469687e+02,
+                      1.383577518672690e+02,  -3.066479806614716e+01, 2.506628277459239e+00};
+  const double b[] = {-5.447609879822406e+01, 1.615858368580409e+02, -1.556989798598866e+02,
+                      6.680131188771972e+01,  -1.328068155288572e+01};
+  const double c[] = {-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e+00,
+                      -2.549732539343734e+00, 4.374664141464968e+00,  2.938163982698783e+00};
+  const double d[] = {7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00, 3.754408661907416e+00};
+  double z;
+  if (q < 0.97575) {
+    const double r0 = q - 0.5, r = r0 * r0;
+    z = (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * r0 /
+        (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1);
+  } else {
+    const double r = std::sqrt(-2 * std::log(1 - q));
+    z = -(((((c[0] * r + c[1]) * r + c[2]) * r + c[3]) * r + c[4]) * r + c[5]) /
+        ((((d[0] * r + d[1]) * r + d[2]) * r + d[3]) * r + 1);
+  }
+  const double v = dof, z3 = z * z * z, z5 = z3 * z * z, z7 = z5 * z * z, z9 = z7 * z * z;
+  return z + (z3 + z) / (4 * v) + (5 * z5 + 16 * z3 + 3 * z) / (96 * v * v) +
+         (3 * z7 + 19 * z5 + 17 * z3 - 15 * z) / (384 * v * v * v) +
+         (79 * z9 + 776 * z7 + 1482 * z5 - 1920 * z3 - 945 * z) / (92160 * v * v * v * v);
+}
+
+double finite_size_term(double x_min, double x_max, double n) {
+  if (!(x_min > 0) || !(x_max > x_min)) return 0;
+  const double range = std::log(x_max / x_min);
+  if (n > 0) return 0.5 * (std::log1p(n / x_min) - std::log1p(n / x_max)) / range;
+  return std::log1p(1 / std::sqrt(x_min)) / range;
+}
+
+SlopeFit fit_loglog_slope(const std::vector<double>& x, const std::vector<std::vector<double>>& y_by_seed) {
+  SlopeFit f;
+  for (const auto& row : y_by_seed)
+    if (row.size() != x.size())
+      throw std::invalid_argument(fmt::format("slope fit: {} values for {} x", row.size(), x.size()));
+  if (y_by_seed.empty()) {
+    f.problem = "no seeds";
+    return f;
+  }
+  std::vector<double> u;
+  for (double xi : x) {
+    if (!(xi > 0) || !std::isfinite(xi)) {
+      f.problem = fmt::format("x = {} is not positive", xi);
+      return f;
+    }
+    u.push_back(std::log(xi));
+  }
+  double umin = INFINITY, umax = -INFINITY;
+  for (double ui : u) umin = std::min(umin, ui), umax = std::max(umax, ui);
+  if (u.size() < 2 || !(umax > umin)) {
+    f.problem = "fewer than 2 distinct x";
+    return f;
+  }
+  std::vector<Ols> fits;
+  for (const auto& row : y_by_seed) {
+    std::vector<double> v;
+    for (double y : row) {
+      if (!std::isfinite(y)) {
+        f.problem = "a value is not finite (diverged)";
+        return f;
+      }
+      if (!(y > 0)) {
+        f.problem = "a value is zero";
+        return f;
+      }
+      v.push_back(std::log(y));
+    }
+    fits.push_back(ols(u, v));
+  }
+  const double S = static_cast<double>(fits.size());
+  double ms = 0, mi = 0;
+  for (const Ols& o : fits) {
+    ms += o.slope;
+    mi += o.intercept;
+    f.per_seed.push_back(o.slope);
+  }
+  f.slope = ms / S;
+  f.intercept = mi / S;
+  if (fits.size() >= 2) {
+    double ss = 0;
+    for (const Ols& o : fits) ss += (o.slope - f.slope) * (o.slope - f.slope);
+    f.se = std::sqrt(ss / (S - 1)) / std::sqrt(S);
+    f.dof = static_cast<int>(fits.size()) - 1;
+    f.method = "seeds";
+  } else if (u.size() >= 3) {
+    f.se = fits[0].se;
+    f.dof = static_cast<int>(u.size()) - 2;
+    f.method = "ols";
+  } else {
+    f.method = "none";
+  }
+  if (f.dof > 0) {
+    f.t = student_t_quantile(0.975, f.dof);
+    f.half_width = f.t * f.se;
+  }
+  f.valid = true;
+  return f;
+}
+
+}  // namespace scaleinv

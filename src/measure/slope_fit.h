@@ -1,0 +1,52 @@
+#pragma once
+// Log-log slope fits with a confidence interval over seeds (coordinate checks, DESIGN.md
+// "Measurement").
+//
+// Given x_i (widths or depths, i = 1..n) and, per seed s = 1..S, values y_si > 0, the slope of
+// ln y against ln x is fitted by ordinary least squares separately for every seed. The estimate
+// is the mean of the S per-seed slopes; its standard error is their sample standard deviation
+// over sqrt(S); the 95% interval is mean +- t_{0.975, S-1} * SE (Student t: the seeds are S
+// independent replicates of the whole width sweep, so the interval covers the slope's seed noise,
+// correlations between widths included).
+// With one seed the interval falls back to the OLS standard error of that seed's fit, with n - 2
+// degrees of freedom (it then measures only the scatter around a power law, not seed noise);
+// with one seed and two x values no interval can be computed and the half-width is 0 (`method`
+// says so).
+#include <string>
+#include <vector>
+
+namespace scaleinv {
+
+struct SlopeFit {
+  bool valid = false;          // false: a y was <= 0 or not finite, or fewer than 2 distinct x
+  std::string problem;         // why not valid
+  double slope = 0;            // mean of the per-seed slopes
+  double intercept = 0;        // mean of the per-seed intercepts of ln y = intercept + slope ln x
+  double se = 0;               // standard error of `slope`
+  int dof = 0;                 // degrees of freedom of the t quantile (0: no interval)
+  double t = 0;                // t_{0.975, dof}
+  double half_width = 0;       // t * se: the 95% interval is slope +- half_width
+  std::string method;          // "seeds" (S >= 2), "ols" (S = 1, n >= 3), "none"
+  std::vector<double> per_seed;  // the per-seed slopes
+};
+
+// y_by_seed[s][i] is the value at x[i] for seed s. Every row must have x.size() entries
+// (std::invalid_argument otherwise).
+SlopeFit fit_loglog_slope(const std::vector<double>& x, const std::vector<std::vector<double>>& y_by_seed);
+
+// Two-sided Student t quantile t_{p, dof} for p in (0.5, 1), dof >= 1 (exact table for p = 0.975
+// and dof <= 30; the Cornish-Fisher expansion otherwise, accurate to ~1e-3 for dof >= 3).
+double student_t_quantile(double p, int dof);
+
+// The finite-size term of the coordinate-check tolerance along width. The theory's exponents are
+// those of the part of a sum that is aligned (coherent over the d coordinates). What remains of a
+// sum over n independent directions (the probe's inputs, whose updates are not aligned with a given
+// input, and the outputs, whose rows are not aligned with a given update) is incoherent: relative
+// to the aligned part it has size sqrt(n / d). So a Theta(d^e) quantity measures as
+// A d^e sqrt(1 + n/d), whose log-log slope over [x_min, x_max] is off by at most
+//   (1/2) [ln(1 + n/x_min) - ln(1 + n/x_max)] / ln(x_max / x_min)          (n > 0)
+// With n = 0 the term is the brief's generic O(x^-1/2) correction with constant 1:
+//   ln(1 + x_min^-1/2) / ln(x_max / x_min)                                  (n = 0; used along depth)
+double finite_size_term(double x_min, double x_max, double n = 0);
+
+}  // namespace scaleinv

@@ -1,0 +1,43 @@
+#pragma once
+// Plots through the gnuplot program (DESIGN.md "Dependencies": gnuplot-nox, SVG and PNG). This is
+// a thin description of a figure (panels of line series) turned into one gnuplot script with the
+// data inline; gnuplot does all the drawing.
+#include <string>
+#include <vector>
+
+namespace scaleinv {
+
+struct PlotSeries {
+  std::string title;        // legend entry ("" : none)
+  std::vector<double> x, y;
+  int color = 0;            // index into a fixed palette (series sharing a colour belong together)
+  bool dashed = false;      // dashed line without points (predictions, guides)
+  bool points = true;       // markers on the data points (solid lines)
+};
+
+struct PlotPanel {
+  std::string title;
+  std::string xlabel, ylabel;
+  bool logx = true, logy = true;
+  std::vector<PlotSeries> series;
+};
+
+struct PlotFigure {
+  std::string title;
+  std::vector<PlotPanel> panels;
+  int columns = 0;          // panels per row (0: all in one row up to 4, then wrap)
+  int panel_width = 420;    // pixels per panel
+  int panel_height = 340;
+};
+
+// The gnuplot script that draws `fig` to `out_path` with `terminal` ("svg" or "png").
+std::string gnuplot_script(const PlotFigure& fig, const std::string& terminal, const std::string& out_path);
+
+// Writes PATH_STEM.svg and PATH_STEM.png (the parent directory is created). Throws UserError when
+// gnuplot is missing or fails (the message carries gnuplot's first error line).
+void render_figure(const PlotFigure& fig, const std::string& path_stem);
+
+// Whether the gnuplot program can be run.
+bool gnuplot_available();
+
+}  // namespace scaleinv

@@ -1,0 +1,308 @@
+// Data-parallel training (src/dist): 2 ranks over loopback with Gloo, through the CLI.
+// The ranks are real processes: `scaleinv launch`, or this test starting them with RANK,
+// WORLD_SIZE, MASTER_ADDR and MASTER_PORT itself (as on several machines), so that it can kill one.
+#include <gtest/gtest.h>
+
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli_util.h"
+#include "core/errors.h"
+#include "dist/dist.h"
+
+using namespace scaleinv;
+using scaleinv::testing::run_cli;
+using scaleinv::testing::temp_dir;
+
+namespace {
+
+// A small GPT on a Markov chain; global batch 8 (4 per rank with 2 ranks).
+const char* kConfig = R"(
+[model]
+kind = "gpt"
+width = 64
+depth = 2
+seq_len = 16
+head_dim = 16
+vocab = 32
+[param]
+name = "mup"
+[optim]
+kind = "adam"
+lr = 0.01
+[data]
+source = "markov"
+vocab = 32
+markov_length = 20000
+[train]
+steps = 20
+batch_size = 8
+eval_every = 0
+eval_batches = 2
+log_every = 1
+checkpoint_every = 5
+dist_timeout_s = 3
+)";
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string config_file(const std::string& dir) {
+  const std::string path = dir + "/gpt.toml";
+  std::ofstream(path) << kConfig;
+  return path;
+}
+
+std::string train_args(const std::string& cfg, const std::string& out_dir, const std::string& extra = "") {
+  return fmt::format("train --quiet --config {} --set train.out_dir=\\\"{}\\\" {}", cfg, out_dir, extra);
+}
+
+struct Curve {
+  std::vector<double> loss;
+  double val = std::nan("");
+};
+
+Curve curve_in(const std::string& dir) {
+  Curve c;
+  std::ifstream in(dir + "/metrics.jsonl");
+  std::string line;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line);
+    c.loss.push_back(j.at("loss").get<double>());
+    if (j.contains("val_loss")) c.val = j.at("val_loss").get<double>();
+  }
+  return c;
+}
+
+double max_rel_diff(const std::vector<double>& a, const std::vector<double>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double m = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) m = std::max(m, std::fabs(a[i] - b[i]) / std::fabs(b[i]));
+  return m;
+}
+
+// The uninterrupted single-process run every data-parallel run is compared with (run once).
+const Curve& reference() {
+  static const Curve ref = [] {
+    const std::string dir = temp_dir("dist_ref");
+    auto r = run_cli(train_args(config_file(dir), dir + "/run"));
+    EXPECT_EQ(r.code, 0) << r.err;
+    return curve_in(dir + "/run");
+  }();
+  return ref;
+}
+
+int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  EXPECT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+// One rank started by hand: `scaleinv --threads 1 ARGS` with the rank's environment, output to files.
+struct RankProc {
+  pid_t pid = -1;
+  std::string out, err;
+};
+
+RankProc start_rank(int rank, int world, int port, const std::string& args, const std::string& dir) {
+  RankProc p;
+  p.out = fmt::format("{}/rank{}.out", dir, rank);
+  p.err = fmt::format("{}/rank{}.err", dir, rank);
+  const std::string cmd = fmt::format("RANK={} WORLD_SIZE={} LOCAL_RANK={} MASTER_ADDR=127.0.0.1 MASTER_PORT={} exec {} "
+                                      "--threads 1 {} >{} 2>{}",
+                                      rank, world, rank, port, SCALEINV_BIN, args, p.out, p.err);
+  p.pid = fork();
+  if (p.pid == 0) {
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  return p;
+}
+
+// Waits up to timeout_s for the process; returns its exit code, or -1 if it is still running.
+int wait_exit(pid_t pid, double timeout_s) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  while (std::chrono::steady_clock::now() < end) {
+    int status = 0;
+    if (waitpid(pid, &status, WNOHANG) == pid)
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return -1;
+}
+
+void kill_and_reap(pid_t pid) {
+  kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+}
+
+size_t lines_in(const std::string& path) {
+  std::ifstream in(path);
+  size_t n = 0;
+  for (std::string line; std::getline(in, line);) ++n;
+  return n;
+}
+
+// Starts 2 ranks on a long run, waits for rank 0 to log a few steps, then does `fault` to rank 1
+// and checks that rank 0 ends by itself, naming rank 1, within the 3 s timeout plus slack.
+void check_lost_rank_ends_rank0(int fault_signal, const std::string& tag) {
+  const std::string dir = temp_dir(tag);
+  const std::string args = train_args(config_file(dir), dir + "/run", "--set train.steps=1000000");
+  const int port = free_port();
+  RankProc r0 = start_rank(0, 2, port, args, dir), r1 = start_rank(1, 2, port, args, dir);
+  const auto started = std::chrono::steady_clock::now();
+  while (lines_in(dir + "/run/metrics.jsonl") < 3 && std::chrono::steady_clock::now() - started < std::chrono::seconds(90))
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_GE(lines_in(dir + "/run/metrics.jsonl"), 3u) << slurp(r0.err) << slurp(r1.err);
+
+  kill(r1.pid, fault_signal);
+  const auto t0 = std::chrono::steady_clock::now();
+  const double timeout_s = 3, slack_s = 7;
+  const int code = wait_exit(r0.pid, timeout_s + slack_s);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (code == -1) kill_and_reap(r0.pid);
+  kill_and_reap(r1.pid);
+  const std::string err = slurp(r0.err);
+  ASSERT_NE(code, -1) << "rank 0 still running " << timeout_s + slack_s << " s after rank 1 was lost";
+  EXPECT_EQ(code, RankLost::kExitCode) << err;
+  EXPECT_NE(err.find("lost rank 1"), std::string::npos) << err;
+  // One line, no libtorch backtrace.
+  EXPECT_EQ(err.find("frame #"), std::string::npos) << err;
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+  std::printf("  rank 0 exited %.2f s after rank 1 got signal %d: %s", took, fault_signal, err.c_str());
+}
+
+}  // namespace
+
+TEST(DistEnv, OneProcessWithoutWorldSize) {
+  unsetenv("WORLD_SIZE");
+  unsetenv("RANK");
+  DistEnv e = dist_env_from_environment();
+  EXPECT_EQ(e.world, 1);
+  EXPECT_EQ(e.rank, 0);
+  DataParallel dp(e, 60);  // the stand-in: no group, every call a no-op
+  EXPECT_FALSE(dp.active());
+  EXPECT_TRUE(dp.is_root());
+  EXPECT_EQ(dp.mean(2.5), 2.5);
+}
+
+TEST(DistEnv, MissingOrBadVariablesNameTheVariable) {
+  setenv("WORLD_SIZE", "2", 1);
+  unsetenv("RANK");
+  try {
+    dist_env_from_environment();
+    ADD_FAILURE() << "no error";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("RANK"), std::string::npos) << e.what();
+  }
+  setenv("RANK", "2", 1);
+  EXPECT_THROW(dist_env_from_environment(), UserError);  // RANK must be below WORLD_SIZE
+  setenv("RANK", "1", 1);
+  setenv("MASTER_PORT", "http", 1);
+  try {
+    dist_env_from_environment();
+    ADD_FAILURE() << "no error";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("MASTER_PORT"), std::string::npos) << e.what();
+  }
+  for (const char* v : {"WORLD_SIZE", "RANK", "MASTER_PORT"}) unsetenv(v);
+}
+
+TEST(DistEnv, StableHashIsFnv1a) {
+  EXPECT_EQ(stable_hash(""), "cbf29ce484222325");
+  EXPECT_EQ(stable_hash("a"), "af63dc4c8601ec8c");
+}
+
+TEST(DistTrain, TwoRanksMatchOneProcessWithTheSameGlobalBatch) {
+  const Curve& ref = reference();
+  ASSERT_EQ(ref.loss.size(), 20u);
+  const std::string dir = temp_dir("dist_2ranks");
+  auto r = run_cli("launch --nproc 2 -- " + train_args(config_file(dir), dir + "/run"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("2 ranks, global batch 8 (4 per rank)"), std::string::npos) << r.out;
+  const Curve dp = curve_in(dir + "/run");
+  ASSERT_EQ(dp.loss.size(), 20u);
+  const double d = max_rel_diff(dp.loss, ref.loss);
+  EXPECT_LT(d, 1e-5);
+  EXPECT_LT(std::fabs(dp.val - ref.val) / ref.val, 1e-5);
+  EXPECT_NE(dp.loss.front(), dp.loss.back());  // it trained
+  std::printf("  max relative loss difference over 20 steps, 2 ranks vs 1 process: %.2e\n", d);
+}
+
+TEST(DistTrain, ResumeAcrossAChangedWorldSize) {
+  const Curve& ref = reference();
+  const std::string dir = temp_dir("dist_resume");
+  const std::string cfg = config_file(dir);
+  // 2 ranks for 10 steps, then 1 process to 20.
+  auto r = run_cli("launch --nproc 2 -- " + train_args(cfg, dir + "/a", "--stop-after 10"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = run_cli(train_args(cfg, dir + "/a", "--resume"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const double d21 = max_rel_diff(curve_in(dir + "/a").loss, ref.loss);
+  EXPECT_LT(d21, 1e-5);
+  // 1 process for 10 steps, then 2 ranks to 20.
+  r = run_cli(train_args(cfg, dir + "/b", "--stop-after 10"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = run_cli("launch --nproc 2 -- " + train_args(cfg, dir + "/b", "--resume"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const double d12 = max_rel_diff(curve_in(dir + "/b").loss, ref.loss);
+  EXPECT_LT(d12, 1e-5);
+  std::printf("  max relative loss difference vs the uninterrupted run: 2->1 ranks %.2e, 1->2 ranks %.2e\n", d21,
+              d12);
+}
+
+TEST(DistFault, KilledRankEndsTheOthersWithinTheTimeout) { check_lost_rank_ends_rank0(SIGKILL, "dist_kill"); }
+
+TEST(DistFault, HungRankEndsTheOthersWithinTheTimeout) { check_lost_rank_ends_rank0(SIGSTOP, "dist_stop"); }
+
+TEST(DistFault, MismatchedConfigIsAClearErrorOnEveryRank) {
+  const std::string dir = temp_dir("dist_mismatch");
+  const std::string cfg = config_file(dir);
+  const int port = free_port();
+  RankProc r0 = start_rank(0, 2, port, train_args(cfg, dir + "/run", "--set optim.lr=0.01"), dir);
+  RankProc r1 = start_rank(1, 2, port, train_args(cfg, dir + "/run", "--set optim.lr=0.02"), dir);
+  const int c0 = wait_exit(r0.pid, 60), c1 = wait_exit(r1.pid, 60);
+  if (c0 == -1) kill_and_reap(r0.pid);
+  if (c1 == -1) kill_and_reap(r1.pid);
+  for (const auto& [code, file] : {std::pair{c0, r0.err}, std::pair{c1, r1.err}}) {
+    const std::string err = slurp(file);
+    EXPECT_EQ(code, UserError::kExitCode) << err;
+    EXPECT_NE(err.find("rank 1 trains a different run than rank 0"), std::string::npos) << err;
+    EXPECT_NE(err.find("optim.lr = 0.02 vs 0.01 on rank 0"), std::string::npos) << err;
+    EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+  }
+  std::printf("  rank 1 said: %s", slurp(r1.err).c_str());
+}
+
+TEST(DistLaunch, AFailingRankEndsTheLaunchWithItsCode) {
+  const std::string dir = temp_dir("dist_launch_fail");
+  auto r = run_cli("launch --nproc 2 -- train --quiet --config " + dir + "/missing.toml");
+  EXPECT_EQ(r.code, UserError::kExitCode) << r.err;
+  EXPECT_NE(r.err.find("[rank 1] error:"), std::string::npos) << r.err;  // rank 1's lines are prefixed
+  r = run_cli("launch --nproc 2 -- sample --checkpoint x");
+  EXPECT_EQ(r.code, UserError::kExitCode) << r.err;
+}
