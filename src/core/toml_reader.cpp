@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/errors.h"
+#include "core/fraction.h"
 
 namespace scaleinv {
 
@@ -72,6 +73,17 @@ void TomlReader::get(const char* key, std::string* dst) const {
   fail(key, "expected a string", fmt::format("write e.g. {} = \"{}\"", key, *dst));
 }
 
+void TomlReader::get_exponent(const char* key, double* dst) const {
+  const toml::node* n = node(key);
+  if (!n) return;
+  if (auto v = n->value<double>()) {
+    *dst = *v;
+    return;
+  }
+  if (auto str = n->value_exact<std::string>(); str && parse_fraction(*str, dst)) return;
+  fail(key, "expected a number (or a fraction such as \"-1/2\")", fmt::format("write e.g. {} = 0.5", key));
+}
+
 TomlReader TomlReader::sub(const char* key) const {
   const toml::node* n = node(key);
   if (!n) return TomlReader(kEmpty, where_, prefix_ + key + ".");
@@ -88,6 +100,11 @@ void TomlReader::reject_unknown() const {
     for (const auto& s : seen_) known += (known.empty() ? "" : ", ") + s;
     throw UserError(where_, prefix_ + key, "unknown field", "known fields here: " + known);
   }
+}
+
+void TomlReader::expect_keys(const std::vector<std::string>& keys) const {
+  seen_.insert(keys.begin(), keys.end());
+  reject_unknown();
 }
 
 toml::table parse_toml(const std::string& text, const std::string& where) {

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <set>
 #include <string>
+#include <vector>
 
 #include <toml++/toml.h>
 
@@ -20,10 +21,24 @@ class TomlReader {
   void get(const char* key, double* dst) const;
   void get(const char* key, bool* dst) const;
   void get(const char* key, std::string* dst) const;
+  // An exponent: a number, or a fraction written as a string ("-1/2").
+  void get_exponent(const char* key, double* dst) const;
+  // Like get, but a missing key is an error telling the user to add it.
+  template <class T>
+  void require(const char* key, T* dst) const {
+    if (!has(key)) fail(key, "missing", std::string("add ") + key + " = <value>");
+    get(key, dst);
+  }
+  void require_exponent(const char* key, double* dst) const {
+    if (!has(key)) fail(key, "missing", std::string("add ") + key + " = <exponent>");
+    get_exponent(key, dst);
+  }
   // A sub-table reader (an empty table when absent); a non-table value is an error.
   TomlReader sub(const char* key) const;
   // Every key present must have been read through this reader (call last).
   void reject_unknown() const;
+  // Declares the keys this table may hold and rejects any other right away.
+  void expect_keys(const std::vector<std::string>& keys) const;
   // A UserError for `key` of this table.
   [[noreturn]] void fail(const char* key, const std::string& problem, const std::string& fix) const;
   bool has(const char* key) const { return table_->contains(key); }

@@ -1,6 +1,5 @@
 // Reading and writing parameterization tables: TOML (user files), JSON (checkpoints, --json).
 #include <fstream>
-#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -8,7 +7,7 @@
 #include <toml++/toml.h>
 
 #include "core/errors.h"
-#include "core/fraction.h"
+#include "core/toml_reader.h"
 #include "param/table.h"
 
 namespace scaleinv {
@@ -17,125 +16,77 @@ namespace {
 
 const char* kFixHint = "see examples/params/custom.toml for the format";
 
-// A number, or a fraction written as a string ("-1/2").
-double number_at(const toml::node& node, const std::string& where, const std::string& field) {
-  if (auto v = node.value<double>()) return *v;
-  if (auto s = node.value<std::string>()) {
-    double x = 0;
-    if (parse_fraction(*s, &x)) return x;
+// { sgd = .., adam = .., adafactor = .. }; families missing from a partial row keep *dst.
+void families_at(const TomlReader& r, const char* key, std::array<double, kNumFamilies>* dst, bool required) {
+  if (!r.has(key)) {
+    if (required) r.fail(key, "missing", std::string("add ") + key + " = { sgd = .., adam = .., adafactor = .. }");
+    return;
   }
-  throw UserError(where, field, "expected a number (or a fraction such as \"-1/2\")",
-                  "write e.g. " + field.substr(field.rfind('.') + 1) + " = 0.5");
-}
-
-void check_keys(const toml::table& t, const std::set<std::string>& allowed, const std::string& where,
-                const std::string& prefix) {
-  for (auto&& [k, v] : t) {
-    std::string key(k.str());
-    if (!allowed.count(key)) {
-      std::string list;
-      for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
-      throw UserError(where, prefix + key, "unknown field", "known fields here: " + list);
-    }
+  TomlReader f = r.sub(key);
+  f.expect_keys({"sgd", "adam", "adafactor"});
+  for (int i = 0; i < kNumFamilies; ++i) {
+    const char* fam = family_name(static_cast<OptFamily>(i));
+    if (required) f.require_exponent(fam, &(*dst)[i]);
+    else f.get_exponent(fam, &(*dst)[i]);
   }
 }
 
-std::array<double, kNumFamilies> families_at(const toml::node& node, const std::string& where,
-                                             const std::string& field, const std::array<double, kNumFamilies>* dflt) {
-  const toml::table* t = node.as_table();
-  if (!t) throw UserError(where, field, "expected a table { sgd = .., adam = .., adafactor = .. }", kFixHint);
-  check_keys(*t, {"sgd", "adam", "adafactor"}, where, field + ".");
-  std::array<double, kNumFamilies> out{};
-  for (int f = 0; f < kNumFamilies; ++f) {
-    const char* fam = family_name(static_cast<OptFamily>(f));
-    const toml::node* n = t->get(fam);
-    if (n) {
-      out[f] = number_at(*n, where, field + "." + fam);
-    } else if (dflt) {
-      out[f] = (*dflt)[f];
-    } else {
-      throw UserError(where, field + "." + fam, "missing", std::string("add ") + fam + " = <exponent>");
-    }
-  }
-  return out;
-}
-
-RoleExponents role_at(const toml::table& t, const std::string& where, const std::string& prefix,
-                      const RoleExponents* base) {
-  check_keys(t, {"a", "b", "lr", "wd", "eps", "depth_lr", "depth_wd", "depth_eps"}, where, prefix);
+// One role's row; `base` given: a partial row over it (the attention roles over the hidden row).
+RoleExponents role_at(const TomlReader& r, const RoleExponents* base) {
+  // A misspelt field is named as such, before the field it was meant to be is reported missing.
+  r.expect_keys({"a", "b", "lr", "wd", "eps", "depth_lr", "depth_wd", "depth_eps"});
   RoleExponents e = base ? *base : RoleExponents{};
-  auto scalar = [&](const char* key, double* dst, bool required) {
-    if (const toml::node* n = t.get(key)) {
-      *dst = number_at(*n, where, prefix + key);
-    } else if (required) {
-      throw UserError(where, prefix + key, "missing", std::string("add ") + key + " = <exponent>");
-    }
-  };
   const bool req = base == nullptr;
-  scalar("a", &e.a, req);
-  scalar("b", &e.b, req);
-  if (const toml::node* n = t.get("lr")) {
-    e.c = families_at(*n, where, prefix + "lr", base ? &base->c : nullptr);
-  } else if (req) {
-    throw UserError(where, prefix + "lr", "missing", "add lr = { sgd = .., adam = .., adafactor = .. }");
+  if (req) {
+    r.require_exponent("a", &e.a);
+    r.require_exponent("b", &e.b);
+  } else {
+    r.get_exponent("a", &e.a);
+    r.get_exponent("b", &e.b);
   }
-  scalar("wd", &e.wd, false);
-  scalar("eps", &e.eps, false);
-  if (const toml::node* n = t.get("depth_lr")) e.depth_lr = families_at(*n, where, prefix + "depth_lr", &e.depth_lr);
-  scalar("depth_wd", &e.depth_wd, false);
-  scalar("depth_eps", &e.depth_eps, false);
+  families_at(r, "lr", &e.c, req);
+  r.get_exponent("wd", &e.wd);
+  r.get_exponent("eps", &e.eps);
+  families_at(r, "depth_lr", &e.depth_lr, false);
+  r.get_exponent("depth_wd", &e.depth_wd);
+  r.get_exponent("depth_eps", &e.depth_eps);
   return e;
-}
-
-int positive_int_at(const toml::table& t, const char* key, int dflt, const std::string& where) {
-  const toml::node* n = t.get(key);
-  if (!n) return dflt;
-  auto v = n->value<int64_t>();
-  if (!v || *v <= 0) throw UserError(where, key, "expected a positive integer", std::string("e.g. ") + key + " = 64");
-  return static_cast<int>(*v);
 }
 
 }  // namespace
 
 ParamTable param_from_toml_string(const std::string& text, const std::string& where) {
-  toml::table root;
-  try {
-    root = toml::parse(text, where);
-  } catch (const toml::parse_error& e) {
-    throw UserError(fmt::format("{}:{}", where, e.source().begin.line), "", std::string(e.description()),
-                    "fix the TOML syntax");
-  }
-  check_keys(root, {"name", "source", "base_width", "base_depth", "attn_logit", "depth", "roles"}, where, "");
+  const toml::table root = parse_toml(text, where);
+  const TomlReader r(root, where, "");
+  r.expect_keys({"name", "source", "base_width", "base_depth", "attn_logit", "depth", "roles"});
   ParamTable t;
-  t.name = root["name"].value_or(std::filesystem::path(where).stem().string());
-  t.source = root["source"].value_or(std::string("custom: ") + where);
-  t.base_width = positive_int_at(root, "base_width", t.base_width, where);
-  t.base_depth = positive_int_at(root, "base_depth", t.base_depth, where);
-  if (const toml::node* n = root.get("attn_logit")) t.attn_logit = number_at(*n, where, "attn_logit");
-  if (const toml::node* n = root.get("depth")) {
-    const toml::table* d = n->as_table();
-    if (!d) throw UserError(where, "depth", "expected a table [depth]", kFixHint);
-    check_keys(*d, {"branch", "shortcut"}, where, "depth.");
-    if (const toml::node* x = d->get("branch")) t.branch = number_at(*x, where, "depth.branch");
-    if (const toml::node* x = d->get("shortcut")) t.shortcut = number_at(*x, where, "depth.shortcut");
-  }
-  const toml::table* roles = root["roles"].as_table();
-  if (!roles) throw UserError(where, "roles", "missing table [roles.<role>]", kFixHint);
-  std::set<std::string> role_keys;
-  for (Role r : all_roles()) role_keys.insert(role_name(r));
-  check_keys(*roles, role_keys, where, "roles.");
+  t.name = std::filesystem::path(where).stem().string();
+  t.source = "custom: " + where;
+  r.get("name", &t.name);
+  r.get("source", &t.source);
+  r.get("base_width", &t.base_width);
+  r.get("base_depth", &t.base_depth);
+  if (t.base_width <= 0) r.fail("base_width", "must be a positive integer", "e.g. base_width = 64");
+  if (t.base_depth <= 0) r.fail("base_depth", "must be a positive integer", "e.g. base_depth = 4");
+  r.get_exponent("attn_logit", &t.attn_logit);
+  const TomlReader depth = r.sub("depth");
+  depth.get_exponent("branch", &t.branch);
+  depth.get_exponent("shortcut", &t.shortcut);
+  depth.reject_unknown();
+  if (!r.has("roles")) r.fail("roles", "missing table [roles.<role>]", kFixHint);
+  const TomlReader roles = r.sub("roles");
+  std::vector<std::string> role_keys;
+  for (Role x : all_roles()) role_keys.push_back(role_name(x));
+  roles.expect_keys(role_keys);  // a misspelt role is named before a missing one
   for (int i = 0; i < kCoreRoles; ++i) {
-    Role r = static_cast<Role>(i);
-    std::string key = role_name(r);
-    const toml::table* rt = (*roles)[key].as_table();
-    if (!rt) throw UserError(where, "roles." + key, "missing", "add a [roles." + key + "] table with a, b, lr");
-    t.row(r) = role_at(*rt, where, "roles." + key + ".", nullptr);
+    const char* key = role_name(static_cast<Role>(i));
+    if (!roles.has(key)) roles.fail(key, "missing", std::string("add a [roles.") + key + "] table with a, b, lr");
+    t.row(static_cast<Role>(i)) = role_at(roles.sub(key), nullptr);
   }
   // Attention roles default to the hidden row; a partial table overrides single fields.
-  for (Role r : {Role::AttnQ, Role::AttnK, Role::AttnV, Role::AttnO}) {
-    std::string key = role_name(r);
-    const toml::table* rt = (*roles)[key].as_table();
-    t.row(r) = rt ? role_at(*rt, where, "roles." + key + ".", &t.row(Role::Hidden)) : t.row(Role::Hidden);
+  for (Role a : {Role::AttnQ, Role::AttnK, Role::AttnV, Role::AttnO}) {
+    const char* key = role_name(a);
+    t.row(a) = roles.has(key) ? role_at(roles.sub(key), &t.row(Role::Hidden)) : t.row(Role::Hidden);
   }
   return t;
 }
