@@ -76,18 +76,17 @@ std::string train_args(const std::string& cfg, const std::string& out_dir, const
 
 struct Curve {
   std::vector<double> loss;
-  double val = std::nan("");
+  double val = std::nan("");  // run.json's final validation loss
 };
 
 Curve curve_in(const std::string& dir) {
   Curve c;
   std::ifstream in(dir + "/metrics.jsonl");
   std::string line;
-  while (std::getline(in, line)) {
-    auto j = nlohmann::json::parse(line);
-    c.loss.push_back(j.at("loss").get<double>());
-    if (j.contains("val_loss")) c.val = j.at("val_loss").get<double>();
-  }
+  while (std::getline(in, line)) c.loss.push_back(nlohmann::json::parse(line).at("loss").get<double>());
+  auto summary = nlohmann::json::parse(slurp(dir + "/run.json"), nullptr, false);
+  if (!summary.is_discarded() && summary.value("final_val_loss", nlohmann::json()).is_number())
+    c.val = summary["final_val_loss"].get<double>();
   return c;
 }
 

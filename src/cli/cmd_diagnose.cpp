@@ -17,20 +17,24 @@ namespace scaleinv {
 namespace {
 
 struct Common {
-  std::string json;
+  std::string json, plot;
   bool quiet = false;
 };
 
 void add_common(CLI::App* c, Common& o, int& seeds) {
   c->add_option("--seeds", seeds, "seeds per point (the interval is over seeds)");
   c->add_option("--json", o.json, "also write the result as JSON to this path (atomic)");
+  c->add_option("--plot", o.plot, "also draw DIR/<diagnostic>.svg and .png (gnuplot)");
   c->add_flag("--quiet", o.quiet, "no progress bar");
 }
 
-void finish(const Common& o, const std::string& table, const nlohmann::json& j) {
-  std::fputs(table.c_str(), stdout);
+template <class Result>
+void finish(const Common& o, const Result& r, std::string (*table)(const Result&), nlohmann::json (*json)(const Result&),
+            void (*plot)(const Result&, const std::string&)) {
+  std::fputs(table(r).c_str(), stdout);
   std::fflush(stdout);
-  if (!o.json.empty()) write_file_atomic(o.json, j.dump(2) + "\n");
+  if (!o.json.empty()) write_file_atomic(o.json, json(r).dump(2) + "\n");
+  if (!o.plot.empty()) plot(r, o.plot);
 }
 
 }  // namespace
@@ -63,7 +67,7 @@ void add_diagnose_command(CLI::App& app, int& exit_code) {
     s->callback([o, c, &exit_code] {
       o->show_progress = !c->quiet;
       const auto r = diag::run_alignment(*o);
-      finish(*c, diag::alignment_table(r), diag::alignment_json(r));
+      finish(*c, r, diag::alignment_table, diag::alignment_json, diag::plot_alignment);
       exit_code = 0;
     });
   }
@@ -86,7 +90,7 @@ void add_diagnose_command(CLI::App& app, int& exit_code) {
     s->callback([o, c, &exit_code] {
       o->show_progress = !c->quiet;
       const auto r = diag::run_transport(*o);
-      finish(*c, diag::transport_table(r), diag::transport_json(r));
+      finish(*c, r, diag::transport_table, diag::transport_json, diag::plot_transport);
       exit_code = 0;
     });
   }
@@ -102,8 +106,8 @@ void add_diagnose_command(CLI::App& app, int& exit_code) {
     s->add_option("--batch", o->batch, "training batch (default 64)");
     s->add_option("--optimizer", o->optimizer, "default adam");
     s->add_option("--lr", o->lr, "base LR (default 0.01)");
-    s->add_option("--branch-mult", o->branch_mult, "block multiplier a (default 2, seed 004 Fig. 11)");
-    s->add_option("--base-depth", o->base_depth, "base depth L0 (default 8, seed 004 L.2)");
+    s->add_option("--branch-mult", o->branch_mult, "block multiplier a (default 1)");
+    s->add_option("--base-depth", o->base_depth, "base depth L0 (default 1: the branch is a L^-alpha)");
     s->add_option("--activation", o->activation, "relu (default), abs, ...");
     s->add_flag("--train-io", o->train_io, "train U and V too (seed 004 freezes them)");
     s->add_option("--lambdas", o->lambdas, "relative depths (default 0.25,0.5)")->delimiter(',');
@@ -115,7 +119,7 @@ void add_diagnose_command(CLI::App& app, int& exit_code) {
     s->callback([o, c, &exit_code] {
       o->show_progress = !c->quiet;
       const auto r = diag::run_diversity(*o);
-      finish(*c, diag::diversity_table(r), diag::diversity_json(r));
+      finish(*c, r, diag::diversity_table, diag::diversity_json, diag::plot_diversity);
       exit_code = 0;
     });
   }
@@ -137,7 +141,7 @@ void add_diagnose_command(CLI::App& app, int& exit_code) {
     s->callback([o, c, &exit_code] {
       o->show_progress = !c->quiet;
       const auto r = diag::run_init_stats(*o);
-      finish(*c, diag::init_stats_table(r), diag::init_stats_json(r));
+      finish(*c, r, diag::init_stats_table, diag::init_stats_json, diag::plot_init_stats);
       exit_code = 0;
     });
   }
@@ -162,7 +166,7 @@ void add_diagnose_command(CLI::App& app, int& exit_code) {
     s->callback([o, c, &exit_code] {
       o->show_progress = !c->quiet;
       const auto r = diag::run_depth_scaling(*o);
-      finish(*c, diag::depth_scaling_table(r), diag::depth_scaling_json(r));
+      finish(*c, r, diag::depth_scaling_table, diag::depth_scaling_json, diag::plot_depth_scaling);
       exit_code = 0;
     });
   }

@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -149,10 +149,10 @@ DistEnv dist_env_from_environment() {
 }
 
 std::string stable_hash(const std::string& text) {
-  uint64_t h = 1469598103934665603ull;
+  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a 64: offset basis and prime
   for (unsigned char c : text) {
     h ^= c;
-    h *= 1099511628211ull;
+    h *= 0x100000001b3ull;
   }
   return fmt::format("{:016x}", h);
 }
@@ -199,7 +199,12 @@ struct DataParallel::Impl : std::enable_shared_from_this<DataParallel::Impl> {
       try {
         if (work->wait(milliseconds(100))) return;
       } catch (...) {
-        if (work->isCompleted()) fail(during, one_line(std::current_exception()));
+        // Either the collective failed, or only this poll interval ran out ("Operation timed
+        // out!"), possibly just before the collective completed: ask the work itself.
+      }
+      if (work->isCompleted()) {
+        if (work->isSuccess()) return;
+        fail(during, one_line(work->exception()));
       }
       // Not done yet: has another rank reported a failure, or has this one stalled too long?
       bool abort = false;
@@ -228,8 +233,9 @@ struct DataParallel::Impl : std::enable_shared_from_this<DataParallel::Impl> {
       msg = fmt::format("rank {}: {} failed ({}), though every rank answered afterwards", env.rank, during, cause);
     else
       msg = fmt::format("rank {}: lost {} ({}); {} failed: {}", env.rank, rank_list(lost), how, during, cause);
-    msg += " (fix: see the lost rank's own output for why it stopped; `scaleinv train ... --resume` continues from "
-           "the last checkpoint, with any number of ranks)";
+    msg += fmt::format(" (fix: look at {}'s own output for why it stopped; `scaleinv train --resume` continues from "
+                       "the last checkpoint with any number of ranks)",
+                       lost.empty() ? std::string("each rank") : rank_list(lost));
     throw RankLost(msg, lost);
   }
 
@@ -449,6 +455,15 @@ DataParallel::DataParallel(const DistEnv& env, double timeout_s) : env_(env) {
 }
 
 DataParallel::~DataParallel() {
+  if (impl_ && !impl_->failed && std::getenv("SCALEINV_DIST_VERBOSE")) {
+    std::vector<std::string> sizes;
+    for (const auto& b : impl_->buckets) sizes.push_back(fmt::format("{:.2f}", b.flat.nbytes() / 1048576.0));
+    std::fprintf(stderr,
+                 "rank %d: %zu gradient buckets (MB: %s); all-reduces launched from backward hooks: %lld, after "
+                 "backward: %lld; %.3f s waiting for gradients after backward\n",
+                 rank(), impl_->buckets.size(), fmt::format("{}", fmt::join(sizes, " ")).c_str(),
+                 static_cast<long long>(overlapped_), static_cast<long long>(not_overlapped_), wait_s_);
+  }
   for (const auto& f : temp_files_) {
     std::error_code ec;
     std::filesystem::remove(f, ec);
@@ -501,7 +516,7 @@ void DataParallel::check_same_run(const nlohmann::json& identity, const std::str
       fmt::format("{} {} a different run than rank 0 (this is rank {}; first difference, on rank {}: {}); every rank "
                   "must build the same model from the same config, parameterization table and base shapes",
                   rank_list(differ), differ.size() == 1 ? "trains" : "train", rank(), differ.front(), diff),
-      "give every rank the same --config and --set options (and the same SCALEINV_* environment)");
+      "start every rank with the same --config, --set options and param file");
 }
 
 std::string DataParallel::fetch_from_root(const std::string& path) {

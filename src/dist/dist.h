@@ -52,7 +52,8 @@ class RankLost : public std::runtime_error {
 
 // Tuning knobs, read from the environment by the constructor (docs/distributed.md):
 // SCALEINV_DIST_BUCKET_MB (default 25), SCALEINV_DIST_OVERLAP (1: launch buckets from backward
-// hooks, the default; 0: all-reduce every bucket after backward).
+// hooks, the default; 0: all-reduce every bucket after backward), SCALEINV_DIST_VERBOSE (set: each
+// rank prints its bucket layout and communication counts when training ends).
 struct BucketSettings {
   int64_t bucket_bytes = 25ll << 20;
   bool overlap = true;

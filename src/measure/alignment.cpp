@@ -282,7 +282,7 @@ std::string alignment_table(const AlignmentResult& r) {
                        fit_text(al.u), fit_text(al.dh_in));
     s += fmt::format("between the two largest widths ({} and {}):\n", top_pair(o).first, top_pair(o).second);
     for (const auto& al : ap.layers)
-      s += fmt::format("{:<6}{:<9}{:<26}{:<26}{:<26}\n", al.layer, al.role, fit_text(al.omega_top),
+      s += fmt::format("{:<6}{:<9}{:<26}{:<26}{}\n", al.layer, al.role, fit_text(al.omega_top),
                        fit_text(al.alpha_top), fit_text(al.u_top));
     s += fmt::format("logit update RMS(dh_{}) slope: {} (two largest widths: {})", o.depth + 2,
                      fit_text(ap.logit_update), fit_text(ap.logit_update_top));

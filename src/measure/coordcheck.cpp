@@ -43,6 +43,7 @@ enum class Target {
   Stream,       // residual stream / block activations: hidden activations (h of h_1, dh and h' the max over hidden)
   EmbeddingW,   // W_0 (row 0)
   HiddenW,      // a hidden W (max over rows 1..L)
+  HiddenWQK,    // attention query/key: a hidden W, but see width_prediction (logit scale d_head^-p)
   ReadoutW,     // W_{L+1}
   Logits,       // h_{L+2}
   DepthTop,     // depth axis: the top of the residual stream (seed 004; seed 000 eqs. 29-31)
@@ -78,8 +79,9 @@ const MapRule kLayerMap[] = {
     {"gpt vit", "width", true, R"(pos_emb\.weight)", Target::EmbeddingW, 0, false, "W_0 (embedding)"},
     {"vit", "width", true, R"(stem\.weight)", Target::EmbeddingW, 0, false, "W_0 (embedding)"},
     {"resmlp", "width", true, R"(input\.weight)", Target::EmbeddingW, 0, false, "W_0 (embedding)"},
-    {"gpt vit", "width", true, R"(blocks\.\d+\.(attn\.[qkvo]|mlp\.(fc|proj))\.weight)", Target::HiddenW, 0, false,
+    {"gpt vit", "width", true, R"(blocks\.\d+\.(attn\.[vo]|mlp\.(fc|proj))\.weight)", Target::HiddenW, 0, false,
      "hidden W"},
+    {"gpt vit", "width", true, R"(blocks\.\d+\.attn\.[qk]\.weight)", Target::HiddenWQK, 0, false, "hidden W"},
     {"resmlp", "width", true, R"(blocks\.\d+\.w[12]\.weight)", Target::HiddenW, 0, false, "hidden W"},
     {"gpt resmlp", "width", true, R"(readout\.weight)", Target::ReadoutW, 0, false, "W_L+1 (readout)"},
     {"vit", "width", true, R"(head\.weight)", Target::ReadoutW, 0, false, "W_L+1 (readout)"},
@@ -188,6 +190,7 @@ BaseExponents base_exponents(const WidthTheory& w, const Mapping& m) {
       b.dw = row(0).dw;
       break;
     case Target::HiddenW:
+    case Target::HiddenWQK:
       for (int l = 1; l <= L; ++l) {
         b.wg = max_opt(b.wg, row(l).w_grad);
         b.dw = max_opt(b.dw, row(l).dw);
@@ -215,11 +218,28 @@ BaseExponents base_exponents(const WidthTheory& w, const Mapping& m) {
 //     change the weights' scale); after an unstable update the one-step theory says nothing;
 //   dW at t >= 2: the one-step exponent while stable (for Adam too: its normalised update still
 //     depends on how consistent successive gradients are, which an unstable update changes).
-Pred width_prediction(const WidthTheory& w, const Mapping& m, CoordQuantity q, int step) {
+// qk_unmodelled: the head dimension grows with width (fixed head count) and the logit scale is
+// d_head^-p with p != 1/2. Then the gradients of W_q, W_k carry an extra d_head^(1/2 - p) (the
+// logits' gradient sums d_head terms incoherently at init, and the scale multiplies it), which
+// the bigram theory does not model: their W' (and SGD's dW, which follows W') get no prediction.
+Pred width_prediction(const WidthTheory& w, const Mapping& m, CoordQuantity q, int step, bool qk_unmodelled) {
   Pred p;
+  if (m.target == Target::HiddenWQK && qk_unmodelled &&
+      (q == CoordQuantity::WGrad || (q == CoordQuantity::DW && w.family == OptFamily::SGD))) {
+    p.why = "no prediction: d_head grows with width and the logit scale is not d_head^-1/2, so W_q, W_k's "
+            "gradient carries d_head^(1/2-p), outside the bigram theory";
+    return p;
+  }
   const BaseExponents b = base_exponents(w, m);
   const bool stable = w.stable_init && w.stable_train;
   const std::string unstable_note = "no prediction: after an unstable update the one-step theory does not follow it";
+  if (!stable && step >= 2) {
+    // After one unstable update the weights' scale has changed (sec. 1.2.1: RMS(dW) outgrows
+    // RMS(W)), so neither later gradients nor Adam's later updates (whose size depends on how
+    // consistent successive gradients are) keep the one-step exponents.
+    p.why = "no prediction: unstable parameterization; the one-step theory covers steps 0 and 1 only";
+    return p;
+  }
   if ((q == CoordQuantity::DH || (q == CoordQuantity::H && step > 0)) && b.fed_by_growth) {
     p.why = fmt::format("no prediction: fed by dh_{} ~ d^{}; the theory's d^{} compounds it, reached only for "
                         "eta*d >> 1",
@@ -279,16 +299,25 @@ Pred depth_prediction(const DepthTheory& d, const Mapping& m, CoordQuantity q, i
                                                   : std::max({d.update_correlated, 0.0, init});
   switch (q) {
     case CoordQuantity::H:
-      if (step == 0 || std::fabs(init - upd) <= kExponentTol) {
+      if (step == 0 || (d.stable_init && std::fabs(init - upd) <= kExponentTol)) {
         p.e = init;
       } else {
-        p.why = fmt::format("no prediction: h_t = h_0 (L^{}) + dh_t (L^{}) mixes two exponents; see h at step 0 and dh",
-                            fmt_exp(init), fmt_exp(upd));
+        p.why = d.stable_init
+                    ? fmt::format("no prediction: h_t = h_0 (L^{}) + dh_t (L^{}) mixes two exponents; see h at step 0 "
+                                  "and dh",
+                                  fmt_exp(init), fmt_exp(upd))
+                    : std::string("no prediction: the seed derives the update exponent only for a stable init "
+                                  "(alpha >= 1/2)");
         return p;
       }
       break;
     case CoordQuantity::DH:
-      if (step >= 1) p.e = upd;
+      if (step >= 1 && d.stable_init) {
+        p.e = upd;
+      } else if (step >= 1) {
+        p.why = "no prediction: the seed derives the update exponent only for a stable init (alpha >= 1/2)";
+        return p;
+      }
       break;
     default: break;
   }
@@ -637,6 +666,7 @@ CoordCheckResult run_coordcheck(const CoordCheckConfig& cc_in) {
     return nullptr;
   };
   const std::string stream_prefix = mc.kind == "resmlp" ? "x" : "block";
+  const bool qk_unmodelled = mc.n_heads > 0 && std::fabs(res.table.attn_logit - 0.5) > kExponentTol;
   auto fit_axis = [&](const std::string& axis, int at, const std::vector<int>& xs) {
     // The runs along this axis, per seed.
     std::vector<std::vector<const CoordRun*>> grid;  // [seed][x]
@@ -699,7 +729,7 @@ CoordCheckResult run_coordcheck(const CoordCheckConfig& cc_in) {
                       ? "no prediction (vector-like tensor)"
                       : "no prediction";
         } else if (axis == "width") {
-          p = width_prediction(width_theories.at(at), m, q, t);
+          p = width_prediction(width_theories.at(at), m, q, t, qk_unmodelled);
         } else {
           const bool power_law = mc.kind != "resmlp" || mc.pre_ln || res.depth_theory.alpha >= 0.5 - kExponentTol;
           p = depth_prediction(res.depth_theory, m, q, t, power_law);
@@ -818,6 +848,24 @@ std::string render_coordcheck(const CoordCheckResult& r) {
   }
   int diverged = 0;
   for (const CoordRun& run : r.runs) diverged += run.diverged;
+  // The probe loss per grid point (mean over seeds): the one-step theory describes the early phase;
+  // a probe loss that collapses within T steps makes later gradients width-dependent (wider fits faster).
+  s += fmt::format("\nprobe loss, step 0 -> step {} (mean over seeds):", c.steps);
+  for (int d : r.depths)
+    for (int w : r.widths) {
+      double l0 = 0, lT = 0;
+      int n = 0;
+      for (const CoordRun& run : r.runs)
+        if (run.width == w && run.depth == d) {
+          l0 += run.loss.front();
+          lT += run.loss.back();
+          ++n;
+        }
+      if (n) s += fmt::format(" {}{}: {:.3g} -> {:.3g};", r.depths.size() > 1 ? fmt::format("L={} ", d) : "",
+                              r.widths.size() > 1 || r.depths.size() == 1 ? fmt::format("d={}", w) : "", l0 / n,
+                              lT / n);
+    }
+  s += "\n";
   s += fmt::format("\nsummary: {} rows; {} of {} predicted rows match theory; {} of {} activation rows stable; {} rows "
                    "without a prediction; {} runs, {} diverged; {:.1f} s\n",
                    r.rows.size(), matched, predicted, stable, judged_stable, no_pred, r.runs.size(), diverged, r.wall_s);
@@ -982,7 +1030,7 @@ std::vector<std::string> plot_coordcheck(const CoordCheckResult& r, const std::s
         if (any) fig.panels.push_back(std::move(panel));
       }
       if (fig.panels.empty()) continue;
-      fig.columns = std::min<int>(static_cast<int>(fig.panels.size()), 4);
+      fig.columns = std::min<int>(static_cast<int>(fig.panels.size()), 2);
       const std::string stem = fmt::format("{}/{}_{}{}_{}", dir, axis, axis == "width" ? "L" : "d", at, kFileName[qi]);
       render_figure(fig, stem);
       written.push_back(stem);

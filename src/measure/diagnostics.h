@@ -164,8 +164,11 @@ struct DiversityOptions {
   int width = 256, depth = 64, steps = 300, batch = 64;
   std::string optimizer = "adam";
   double lr = 0.01;
-  double branch_mult = 2.0;       // seed 004 Fig. 11: a = 2
-  int base_depth = 8;             // seed 004 L.2
+  // Branch multiplier a (L/L0)^-alpha. The defaults are the seed's own a L^-alpha with a = 1: with its
+  // L.2 convention (L0 = 8, a = 2) the ReLU stack without LN starts with q_L ~ q_0 exp(a^2 Var phi L0)
+  // = q_0 e^11 (notes/depth-mup.md 5.4), far from the Theta(1) activations the definition assumes.
+  double branch_mult = 1.0;
+  int base_depth = 1;
   std::string activation = "relu";
   bool train_io = false;          // seed 004: U and V frozen, only the W_l train
   std::vector<double> lambdas = {0.25, 0.5};
@@ -287,5 +290,13 @@ struct DepthScalingResult {
 DepthScalingResult run_depth_scaling(const DepthScalingOptions& o);
 std::string depth_scaling_table(const DepthScalingResult& r);
 nlohmann::json depth_scaling_json(const DepthScalingResult& r);
+
+// ---- plots (gnuplot; src/measure/diag_plots.cpp) ---------------------------------------------
+// DIR/<diagnostic>.svg and .png. UserError (option --plot) when gnuplot is missing or fails.
+void plot_alignment(const AlignmentResult& r, const std::string& dir);
+void plot_transport(const TransportResult& r, const std::string& dir);
+void plot_diversity(const DiversityResult& r, const std::string& dir);
+void plot_init_stats(const InitStatsResult& r, const std::string& dir);
+void plot_depth_scaling(const DepthScalingResult& r, const std::string& dir);
 
 }  // namespace scaleinv::diag

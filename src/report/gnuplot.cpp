@@ -71,7 +71,7 @@ std::string gnuplot_script(const PlotFigure& fig, const std::string& terminal, c
     }
   }
   s += "set grid xtics ytics mytics lc rgb '#dddddd'\n";
-  s += "set key top left font ',9' spacing 0.9 samplen 2\n";
+  s += "set key outside right top vertical font ',8' spacing 0.85 samplen 1.5\n";
   s += "set format y '%.0e'\n";
   s += fmt::format("set multiplot layout {},{} title {}\n", rows, cols, quote(fig.title));
   for (int p = 0; p < n; ++p) {

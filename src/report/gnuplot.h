@@ -26,7 +26,7 @@ struct PlotFigure {
   std::string title;
   std::vector<PlotPanel> panels;
   int columns = 0;          // panels per row (0: all in one row up to 4, then wrap)
-  int panel_width = 420;    // pixels per panel
+  int panel_width = 560;    // pixels per panel (the legend sits to the right of each)
   int panel_height = 340;
 };
 
