@@ -59,22 +59,23 @@ std::string coordcheck_section(const std::string& out) {
 [model]
 kind = "bigram"
 depth = 2
+seq_len = 8
 [param]
 name = "{}"
 [optim]
 kind = "adam"
-lr = 0.01
+lr = 0.001
 [data]
 source = "markov"
-vocab = 64
+vocab = 32
 [train]
-batch_size = 16
+batch_size = 2
 )",
                                                        param),
                                            "demo coordcheck defaults");
     cc.widths = {64, 128, 256, 512};
     cc.steps = 3;
-    cc.seeds = {0, 1};
+    cc.seeds = {0, 1, 2};  // a small probe (2 x 8 tokens) keeps the finite-size tolerance tight
     CoordCheckResult r = run_coordcheck(cc);
     const std::string dir = fmt::format("{}/coordcheck-{}", out, param);
     std::filesystem::create_directories(dir);

@@ -159,7 +159,7 @@ std::string stable_hash(const std::string& text) {
 
 // ---- the group --------------------------------------------------------------------------------
 
-struct DataParallel::Impl : std::enable_shared_from_this<DataParallel::Impl> {
+struct DataParallel::Impl {
   DistEnv env;
   milliseconds timeout{60000};
   milliseconds grace{1000};  // how long a failure waits for the other ranks to answer

@@ -23,7 +23,6 @@
 
 #include <fmt/format.h>
 
-#include "core/errors.h"
 #include "core/fraction.h"
 #include "measure/diag_detail.h"
 #include "measure/diagnostics.h"

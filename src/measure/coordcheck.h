@@ -30,10 +30,21 @@
 // only for d_min >> n: small probe batches. The same formula for every parameterization and model.
 //
 // Predictions come from one table (coordcheck.cpp, kLayerMap): the bigram maps exactly onto the
-// rows of width_theory; the residual models (gpt, vit, resmlp) map their residual stream onto the
-// hidden activations, every block matrix onto a hidden W, the embedding(s) onto W_0, the readout
-// onto W_{L+1} and the logits onto h_{L+2}; resmlp across depths maps onto depth_theory.
-// Anything unmapped is measured and shown with "no prediction".
+// rows of width_theory; the residual models (gpt, vit, resmlp) map the embedding output onto h_1,
+// the stream after each block onto the hidden activations (h of h_1; dh and h' the max over the
+// hidden rows of an L = 2 chain: every sublayer applies two matrices to a normalised input), every
+// block matrix onto a hidden W, the embedding(s) onto W_0, the readout onto W_{L+1} and the logits
+// onto h_{L+2}; resmlp across depths maps its top activation and logits onto depth_theory.
+// Anything unmapped (norm gains, biases) is measured and shown with "no prediction".
+// From the one-step exponents to step t (coordcheck.cpp, width_prediction):
+//   h at t >= 1 only where e(h) = e(dh) (h_t = h_0 + dh_t mixes two power laws otherwise);
+//   dh after t updates has the one-step exponent (seed 000 1.2.1);
+//   h', W' at t >= 1 and dW at t >= 2 keep their exponents while the parameterization is stable;
+//   an unstable parameterization is predicted at steps 0 and 1 only, and a dh fed by an update that
+//   already grows with width gets no prediction: the theory's compounded exponent (W dh_l, dW dh_l
+//   with e(dh_l) > 0) is a fixed-LR d -> infinity limit reached only once eta*d >> 1, while at
+//   finite widths the first-order terms dominate (measured: standard's dh_3 ~ d^0.94, not d^2).
+// Stability is judged on every activation row whether or not it has a prediction.
 #include <cstdint>
 #include <optional>
 #include <string>

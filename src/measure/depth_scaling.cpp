@@ -195,7 +195,7 @@ std::string depth_scaling_table(const DepthScalingResult& r) {
                      fit_text(p.update_slope), format_fraction(p.pred_update_correlated),
                      format_fraction(p.pred_update_uncorrelated));
     auto verdict = [&](const Fit& f, double pred) {
-      return f.contains(pred, p.tol) ? "matches" : "DEVIATES";
+      return f.contains(pred, p.tol) ? "matches" : "DEVIATES from";
     };
     s += fmt::format("verdicts (tolerance interval + {:.3f}): top at init {} the recursion; branch sum {} depth_theory; "
                      "update {} the correlated prediction\n",

@@ -54,7 +54,7 @@ double tail_mean(const std::vector<double>& v) {
 RunSummary train_run(const TrainConfig& cfg, const RunOptions& opts) {
   // --- set up: ranks, table, data, model, optimizer ------------------------------------------
   // One process unless WORLD_SIZE > 1 (dist/dist.h); then cfg.train.batch_size is the global batch.
-  DataParallel dp(dist_env_from_environment(), cfg.train.dist_timeout_s);
+  DataParallel dp(opts.data_parallel ? dist_env_from_environment() : DistEnv{}, cfg.train.dist_timeout_s);
   const ParamTable table = resolve_param(cfg);
   nlohmann::json cfg_json = train_config_to_json(cfg);
   cfg_json["table"] = param_to_json(table);

@@ -16,6 +16,9 @@ struct RunOptions {
   int64_t stop_after = -1;    // stop (with a checkpoint) once this many steps are done; -1: run to the end
   bool show_progress = true;  // progress bar on stderr
   bool write_files = true;    // false: nothing on disk (tests, in-memory sweeps)
+  // Join the data-parallel ranks when WORLD_SIZE > 1 in the environment (dist/dist.h). Runs that
+  // must stay one process whatever the environment (a sweep's points, measurements) set false.
+  bool data_parallel = true;
 };
 
 struct RunSummary {
