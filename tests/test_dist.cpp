@@ -97,6 +97,13 @@ double max_rel_diff(const std::vector<double>& a, const std::vector<double>& b) 
   return m;
 }
 
+// Sets an environment variable for the processes this test starts, for one scope.
+struct ScopedEnv {
+  std::string name;
+  ScopedEnv(const char* n, const char* v) : name(n) { setenv(n, v, 1); }
+  ~ScopedEnv() { unsetenv(name.c_str()); }
+};
+
 // The uninterrupted single-process run every data-parallel run is compared with (run once).
 const Curve& reference() {
   static const Curve ref = [] {
@@ -240,9 +247,13 @@ TEST(DistTrain, TwoRanksMatchOneProcessWithTheSameGlobalBatch) {
   const Curve& ref = reference();
   ASSERT_EQ(ref.loss.size(), 20u);
   const std::string dir = temp_dir("dist_2ranks");
+  // Small buckets (~50 kB: several for this 0.4 MB model), launched from the backward hooks.
+  ScopedEnv small("SCALEINV_DIST_BUCKET_MB", "0.05"), verbose("SCALEINV_DIST_VERBOSE", "1");
   auto r = run_cli("launch --nproc 2 -- " + train_args(config_file(dir), dir + "/run"));
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("2 ranks, global batch 8 (4 per rank)"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("rank 0: 9 gradient buckets"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("launched from backward hooks: 180, after backward: 0"), std::string::npos) << r.err;
   const Curve dp = curve_in(dir + "/run");
   ASSERT_EQ(dp.loss.size(), 20u);
   const double d = max_rel_diff(dp.loss, ref.loss);

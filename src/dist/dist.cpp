@@ -121,10 +121,17 @@ std::string route_local_address(const std::string& host, int port) {
 
 BucketSettings bucket_settings_from_env() {
   BucketSettings b;
-  int mb = 25, overlap = 1;
-  env_int("SCALEINV_DIST_BUCKET_MB", 1, 1 << 20, &mb);
+  double mb = 25;
+  int overlap = 1;
+  if (const char* v = std::getenv("SCALEINV_DIST_BUCKET_MB"); v && *v) {
+    char* end = nullptr;
+    mb = std::strtod(v, &end);
+    if (*end != '\0' || !(mb > 0))
+      throw UserError(kEnvWhere, "SCALEINV_DIST_BUCKET_MB", fmt::format("must be a positive number, got '{}'", v),
+                      "e.g. SCALEINV_DIST_BUCKET_MB=25");
+  }
   env_int("SCALEINV_DIST_OVERLAP", 0, 1, &overlap);
-  b.bucket_bytes = static_cast<int64_t>(mb) << 20;
+  b.bucket_bytes = std::max<int64_t>(1, static_cast<int64_t>(mb * 1048576.0));
   b.overlap = overlap != 0;
   return b;
 }
@@ -302,11 +309,15 @@ struct DataParallel::Impl {
     std::vector<torch::Tensor> order;
     for (auto it = params.rbegin(); it != params.rend(); ++it)
       if (it->requires_grad() && seen.insert(it->unsafeGetTensorImpl()).second) order.push_back(*it);
+    // As in torch's DDP, the first bucket (the last layers, whose gradients come first) is kept
+    // to 1 MB so that communication starts early in backward; the others hold bucket_bytes.
+    const int64_t first_cap = std::min<int64_t>(settings.bucket_bytes, 1 << 20);
     int64_t fill = 0;
     for (const auto& p : order) {
       const int64_t bytes = p.numel() * static_cast<int64_t>(p.element_size());
+      const int64_t cap = buckets.size() == 1 ? first_cap : settings.bucket_bytes;
       if (buckets.empty() || buckets.back().flat.scalar_type() != p.scalar_type() ||
-          (fill > 0 && fill + bytes > settings.bucket_bytes)) {
+          (fill > 0 && fill + bytes > cap)) {
         buckets.emplace_back();
         buckets.back().flat = torch::empty({0}, torch::TensorOptions().dtype(p.scalar_type()));
         fill = 0;
