@@ -121,7 +121,7 @@ void plot_transport(const TransportResult& r, const std::string& dir) {
 
 void plot_diversity(const DiversityResult& r, const std::string& dir) {
   PlotFigure fig;
-  fig.title = "feature diversity d(eps) / sqrt(eps) (seed 004 Def. 5.6): flat = kappa 1/2, falling = kappa 0";
+  fig.title = "feature diversity d(eps) / sqrt(eps) (seed 004 Def. 5.6): flat = kappa 1/2, rising like sqrt(eps) = kappa 0";
   for (const auto& dp : r.params) {
     PlotPanel p;
     p.title = dp.param;

@@ -186,7 +186,7 @@ std::string diversity_table(const DiversityResult& r) {
                      fit_text(p.kappa_init), fit_text(p.kappa), fl);
   }
   for (const auto& p : r.params) {
-    s += fmt::format("\n{}: d(eps) / sqrt(eps) (flat: kappa = 1/2; falling like sqrt(eps): kappa = 0), mean over seeds\n",
+    s += fmt::format("\n{}: d(eps) / sqrt(eps) (flat: kappa = 1/2; rising like sqrt(eps): kappa = 0), mean over seeds\n",
                      p.param);
     s += fmt::format("{:>8}{:>8}", "lambda", "eps");
     s += fmt::format("{:>14}{:>14}\n", "init", "trained");
