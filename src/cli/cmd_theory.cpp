@@ -21,22 +21,6 @@
 
 namespace scaleinv {
 
-namespace {
-
-// An alignment exponent (eqs. 18-20): a number or fraction in [1/2, 1].
-double alignment_value(const std::string& option, const std::string& text) {
-  double v = 0;
-  if (!parse_fraction(text, &v))
-    throw UserError("command line", option, fmt::format("cannot read '{}' as a number", text),
-                    "give a number or fraction in [1/2, 1], e.g. 1/2");
-  if (!(v >= 0.5 - kExponentTol && v <= 1.0 + kExponentTol))
-    throw UserError("command line", option, fmt::format("{} is outside [1/2, 1] (seed 000 eqs. 18-20)", text),
-                    "give a value between 1/2 (independent) and 1 (fully aligned)");
-  return v;
-}
-
-}  // namespace
-
 void add_theory_command(CLI::App& app, int& exit_code) {
   struct Opts {
     std::string param, optimizer = "adam", json;

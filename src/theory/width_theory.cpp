@@ -1,4 +1,5 @@
 // Width theory of seed 000 section 1 (see width_theory.h for the model and the indexing).
+#include "core/errors.h"
 #include "theory/width_theory.h"
 
 #include <algorithm>
@@ -253,6 +254,17 @@ WidthTheory width_theory(const ParamTable& t, OptFamily f, int L, const Alignmen
     if (normed(l)) row.u_rms = pre[l];
   }
   return w;
+}
+
+double alignment_value(const std::string& option, const std::string& text) {
+  double v = 0;
+  if (!parse_fraction(text, &v))
+    throw UserError("command line", option, fmt::format("cannot read '{}' as a number", text),
+                    "give a number or fraction in [1/2, 1], e.g. 1/2");
+  if (!(v >= 0.5 - kExponentTol && v <= 1.0 + kExponentTol))
+    throw UserError("command line", option, fmt::format("{} is outside [1/2, 1] (seed 000 eqs. 18-20)", text),
+                    "give a value between 1/2 (independent) and 1 (fully aligned)");
+  return v;
 }
 
 }  // namespace scaleinv

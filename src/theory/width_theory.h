@@ -90,6 +90,10 @@ struct WidthTheory {
 
 // The prediction. L (hidden layers) must be >= 1 and every alignment exponent in [1/2, 1];
 // otherwise std::invalid_argument (the CLI checks user input first and raises UserError).
+// An alignment exponent given on the command line as `option TEXT` (eqs. 18-20): a number or
+// fraction in [1/2, 1]; anything else is a UserError naming the option.
+double alignment_value(const std::string& option, const std::string& text);
+
 WidthTheory width_theory(const ParamTable& t, OptFamily f, int L, const Alignment& align = {},
                          bool rmsnorm = false);
 
