@@ -1,0 +1,41 @@
+#pragma once
+// Batched ensembles (issue 8): several training runs that share every shape are trained together
+// as one model whose tensors carry a leading member dimension [E, ...] (batched matmuls, one
+// optimizer over stacked tensors with a per-member LR). Each member starts from exactly the
+// parameters its own run would (it is built under its own seed and stacked), reads the batches its
+// own run would, and gets its own LR, so its losses equal a separate train_run's up to float
+// reassociation (tested). Members diverge independently: a diverged member is recorded at its step
+// and drops out of the loss; the others go on.
+//
+// Members may differ in optim.lr, optim.weight_decay, train.seed and data.seed; everything else
+// (ensemble_key) must be equal. Configs the batched path cannot take (ensemble_supported) run one
+// after another through train_run, with the same results.
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "train/config.h"
+#include "train/trainer.h"
+
+namespace scaleinv {
+
+struct EnsembleOptions {
+  bool batched = true;          // false: always one train_run per member (reference path)
+  bool show_progress = false;   // the trainer's own bar (sweeps draw theirs over the grid instead)
+  // Called after every step with the number of steps done (e.g. to advance a sweep's bar).
+  std::function<void(int64_t steps_done)> on_step;
+};
+
+// The configuration with the per-member fields (lr, weight_decay, seeds) blanked, as a string:
+// configs with the same key can share one ensemble.
+std::string ensemble_key(const TrainConfig& c);
+// Whether the batched path takes this config (model kind, optimizer, no gradient clipping, CPU or
+// CUDA); when false train_ensemble falls back to one run per member.
+bool ensemble_supported(const TrainConfig& c);
+
+// Trains every member (all must share ensemble_key; std::invalid_argument otherwise) and returns
+// one RunSummary per member, in order. Nothing is written to disk (no checkpoints, no metrics).
+std::vector<RunSummary> train_ensemble(const std::vector<TrainConfig>& members, const EnsembleOptions& opts = {});
+
+}  // namespace scaleinv
