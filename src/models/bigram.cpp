@@ -40,7 +40,7 @@ class Bigram : public ModelBase {
   }
 
   torch::Tensor forward(const torch::Tensor& x) override {
-    check_tokens(x, cfg_.vocab, -1, "bigram");
+    check_tokens(x, cfg_.vocab, -1, "bigram", ctx_.members);
     torch::Tensor h = norm(emb_->forward(x));
     record("h1", h);
     for (size_t l = 0; l < hidden_.size(); ++l) {
@@ -72,19 +72,22 @@ double tied_readout_factor(int64_t width, const ScaleContext& ctx, const Hyper& 
 }
 
 torch::Tensor tied_logits(const torch::Tensor& h, const torch::Tensor& emb, double factor) {
-  if (factor == 1.0) return torch::linear(h, emb);
+  if (factor == 1.0) return linear_any(h, emb);
   const int64_t rows = h.numel() / std::max<int64_t>(h.size(-1), 1);
-  return rows >= h.size(-1) ? torch::linear(h, emb * factor) : torch::linear(h, emb) * factor;
+  return rows >= h.size(-1) ? linear_any(h, emb * factor) : linear_any(h, emb) * factor;
 }
 
-void check_tokens(const torch::Tensor& x, int64_t vocab, int64_t max_len, const char* model) {
-  if (x.dim() != 2 || x.scalar_type() != torch::kLong)
-    throw UserError("input", "x", fmt::format("{} expects [batch, time] int64 tokens, got a {}-d {} tensor", model,
-                                              x.dim(), std::string(c10::toString(x.scalar_type()))),
+void check_tokens(const torch::Tensor& x, int64_t vocab, int64_t max_len, const char* model, int members) {
+  const int64_t want_dim = members > 0 ? 3 : 2;
+  if (x.dim() != want_dim || x.scalar_type() != torch::kLong || (members > 0 && x.size(0) != members))
+    throw UserError("input", "x",
+                    fmt::format("{} expects [{}batch, time] int64 tokens, got a {}-d {} tensor", model,
+                                members > 0 ? "members, " : "", x.dim(),
+                                std::string(c10::toString(x.scalar_type()))),
                     "feed a language data source (kjv, text, markov) to a language model");
-  if (max_len > 0 && x.size(1) > max_len)
+  if (max_len > 0 && x.size(-1) > max_len)
     throw UserError("config", "model.seq_len",
-                    fmt::format("input has {} tokens per row but the model's context is {}", x.size(1), max_len),
+                    fmt::format("input has {} tokens per row but the model's context is {}", x.size(-1), max_len),
                     "set data.seq_len <= model.seq_len");
   if (x.is_cpu() && x.numel() > 0) {  // (skipped on GPU: it would synchronise every step)
     const int64_t lo = x.min().item<int64_t>(), hi = x.max().item<int64_t>();

@@ -67,6 +67,8 @@ std::shared_ptr<Model> build_model(const ModelConfig& cfg, const ScaleContext& c
   if (ctx.width != cfg.width || ctx.depth != cfg.depth)
     throw std::invalid_argument(fmt::format("build_model: ScaleContext shape {}x{} differs from the model's {}x{}",
                                             ctx.width, ctx.depth, cfg.width, cfg.depth));
+  if (ctx.members > 0 && cfg.kind == "vit")
+    throw std::invalid_argument("build_model: batched ensembles take bigram, resmlp and gpt (train/ensemble.h)");
   if (cfg.kind == "bigram") return make_bigram(cfg, ctx, hp);
   if (cfg.kind == "resmlp") return make_resmlp(cfg, ctx, hp);
   if (cfg.kind == "gpt") return make_gpt(cfg, ctx, hp);

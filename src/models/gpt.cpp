@@ -48,8 +48,8 @@ class Gpt : public ModelBase {
   }
 
   torch::Tensor forward(const torch::Tensor& x) override {
-    check_tokens(x, cfg_.vocab, cfg_.seq_len, "gpt");
-    torch::Tensor h = tok_->forward(x) + pos_->first_rows(x.size(1));
+    check_tokens(x, cfg_.vocab, cfg_.seq_len, "gpt", ctx_.members);
+    torch::Tensor h = tok_->forward(x) + pos_->first_rows(x.size(-1));
     record("embed", h);
     for (size_t l = 0; l < blocks_.size(); ++l) {
       h = blocks_[l]->forward(h);

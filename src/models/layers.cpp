@@ -11,16 +11,23 @@ namespace scaleinv {
 
 namespace {
 
-// randn(shape) * std under NoGradGuard. The randn is drawn even when std == 0 so that zero-init
-// options leave every other tensor's values unchanged.
-torch::Tensor normal_init(torch::IntArrayRef shape, double std) {
-  torch::NoGradGuard no_grad;
-  return torch::randn(shape) * std;
+// A tensor's shape, with the leading [members] dimension in an ensemble.
+std::vector<int64_t> member_shape(const ScaleContext& ctx, std::vector<int64_t> shape) {
+  if (ctx.members > 0) shape.insert(shape.begin(), ctx.members);
+  return shape;
 }
 
-torch::Tensor constant_init(torch::IntArrayRef shape, double value) {
+// randn(shape) * std under NoGradGuard. The randn is drawn even when std == 0 so that zero-init
+// options leave every other tensor's values unchanged. (Ensemble members are drawn member after
+// member; train/ensemble.cpp overwrites them with each member's own single-model init.)
+torch::Tensor normal_init(const ScaleContext& ctx, std::vector<int64_t> shape, double std) {
   torch::NoGradGuard no_grad;
-  return torch::full(shape, value);
+  return torch::randn(member_shape(ctx, std::move(shape))) * std;
+}
+
+torch::Tensor constant_init(const ScaleContext& ctx, std::vector<int64_t> shape, double value) {
+  torch::NoGradGuard no_grad;
+  return torch::full(member_shape(ctx, std::move(shape)), value);
 }
 
 }  // namespace
@@ -69,6 +76,24 @@ torch::Tensor layer_norm(const torch::Tensor& x, const torch::Tensor& gain, doub
 
 torch::Tensor mean_subtract(const torch::Tensor& x) { return x - x.mean(-1, /*keepdim=*/true); }
 
+torch::Tensor linear_any(const torch::Tensor& x, const torch::Tensor& w) {
+  if (w.dim() == 2) return torch::linear(x, w);
+  // Ensemble: w [E, out, in], x [E, ..., in] -> one batched matmul over the members.
+  const int64_t E = w.size(0), in = w.size(2);
+  std::vector<int64_t> out_shape = x.sizes().vec();
+  out_shape.back() = w.size(1);
+  return torch::bmm(x.reshape({E, -1, in}), w.transpose(1, 2)).view(out_shape);
+}
+
+torch::Tensor member_view(const torch::Tensor& v, int64_t dims) {
+  if (v.dim() < 2) return v;  // one model: broadcasts as is
+  // [E, ..., n] -> [E, 1, ..., 1, n] with `dims` dimensions in all.
+  std::vector<int64_t> shape(static_cast<size_t>(dims), 1);
+  shape.front() = v.size(0);
+  shape.back() = v.size(-1);
+  return v.view(shape);
+}
+
 // ---- init helpers --------------------------------------------------------------------------
 
 double width_fan_in_std(int64_t fan_in, const ScaleContext& ctx) {
@@ -89,19 +114,19 @@ Dense::Dense(int64_t in, int64_t out, const DenseOptions& opt, const ScaleContex
   ParamTag tag{opt.role, opt.in_block, opt.base_std};
   const double std = init_std(tag, ctx, hp);
   if (opt.zero_init) tag.base_std = 0;  // constant (zero) init; the randn is still drawn below
-  torch::Tensor w = opt.base_std > 0 ? normal_init({out, in}, opt.zero_init ? 0.0 : std)
-                                     : constant_init({out, in}, 0.0);
+  torch::Tensor w = opt.base_std > 0 ? normal_init(ctx, {out, in}, opt.zero_init ? 0.0 : std)
+                                     : constant_init(ctx, {out, in}, 0.0);
   weight_ = add_param("weight", w, tag);
   mult_ = role_multiplier(opt.role, opt.in_block, ctx) * opt.extra_mult;
 }
 
 torch::Tensor Dense::forward(const torch::Tensor& x) {
-  if (mult_ == 1.0) return torch::linear(x, weight_);
+  if (mult_ == 1.0) return linear_any(x, weight_);
   // mult * (x W^T): scale whichever of W and the output is smaller (same value, fewer flops).
-  const int64_t out = weight_.size(0);
+  const int64_t out = weight_.size(-2);
   const int64_t rows = x.numel() / std::max<int64_t>(x.size(-1), 1);
-  if (weight_.numel() <= rows * out) return torch::linear(x, weight_ * mult_);
-  return torch::linear(x, weight_) * mult_;
+  if (weight_.numel() <= rows * out) return linear_any(x, weight_ * mult_);
+  return linear_any(x, weight_) * mult_;
 }
 
 torch::Tensor Dense::effective_weight(double factor) const {
@@ -115,17 +140,27 @@ Lookup::Lookup(int64_t n, int64_t d, double extra_mult, const ScaleContext& ctx,
   // Lookup embeddings have base std 1 (PyTorch's nn.Embedding default; seed 000 Table 1's b_0
   // then scales it); never in a block.
   ParamTag tag{Role::Embedding, false, 1.0};
-  weight_ = add_param("weight", normal_init({n, d}, init_std(tag, ctx, hp)), tag);
+  weight_ = add_param("weight", normal_init(ctx, {n, d}, init_std(tag, ctx, hp)), tag);
   mult_ = role_multiplier(Role::Embedding, false, ctx) * extra_mult;
 }
 
 torch::Tensor Lookup::forward(const torch::Tensor& idx) {
-  torch::Tensor e = torch::embedding(weight_, idx);
+  torch::Tensor e;
+  if (weight_.dim() == 2) {
+    e = torch::embedding(weight_, idx);
+  } else {  // ensemble: member m reads rows m*n + idx of the stacked [E*n, d] table
+    const int64_t E = weight_.size(0), n = weight_.size(1);
+    std::vector<int64_t> shape(static_cast<size_t>(idx.dim()), 1);
+    shape.front() = E;
+    torch::Tensor offset = torch::arange(E, idx.options()).mul_(n).view(shape);
+    e = torch::embedding(weight_.view({E * n, weight_.size(2)}), idx + offset);
+  }
   return mult_ == 1.0 ? e : e * mult_;
 }
 
 torch::Tensor Lookup::first_rows(int64_t n) {
-  torch::Tensor e = weight_.narrow(0, 0, n);
+  torch::Tensor e = weight_.narrow(-2, 0, n);
+  if (weight_.dim() == 3) e = e.unsqueeze(1);  // [E, 1, n, d]: broadcasts over the batch
   return mult_ == 1.0 ? e : e * mult_;
 }
 
@@ -133,12 +168,14 @@ torch::Tensor Lookup::first_rows(int64_t n) {
 
 NormGain::NormGain(int64_t d, bool in_block, const ScaleContext& ctx) {
   ParamTag tag{Role::Vector, in_block, 0.0};
-  gain_ = add_param("gain", constant_init({d}, 1.0), tag);
+  gain_ = add_param("gain", constant_init(ctx, {d}, 1.0), tag);
   mult_ = role_multiplier(Role::Vector, in_block, ctx);
 }
 
 torch::Tensor NormGain::forward(const torch::Tensor& x) {
-  return layer_norm(x, mult_ == 1.0 ? gain_ : gain_ * mult_);
+  torch::Tensor g = mult_ == 1.0 ? gain_ : gain_ * mult_;
+  if (g.dim() == 1) return layer_norm(x, g);
+  return layer_norm(x) * member_view(g, x.dim());  // ensemble: per-member gain [E, 1, ..., d]
 }
 
 // ---- attention -----------------------------------------------------------------------------
@@ -186,14 +223,15 @@ Attention::Attention(int64_t d, const HeadShape& hs, bool causal, bool qk_norm, 
 }
 
 torch::Tensor Attention::forward(const torch::Tensor& x) {
-  const int64_t B = x.size(0), T = x.size(1), d = x.size(2);
+  // x: [B, T, d], or [E, B, T, d] in an ensemble (the members then fold into the batch).
+  const int64_t T = x.size(-2), d = x.size(-1), B = x.numel() / (T * d);
   const int64_t H = hs_.n_heads, dh = hs_.d_head;
   // One matmul for q, k, v. Without QK-norm the logit scale is folded into W_q (the same
   // product, one multiply of a [d, d] matrix instead of one of a [B, H, T, dh] tensor).
   const double q_factor = qk_norm_ ? 1.0 : scale_;
-  torch::Tensor w = torch::cat({q_->effective_weight(q_factor), k_->effective_weight(), v_->effective_weight()}, 0);
+  torch::Tensor w = torch::cat({q_->effective_weight(q_factor), k_->effective_weight(), v_->effective_weight()}, -2);
   // unbind, not qkv[i]: select's backward would zero-fill and copy the whole qkv gradient 3 times.
-  std::vector<torch::Tensor> qkv = torch::linear(x, w).view({B, T, 3, H, dh}).unbind(2);  // 3 x [B, T, H, dh]
+  std::vector<torch::Tensor> qkv = linear_any(x, w).view({B, T, 3, H, dh}).unbind(2);  // 3 x [B, T, H, dh]
   torch::Tensor q = qkv[0].transpose(1, 2), k = qkv[1].transpose(1, 2), v = qkv[2].transpose(1, 2);  // [B, H, T, dh]
   if (qk_norm_) {  // seed 000 footnote 3: QK-norm, then the logit scale
     q = rms_norm(q) * scale_;
@@ -206,7 +244,7 @@ torch::Tensor Attention::forward(const torch::Tensor& x) {
     scores.masked_fill_(mask_, -std::numeric_limits<double>::infinity());  // (matmul keeps no output for backward)
   }
   torch::Tensor p = torch::softmax(scores, -1);
-  torch::Tensor out = torch::matmul(p, v).transpose(1, 2).reshape({B, T, d});
+  torch::Tensor out = torch::matmul(p, v).transpose(1, 2).reshape(x.sizes());
   return o_->forward(out);
 }
 

@@ -10,7 +10,8 @@
 //   lookup embeddings (token, position)    1
 //   dense embeddings (finite fan-in)       1/sqrt(fan_in)
 //   vector-like tensors (gains, biases)    0: constant init (gain 1, bias 0)
-// Weights are stored [out, in] and used as y = mult * x W^T.
+// Weights are stored [out, in] and used as y = mult * x W^T. In an ensemble (ctx.members = E > 0)
+// every tensor gains a leading [E] dimension and activations are [E, batch, ...].
 //
 // Initialization draws from torch's global generator (seeded by the caller) in construction
 // order. A normally-initialised tensor always draws its randn, even when its std is 0
@@ -46,6 +47,13 @@ torch::Tensor rms_norm(const torch::Tensor& x, double eps = kRmsNormEps);
 torch::Tensor layer_norm(const torch::Tensor& x, const torch::Tensor& gain = {}, double eps = kLayerNormEps);
 // MS(x) = x - mean(x) over the last dimension (seed 004 eq. 1).
 torch::Tensor mean_subtract(const torch::Tensor& x);
+
+// x W^T for W [out, in]; for an ensemble's W [E, out, in] and x [E, ..., in], member by member
+// as one batched matmul.
+torch::Tensor linear_any(const torch::Tensor& x, const torch::Tensor& w);
+// A per-member vector [E, n] viewed as [E, 1, ..., 1, n] (dims dimensions) to broadcast against
+// an ensemble activation; a plain vector [n] is returned as is.
+torch::Tensor member_view(const torch::Tensor& v, int64_t dims);
 
 // ---- init helpers --------------------------------------------------------------------------
 
@@ -86,7 +94,7 @@ class Lookup : public TaggedModule {
  public:
   Lookup(int64_t n, int64_t d, double extra_mult, const ScaleContext& ctx, const Hyper& hp);
   torch::Tensor forward(const torch::Tensor& idx);  // [...] int64 -> [..., d]
-  torch::Tensor first_rows(int64_t n);               // mult * W[0:n]  (position embeddings)
+  torch::Tensor first_rows(int64_t n);               // mult * W[0:n] (position embeddings; [E, 1, n, d] in an ensemble)
   const torch::Tensor& weight() const { return weight_; }
   double multiplier() const { return mult_; }
 

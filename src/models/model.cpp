@@ -1,6 +1,8 @@
 // Model and TaggedModule: the parts every model shares (src/models/model.h).
 #include "models/model.h"
 
+#include <stdexcept>
+
 #include <fmt/format.h>
 
 #include "core/errors.h"
@@ -16,6 +18,16 @@ torch::Tensor TaggedModule::add_param(const std::string& name, torch::Tensor val
 torch::Tensor Model::loss(const torch::Tensor& x, const torch::Tensor& y) {
   torch::Tensor logits = forward(x);
   return torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), y.reshape({-1}));
+}
+
+torch::Tensor Model::member_losses(const torch::Tensor& x, const torch::Tensor& y) {
+  const int64_t E = context().members;
+  if (E <= 0) throw std::invalid_argument("member_losses: the model is not an ensemble");
+  torch::Tensor logits = forward(x);
+  torch::Tensor per_item = torch::nn::functional::cross_entropy(
+      logits.reshape({-1, logits.size(-1)}), y.reshape({-1}),
+      torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
+  return per_item.view({E, -1}).mean(1);
 }
 
 std::vector<TaggedParam> Model::tagged_parameters() {

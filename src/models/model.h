@@ -63,6 +63,10 @@ struct ScaleContext {
   OptFamily family = OptFamily::Adam;
   int width = 64;
   int depth = 2;
+  // > 0: a batched ensemble of this many members (train/ensemble.h). Every tensor then carries a
+  // leading [members] dimension, inputs are [members, batch, ...] and logits [members, batch, ...];
+  // member e computes exactly what a single model with member e's tensors computes.
+  int members = 0;
   double m() const { return table.width_mult(width); }
   double k() const { return table.depth_mult(depth); }
   TensorScale scale(Role r, bool in_block) const { return tensor_scale(table, r, family, m(), k(), in_block); }
@@ -99,6 +103,9 @@ class Model : public TaggedModule {
   virtual torch::Tensor forward(const torch::Tensor& x) = 0;
   // Mean cross-entropy of forward(x) against y ([B, T] or [B] int64).
   torch::Tensor loss(const torch::Tensor& x, const torch::Tensor& y);
+  // Ensembles (context().members > 0): each member's mean cross-entropy, [members];
+  // x: [members, B, ...], y: [members, B, ...].
+  torch::Tensor member_losses(const torch::Tensor& x, const torch::Tensor& y);
   // Every parameter with its tag. Throws UserError naming any parameter registered without a tag.
   std::vector<TaggedParam> tagged_parameters();
   virtual const ModelConfig& config() const = 0;

@@ -45,7 +45,9 @@ class ResMlp : public ModelBase {
   }
 
   torch::Tensor forward(const torch::Tensor& input) override {
-    torch::Tensor xi = input.dim() > 2 ? input.flatten(1) : input;
+    // [B, ...] features ([E, B, ...] in an ensemble), flattened to [B, in_dim] ([E, B, in_dim]).
+    const int64_t lead = ctx_.members > 0 ? 2 : 1;
+    torch::Tensor xi = input.dim() > lead + 1 ? input.flatten(lead) : input;
     check_input(xi);
     torch::Tensor x = in_->forward(xi);
     record("x0", x);
@@ -68,7 +70,8 @@ class ResMlp : public ModelBase {
 
  private:
   void check_input(const torch::Tensor& xi) const {
-    if (xi.dim() != 2 || xi.size(1) != cfg_.in_dim || !xi.is_floating_point())
+    const int64_t want_dim = ctx_.members > 0 ? 3 : 2;
+    if (xi.dim() != want_dim || xi.size(-1) != cfg_.in_dim || !xi.is_floating_point())
       throw UserError("config", "model.in_dim",
                       fmt::format("resmlp expects [batch, {}] float features, got shape {}", cfg_.in_dim,
                                   fmt::join(xi.sizes().vec(), "x")),

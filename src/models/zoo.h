@@ -32,10 +32,11 @@ std::shared_ptr<Model> make_vit(const ModelConfig& cfg, const ScaleContext& ctx,
 // tied model's effective readout starts at the untied one's scale; E itself is an embedding
 // tensor and trains with the embedding role's LR.
 double tied_readout_factor(int64_t width, const ScaleContext& ctx, const Hyper& hp);
-// factor * h E^T, E: [V, d].
+// factor * h E^T, E: [V, d] (or [E, V, d] in an ensemble).
 torch::Tensor tied_logits(const torch::Tensor& h, const torch::Tensor& emb, double factor);
 
-// Input checks shared by the token models: x must be [B, T] int64 with ids in [0, vocab).
-void check_tokens(const torch::Tensor& x, int64_t vocab, int64_t max_len, const char* model);
+// Input checks shared by the token models: x must be [B, T] ([members, B, T] in an ensemble)
+// int64 with ids in [0, vocab).
+void check_tokens(const torch::Tensor& x, int64_t vocab, int64_t max_len, const char* model, int members);
 
 }  // namespace scaleinv

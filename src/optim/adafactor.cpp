@@ -22,6 +22,7 @@ bool factored(const torch::Tensor& p) { return p.dim() >= 2 && p.numel() > 0; }
 class Adafactor final : public Optimizer {
  public:
   Adafactor(OptimConfig cfg, std::vector<ParamGroup> groups) : Optimizer(std::move(cfg), std::move(groups)) {
+    reject_members(groups_, "adafactor takes no ensemble groups (its factored moments would mix members)");
     states_.resize(groups_.size());
   }
 

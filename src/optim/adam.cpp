@@ -32,19 +32,36 @@ class Adam final : public Optimizer {
       const double lr = cfg_.lr * lr_factor * g.lr_mult;
       const double wd = cfg_.weight_decay * g.wd_mult;
 
+      // Ensembles: per-member base LR and weight decay ([E, 1, ...] tensors, see ParamGroup).
+      const bool members = g.member_lr.defined();
+      auto decay = [&] {
+        if (members) {
+          member_decay(cfg_, g, p, lr_factor);
+        } else {
+          decoupled_decay(cfg_, p, cfg_.lr * lr_factor, wd);
+        }
+      };
       if (sign_) {
-        decoupled_decay(cfg_, p, cfg_.lr * lr_factor, wd);
+        decay();
         torch::Tensor& s = scratch_like(st.scratch, p);
         at::sign_out(s, grad);
-        p.add_(s, -lr);
+        if (members) {
+          p.addcmul_(s, g.member_lr, -lr_factor * g.lr_mult);
+        } else {
+          p.add_(s, -lr);
+        }
         continue;
       }
 
       torch::Tensor geff = grad;
       if (l2_) {
-        if (wd != 0) geff = at::add_out(scratch_like(st.scratch2, p), grad, p, wd);
+        if (members) {
+          geff = at::addcmul_out(scratch_like(st.scratch2, p), grad, p, g.member_wd * g.wd_mult);
+        } else if (wd != 0) {
+          geff = at::add_out(scratch_like(st.scratch2, p), grad, p, wd);
+        }
       } else {
-        decoupled_decay(cfg_, p, cfg_.lr * lr_factor, wd);
+        decay();
       }
       torch::Tensor m = geff;
       if (b1 > 0) {
@@ -64,7 +81,14 @@ class Adam final : public Optimizer {
       at::sqrt_out(denom, v);
       denom.div_(std::sqrt(bc2)).add_(eps);
       if (!(eps > 0)) denom.clamp_min_(tiny(p.scalar_type()));
-      p.addcdiv_(m, denom, -lr / bc1);
+      if (members) {
+        // the same product as addcdiv's (value * m) / denom, with a per-member value
+        torch::Tensor& u = scratch_like(st.scratch2, p);
+        at::mul_out(u, m, g.member_lr * (-lr_factor * g.lr_mult / bc1));
+        p.add_(u.div_(denom));
+      } else {
+        p.addcdiv_(m, denom, -lr / bc1);
+      }
     }
     ++steps_;
   }

@@ -29,6 +29,11 @@ torch::Tensor& scratch_like(torch::Tensor& slot, const torch::Tensor& like);
 // and the equivalence shift (which moves the LR factor, not wd) leaves it unchanged; coupled decay still
 // follows the base LR and its schedule (seed 000 A.2.2).
 void decoupled_decay(const OptimConfig& cfg, torch::Tensor& p, double base_lr_t, double wd_t);
+// The same for an ensemble group (g.member_lr / g.member_wd defined): per-member fractions
+// coupled lr_factor * member_lr * member_wd * wd_mult, independent member_wd * wd_mult.
+void member_decay(const OptimConfig& cfg, const ParamGroup& g, torch::Tensor& p, double lr_factor);
+// Throws std::invalid_argument when a group carries member tensors the optimizer cannot take.
+void reject_members(const std::vector<ParamGroup>& groups, const char* why);
 
 // Checkpoint layout: "kind" (string), "steps" (int), "n_groups" (int) and, per group i, a nested
 // archive "g<i>" with "name" (string), "t" (int) and one tensor per state key.

@@ -2,6 +2,7 @@
 #include "optim/optimizer.h"
 
 #include <cmath>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -68,6 +69,7 @@ void Optimizer::zero_grad() {
 
 void Optimizer::clip_gradients() {
   if (cfg_.clip_grad_norm <= 0) return;
+  optim_detail::reject_members(groups_, "gradient clipping takes no ensemble groups (the norm is per member)");
   torch::NoGradGuard no_grad;
   std::vector<torch::Tensor> norms;
   for (const ParamGroup& g : groups_) {
@@ -104,6 +106,17 @@ void decoupled_decay(const OptimConfig& cfg, torch::Tensor& p, double base_lr_t,
   if (wd_t == 0) return;
   const double frac = cfg.wd_mode == "independent" ? wd_t : base_lr_t * wd_t;
   p.mul_(1.0 - frac);
+}
+
+void member_decay(const OptimConfig& cfg, const ParamGroup& g, torch::Tensor& p, double lr_factor) {
+  torch::Tensor frac = g.member_wd * g.wd_mult;
+  if (cfg.wd_mode != "independent") frac = frac * g.member_lr * lr_factor;
+  p.mul_(1.0 - frac);
+}
+
+void reject_members(const std::vector<ParamGroup>& groups, const char* why) {
+  for (const ParamGroup& g : groups)
+    if (g.member_lr.defined() || g.member_wd.defined()) throw std::invalid_argument(why);
 }
 
 void save_states(torch::serialize::OutputArchive& ar, const std::string& kind, int64_t steps,

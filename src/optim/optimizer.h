@@ -47,6 +47,10 @@ struct ParamGroup {
   double lr_mult = 1.0;
   double wd_mult = 1.0;
   double eps_mult = 1.0;
+  // Batched ensembles (train/ensemble.h): the param is [E, ...] and each member has its own base LR
+  // and weight decay. When defined, these [E, 1, ..., 1] tensors replace cfg.lr and cfg.weight_decay
+  // member by member (sgd, adam, adamw, sign; adafactor and gradient clipping take no ensembles).
+  torch::Tensor member_lr, member_wd;
 };
 
 // Groups for a model's tagged parameters under its ScaleContext (table, family, m, k).

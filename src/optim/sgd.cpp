@@ -22,8 +22,14 @@ class Sgd final : public Optimizer {
       const double lr = cfg_.lr * lr_factor * g.lr_mult;
       const double wd = cfg_.weight_decay * g.wd_mult;
       // The same kernels in the same order as torch::optim::SGD, so results agree bit for bit.
+      const bool members = g.member_lr.defined();  // ensemble: per-member base LR and weight decay
       torch::Tensor d = grad;
-      if (wd != 0) d = at::add_out(scratch_like(st.scratch, p), grad, p, wd);
+      if (members) {
+        d = at::addcmul_out(scratch_like(st.scratch, p), grad, p, g.member_wd * g.wd_mult);
+      } else if (wd != 0) {
+        d = at::add_out(scratch_like(st.scratch, p), grad, p, wd);
+      }
+      torch::Tensor dir = d;
       if (cfg_.momentum > 0) {
         torch::Tensor& buf = st.buf["momentum"];
         if (!buf.defined()) {
@@ -31,9 +37,12 @@ class Sgd final : public Optimizer {
         } else {
           buf.mul_(cfg_.momentum).add_(d);
         }
-        p.add_(buf, -lr);
+        dir = buf;
+      }
+      if (members) {
+        p.addcmul_(dir, g.member_lr, -lr_factor * g.lr_mult);
       } else {
-        p.add_(d, -lr);
+        p.add_(dir, -lr);
       }
       ++st.t;
     }

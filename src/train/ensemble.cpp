@@ -1,9 +1,19 @@
-// Batched ensembles: see ensemble.h. (First cut: the reference path, one train_run per member.)
+// Batched ensembles (train/ensemble.h). Read top to bottom: check the members, build each member's
+// single-model init and stack it, per-member LR and weight decay, the step loop, the summaries.
 #include "train/ensemble.h"
 
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <memory>
 #include <stdexcept>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
+
+#include "core/errors.h"
+#include "core/progress.h"
 
 namespace scaleinv {
 
@@ -14,17 +24,21 @@ std::string ensemble_key(const TrainConfig& c) {
   j["train"]["seed"] = 0;
   j["data"]["seed"] = 0;
   j["train"]["out_dir"] = "";
+  j.erase("source");
   return j.dump();
 }
 
-bool ensemble_supported(const TrainConfig&) { return false; }
+bool ensemble_supported(const TrainConfig& c) {
+  const std::string& k = c.model.kind;
+  const std::string& o = c.optim.kind;
+  return (k == "bigram" || k == "gpt" || k == "resmlp") &&
+         (o == "sgd" || o == "adam" || o == "adamw" || o == "sign") && c.optim.clip_grad_norm == 0;
+}
 
-std::vector<RunSummary> train_ensemble(const std::vector<TrainConfig>& members, const EnsembleOptions& opts) {
+namespace {
+
+std::vector<RunSummary> one_by_one(const std::vector<TrainConfig>& members, const EnsembleOptions& opts) {
   std::vector<RunSummary> out;
-  if (members.empty()) return out;
-  const std::string key = ensemble_key(members[0]);
-  for (const auto& m : members)
-    if (ensemble_key(m) != key) throw std::invalid_argument("train_ensemble: members differ in more than lr/wd/seeds");
   RunOptions ro;
   ro.write_files = false;
   ro.data_parallel = false;
@@ -32,6 +46,163 @@ std::vector<RunSummary> train_ensemble(const std::vector<TrainConfig>& members, 
   for (const auto& m : members) {
     out.push_back(train_run(m, ro));
     if (opts.on_step) opts.on_step(m.train.steps);
+  }
+  return out;
+}
+
+// A [E] vector viewed to broadcast against a [E, ...] tensor of `dims` dimensions.
+torch::Tensor per_member(const std::vector<double>& v, int64_t dims, const torch::Device& dev) {
+  std::vector<int64_t> shape(static_cast<size_t>(std::max<int64_t>(dims, 1)), 1);
+  shape.front() = static_cast<int64_t>(v.size());
+  return torch::tensor(v, torch::kFloat64).to(torch::kFloat32).view(shape).to(dev);
+}
+
+}  // namespace
+
+std::vector<RunSummary> train_ensemble(const std::vector<TrainConfig>& members, const EnsembleOptions& opts) {
+  if (members.empty()) return {};
+  const std::string key = ensemble_key(members[0]);
+  for (const auto& m : members)
+    if (ensemble_key(m) != key)
+      throw std::invalid_argument("train_ensemble: members differ in more than lr, weight_decay and seeds");
+  if (!opts.batched || members.size() == 1 || !ensemble_supported(members[0])) return one_by_one(members, opts);
+
+  // --- set up: one table and shape for all, each member's data ------------------------------
+  const TrainConfig& c0 = members[0];
+  const auto E = static_cast<int64_t>(members.size());
+  const ParamTable table = resolve_param(c0);
+  ScaleContext ctx{table, optimizer_family(c0.optim.kind), c0.model.width, c0.model.depth};
+  validate_optim_config(c0.optim);
+  if (c0.train.device == "cuda" && !torch::cuda::is_available())
+    throw UserError(c0.source, "train.device", "cuda requested but no CUDA device is available",
+                    "set train.device = \"cpu\" or build against a CUDA libtorch (README, GPU)");
+  const torch::Device dev(c0.train.device == "cuda" ? torch::kCUDA : torch::kCPU);
+  std::map<int64_t, std::shared_ptr<DataSource>> by_seed;  // members sharing a data seed share the source
+  std::vector<std::shared_ptr<DataSource>> data;
+  for (const auto& m : members) {
+    auto& d = by_seed[m.data.seed];
+    if (!d) {
+      d = make_data(m.data);
+      check_data_fits(m, *d);
+    }
+    data.push_back(d);
+  }
+  const bool language = data[0]->is_language();
+
+  // --- the stacked model: member e starts from the tensors its own run would build -------------
+  ScaleContext ectx = ctx;
+  ectx.members = static_cast<int>(E);
+  std::shared_ptr<Model> model = build_model(c0.model, ectx, c0.hp);
+  std::vector<TaggedParam> params = model->tagged_parameters();
+  int64_t member_params = 0;
+  {
+    std::vector<std::vector<TaggedParam>> singles;
+    for (const auto& m : members) {
+      torch::manual_seed(static_cast<uint64_t>(m.train.seed));
+      singles.push_back(build_model(m.model, ctx, m.hp)->tagged_parameters());
+    }
+    torch::NoGradGuard ng;
+    for (size_t i = 0; i < params.size(); ++i) {
+      std::vector<torch::Tensor> slices;
+      for (const auto& s : singles) slices.push_back(s[i].tensor);
+      params[i].tensor.copy_(torch::stack(slices));
+      member_params += singles[0][i].tensor.numel();
+    }
+  }
+  model->to(dev);
+  params = model->tagged_parameters();
+
+  // --- one optimizer over the stacked tensors, per-member base LR and weight decay -------------
+  std::vector<double> lrs, wds;
+  for (const auto& m : members) {
+    lrs.push_back(m.optim.lr);
+    wds.push_back(m.optim.weight_decay);
+  }
+  std::vector<ParamGroup> groups = param_groups(params, ctx);
+  for (ParamGroup& g : groups) {
+    g.member_lr = per_member(lrs, g.param.dim(), dev);
+    g.member_wd = per_member(wds, g.param.dim(), dev);
+  }
+  auto opt = make_optimizer(c0.optim, std::move(groups));
+
+  // --- the step loop -----------------------------------------------------------------------------
+  std::vector<RunSummary> out(static_cast<size_t>(E));
+  std::vector<bool> alive(static_cast<size_t>(E), true);
+  std::vector<double> val(static_cast<size_t>(E), std::numeric_limits<double>::quiet_NaN());
+  auto stacked = [&](Split split, int64_t step, int64_t B) {
+    std::vector<torch::Tensor> xs, ys;
+    for (int64_t e = 0; e < E; ++e) {
+      Batch b = data[static_cast<size_t>(e)]->batch(split, step, B, 0, 1);
+      xs.push_back(b.x);
+      ys.push_back(b.y);
+    }
+    return std::make_pair(torch::stack(xs).to(dev), torch::stack(ys).to(dev));
+  };
+  auto evaluate = [&] {
+    torch::NoGradGuard ng;
+    torch::Tensor total = torch::zeros({E}, torch::kFloat64);
+    for (int64_t i = 0; i < c0.train.eval_batches; ++i) {
+      auto [x, y] = stacked(Split::Val, i, c0.train.batch_size);
+      total += model->member_losses(x, y).to(torch::kCPU, torch::kFloat64);
+    }
+    total /= static_cast<double>(std::max<int64_t>(1, c0.train.eval_batches));
+    for (int64_t e = 0; e < E; ++e) val[size_t(e)] = alive[size_t(e)] ? total[e].item<double>() : val[size_t(e)];
+  };
+  std::unique_ptr<Progress> bar;
+  if (opts.show_progress) bar = std::make_unique<Progress>(c0.train.steps, fmt::format("ensemble x{}", E), "steps");
+  const auto t0 = std::chrono::steady_clock::now();
+  int64_t n_alive = E;
+  int64_t step = 0;
+  for (; step < c0.train.steps && n_alive > 0; ++step) {
+    auto [x, y] = stacked(Split::Train, step, c0.train.batch_size);
+    torch::Tensor losses = model->member_losses(x, y);  // [E]
+    torch::Tensor lv = losses.detach().to(torch::kCPU, torch::kFloat64);
+    std::vector<int64_t> keep;
+    for (int64_t e = 0; e < E; ++e) {
+      if (!alive[size_t(e)]) continue;
+      const double l = lv[e].item<double>();
+      if (!std::isfinite(l)) {  // diverged: recorded at this step; its tensors stay out of the loss
+        alive[size_t(e)] = false;
+        out[size_t(e)].diverged = true;
+        out[size_t(e)].diverged_step = step;
+        out[size_t(e)].steps_done = step;
+        --n_alive;
+        continue;
+      }
+      out[size_t(e)].losses.push_back(l);
+      keep.push_back(e);
+    }
+    if (keep.empty()) break;
+    // The members are independent (every op is per member), so the sum's gradient is each
+    // member's own gradient.
+    torch::Tensor total = static_cast<int64_t>(keep.size()) == E
+                              ? losses.sum()
+                              : losses.index_select(0, torch::tensor(keep, torch::kLong).to(dev)).sum();
+    opt->zero_grad();
+    total.backward();
+    opt->step(schedule_factor(c0.optim, step));
+    const int64_t done = step + 1;
+    if (c0.train.eval_every > 0 && done % c0.train.eval_every == 0 && done < c0.train.steps) evaluate();
+    if (bar) bar->update(done, fmt::format("{} / {} members alive", n_alive, E));
+    if (opts.on_step) opts.on_step(done);
+  }
+  if (n_alive > 0 && step == c0.train.steps) evaluate();
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (bar) bar->finish(fmt::format("{} of {} members diverged", E - n_alive, E));
+
+  // --- summaries: the ensemble's wall time is shared equally among the members -----------------
+  const int64_t items_per_step = c0.train.batch_size * (language ? c0.data.seq_len : 1);
+  for (int64_t e = 0; e < E; ++e) {
+    RunSummary& s = out[size_t(e)];
+    if (!s.diverged) s.steps_done = step;
+    s.final_loss = final_window_mean(s.losses);
+    s.final_val_loss = s.diverged ? std::numeric_limits<double>::quiet_NaN() : val[size_t(e)];
+    s.unigram_entropy = language ? data[size_t(e)]->unigram_entropy() : 0.0;
+    s.items_unit = language ? "tok" : "samples";
+    s.params = member_params;
+    s.wall_s = wall / static_cast<double>(E);
+    s.items_per_s = static_cast<double>(static_cast<int64_t>(s.losses.size()) * items_per_step) /
+                    std::max(s.wall_s, 1e-9);
   }
   return out;
 }

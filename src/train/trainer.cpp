@@ -41,7 +41,9 @@ double evaluate(Model& model, const DataSource& data, const TrainConfig& cfg, to
   return dp.mean(total / static_cast<double>(std::max<int64_t>(1, cfg.train.eval_batches)));
 }
 
-double tail_mean(const std::vector<double>& v) {
+}  // namespace
+
+double final_window_mean(const std::vector<double>& v) {
   if (v.empty()) return std::numeric_limits<double>::quiet_NaN();
   const size_t n = std::max<size_t>(1, v.size() / 10);
   double s = 0;
@@ -49,7 +51,16 @@ double tail_mean(const std::vector<double>& v) {
   return s / static_cast<double>(n);
 }
 
-}  // namespace
+void check_data_fits(const TrainConfig& cfg, const DataSource& data) {
+  if (data.is_language() != (cfg.model.kind == "bigram" || cfg.model.kind == "gpt"))
+    throw UserError(cfg.source, "data.source",
+                    fmt::format("'{}' does not fit model '{}'", cfg.data.source, cfg.model.kind),
+                    "language models (bigram, gpt) take kjv/text/markov; resmlp and vit take fashion_mnist");
+  if (data.num_classes() > (data.is_language() ? cfg.model.vocab : cfg.model.n_classes))
+    throw UserError(cfg.source, data.is_language() ? "model.vocab" : "model.n_classes",
+                    fmt::format("the data has {} classes/tokens, more than the model's output", data.num_classes()),
+                    fmt::format("set it to at least {}", data.num_classes()));
+}
 
 RunSummary train_run(const TrainConfig& cfg, const RunOptions& opts) {
   // --- set up: ranks, table, data, model, optimizer ------------------------------------------
@@ -65,15 +76,15 @@ RunSummary train_run(const TrainConfig& cfg, const RunOptions& opts) {
   torch::manual_seed(static_cast<uint64_t>(cfg.train.seed));
   std::shared_ptr<Model> model = build_model(cfg.model, ctx, cfg.hp);  // validates model.*
   auto data = make_data(cfg.data);
-  if (data->is_language() != (cfg.model.kind == "bigram" || cfg.model.kind == "gpt"))
-    throw UserError(cfg.source, "data.source",
-                    fmt::format("'{}' does not fit model '{}'", cfg.data.source, cfg.model.kind),
-                    "language models (bigram, gpt) take kjv/text/markov; resmlp and vit take fashion_mnist");
-  if (data->num_classes() > (data->is_language() ? cfg.model.vocab : cfg.model.n_classes))
-    throw UserError(cfg.source, data->is_language() ? "model.vocab" : "model.n_classes",
-                    fmt::format("the data has {} classes/tokens, more than the model's output", data->num_classes()),
-                    fmt::format("set it to at least {}", data->num_classes()));
+  check_data_fits(cfg, *data);
   model->to(dev);
+  // Simulated low precision (train.precision): active across every forward and backward pass.
+  std::unique_ptr<precision::Scope> low_precision;
+  const precision::Format pformat = precision::format_from_string(cfg.train.precision, cfg.source, "train.precision");
+  if (pformat != precision::Format::FP32) {
+    low_precision = std::make_unique<precision::Scope>(pformat);
+    for (const auto& p : model->tagged_parameters()) low_precision->name_tensor(p.tensor, p.name);
+  }
   auto opt = make_optimizer(cfg.optim, param_groups(model->tagged_parameters(), ctx));
 
   RunSummary s;
@@ -161,8 +172,9 @@ RunSummary train_run(const TrainConfig& cfg, const RunOptions& opts) {
     if (step == cfg.train.steps) val = evaluate(*model, *data, cfg, dev, dp);
     save(step);
   }
-  s.final_loss = tail_mean(s.losses);
+  s.final_loss = final_window_mean(s.losses);
   s.final_val_loss = val;
+  if (low_precision) s.precision_stats = low_precision->all_stats();
   if (bar) bar->finish(s.diverged ? fmt::format("diverged at step {}", s.diverged_step) : "");
   log.finish(summary_to_json(s));
   return s;

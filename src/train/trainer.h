@@ -7,6 +7,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "precision/quantize.h"
 #include "train/config.h"
 
 namespace scaleinv {
@@ -35,9 +36,19 @@ struct RunSummary {
   std::string items_unit;       // "tok" or "samples"
   int rank = 0;                 // data-parallel rank of this process, and the number of ranks
   int world = 1;
+  // train.precision != fp32: per rounding point ("<tensor>:x", ":w", ":grad") the counts of
+  // underflow and saturation over the run's passes (src/precision/quantize.h).
+  std::map<std::string, precision::QuantStats> precision_stats;
 };
 
 RunSummary train_run(const TrainConfig& cfg, const RunOptions& opts = {});
+
+// UserError (file cfg.source, field data.source / model.vocab / model.n_classes) when the data does
+// not fit the model: a language source for a non-language model or the reverse, or more classes
+// than the model's output.
+void check_data_fits(const TrainConfig& cfg, const DataSource& data);
+// Mean of the last 10% of the values (at least one); NaN when empty. (RunSummary::final_loss.)
+double final_window_mean(const std::vector<double>& v);
 nlohmann::json summary_to_json(const RunSummary& s);
 // The short table printed when a run ends.
 std::string render_summary(const TrainConfig& cfg, const RunSummary& s);
