@@ -34,6 +34,18 @@ std::string render_table(const ParamTable& t) {
                      f(e.depth_lr[0]), f(e.depth_lr[1]), f(e.depth_lr[2]), f(e.depth_wd), f(e.depth_eps));
   }
   s += "multiplier m^-a, init std m^-b, LR m^-c (per optimizer), weight-decay fraction m^-wd, Adam eps m^-eps\n";
+  bool carried = false;
+  for (Role r : all_roles()) carried = carried || t.row(r).unit != 0;
+  if (carried || t.unit.any()) {
+    // Unit scaling (seed 003; src/unit/scaled_ops.h): printed only for tables that use it.
+    s += "unit scaling: the op carries sigma_0^u of the base-shape fan-in scale sigma_0 = 1/sqrt(fan_in/m) "
+         "(init std sigma_0^(1-u) m^-b)\n  u:";
+    for (Role r : all_roles()) s += fmt::format(" {}={}", role_name(r), format_fraction(t.row(r).unit));
+    auto on = [](bool b) { return b ? "on" : "off"; };
+    s += fmt::format("\n  ops: unit backward {}, nonlinearity corrections {}, residual tau rule {}, "
+                     "unit cross-entropy gradient {}\n",
+                     on(t.unit.backward), on(t.unit.nonlin), on(t.unit.residual), on(t.unit.loss));
+  }
   return s;
 }
 

@@ -12,4 +12,9 @@ void add_demo_command(CLI::App& app, int& exit_code);      // cmd_demo.cpp
 void add_diagnose_command(CLI::App& app, int& exit_code);  // cmd_diagnose.cpp
 void add_coordcheck_command(CLI::App& app, int& exit_code);  // cmd_coordcheck.cpp
 void add_launch_command(CLI::App& app, int& exit_code);    // cmd_launch.cpp (data-parallel ranks)
+void add_bench_command(CLI::App& app, int& exit_code);     // cmd_bench.cpp (speed benchmark)
+void add_sweep_command(CLI::App& app, int& exit_code);     // cmd_sweep.cpp (sweep, sweep merge)
+void add_transfer_report_command(CLI::App& app, int& exit_code);  // cmd_transfer_report.cpp
+void add_scales_command(CLI::App& app, int& exit_code);    // cmd_scales.cpp (unit scales at init)
+void add_precision_command(CLI::App& app, int& exit_code); // cmd_precision.cpp (simulated bf16 / fp8)
 }  // namespace scaleinv

@@ -23,6 +23,11 @@ int main(int argc, char** argv) {
   scaleinv::add_diagnose_command(app, exit_code);
   scaleinv::add_coordcheck_command(app, exit_code);
   scaleinv::add_launch_command(app, exit_code);
+  scaleinv::add_bench_command(app, exit_code);
+  scaleinv::add_sweep_command(app, exit_code);
+  scaleinv::add_transfer_report_command(app, exit_code);
+  scaleinv::add_scales_command(app, exit_code);
+  scaleinv::add_precision_command(app, exit_code);
   app.parse_complete_callback([&] { scaleinv::configure_threads(threads); });
   try {
     app.parse(argc, argv);

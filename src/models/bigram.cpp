@@ -44,7 +44,7 @@ class Bigram : public ModelBase {
     torch::Tensor h = norm(emb_->forward(x));
     record("h1", h);
     for (size_t l = 0; l < hidden_.size(); ++l) {
-      h = activate(act_, norm(hidden_[l]->forward(h)));
+      h = activate(act_, norm(hidden_[l]->forward(h)), ctx_.table.unit);
       if (recording()) record(fmt::format("h{}", l + 2), h);
     }
     torch::Tensor logits = readout_ ? readout_->forward(h) : tied_logits(h, emb_->weight(), tied_factor_);

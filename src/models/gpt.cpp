@@ -32,6 +32,7 @@ class Gpt : public ModelBase {
     list_ = register_module("blocks", torch::nn::ModuleList());
     for (int l = 0; l < cfg.depth; ++l) {
       auto b = std::make_shared<TransformerBlock>(d, hs, placement, /*causal=*/true, cfg, ctx, hp);
+      b->set_stream_position(2 * l);  // two residual adds per block (unit scaling's tau rule)
       list_->push_back(b);
       blocks_.push_back(b);
     }
@@ -49,7 +50,7 @@ class Gpt : public ModelBase {
 
   torch::Tensor forward(const torch::Tensor& x) override {
     check_tokens(x, cfg_.vocab, cfg_.seq_len, "gpt", ctx_.members);
-    torch::Tensor h = tok_->forward(x) + pos_->first_rows(x.size(-1));
+    torch::Tensor h = unit_sum(tok_->forward(x), pos_->first_rows(x.size(-1)), ctx_.table.unit);
     record("embed", h);
     for (size_t l = 0; l < blocks_.size(); ++l) {
       h = blocks_[l]->forward(h);

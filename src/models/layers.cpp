@@ -6,6 +6,9 @@
 #include <fmt/format.h>
 
 #include "core/errors.h"
+#include "precision/quantize.h"
+#include "unit/probe.h"
+#include "unit/scaled_ops.h"
 
 namespace scaleinv {
 
@@ -53,6 +56,49 @@ torch::Tensor activate(Activation a, const torch::Tensor& x) {
     case Activation::Gelu: return torch::gelu(x);
   }
   return x;
+}
+
+torch::Tensor activate(Activation a, const torch::Tensor& x, const UnitScaling& u) {
+  if (!u.nonlin && !u.backward) return activate(a, x);
+  if (a != Activation::Relu && a != Activation::Gelu) return activate(a, x);
+  const unit::UnitAct ua = a == Activation::Relu ? unit::UnitAct::Relu : unit::UnitAct::Gelu;
+  const unit::ActScales s = unit::unit_act_scales(ua);
+  const double fwd = u.nonlin ? s.fwd : 1.0;
+  return unit::scaled_activation(ua, x, fwd, u.backward ? s.bwd : fwd);
+}
+
+double activation_grad_ratio(Activation a, const UnitScaling& u) {
+  if (!u.backward || (a != Activation::Relu && a != Activation::Gelu)) return 1.0;
+  const unit::ActScales s = unit::unit_act_scales(a == Activation::Relu ? unit::UnitAct::Relu : unit::UnitAct::Gelu);
+  return s.bwd / (u.nonlin ? s.fwd : 1.0);
+}
+
+torch::Tensor unit_sum(const torch::Tensor& a, const torch::Tensor& b, const UnitScaling& u) {
+  if (!u.residual) return a + b;
+  const double s = 1.0 / std::sqrt(2.0);
+  // With unit backward a broadcast operand (position rows shared by the batch) gets its summed
+  // gradient scaled back by 1/sqrt(uses).
+  const double ua = static_cast<double>(std::max(a.numel(), b.numel())) / static_cast<double>(a.numel());
+  const double ub = static_cast<double>(std::max(a.numel(), b.numel())) / static_cast<double>(b.numel());
+  return unit::residual_add(a, b, s, s, u.backward ? 1.0 / std::sqrt(ua) : s, u.backward ? 1.0 / std::sqrt(ub) : s);
+}
+
+torch::Tensor unit_residual(const torch::Tensor& x, const std::function<torch::Tensor(const torch::Tensor&)>& branch,
+                            int l, double beta, double branch_ratio, const UnitScaling& u) {
+  unit::ResidualRule r;
+  if (u.residual) {
+    r = unit::residual_rule(l, beta, branch_ratio, u.backward);
+  } else {  // plain x + beta f; with unit backward the split restores the true ratio (1 / K)
+    r.a = 1.0;
+    r.b = beta;
+    r.skip_bwd = 1.0;
+    r.branch_bwd = beta;
+    r.split_bwd = u.backward ? 1.0 / branch_ratio : 1.0;
+  }
+  torch::Tensor f = branch(unit::scale_grad(x, r.split_bwd));
+  torch::Tensor out = unit::residual_add(x, f, r.a, r.b, r.skip_bwd, r.branch_bwd);
+  if (unit::probing()) unit::probe_named(fmt::format("add{}", l), out);
+  return out;
 }
 
 Placement parse_placement(const std::string& name) {
@@ -111,16 +157,45 @@ double role_multiplier(Role role, bool in_block, const ScaleContext& ctx) {
 // ---- Dense ---------------------------------------------------------------------------------
 
 Dense::Dense(int64_t in, int64_t out, const DenseOptions& opt, const ScaleContext& ctx, const Hyper& hp) {
-  ParamTag tag{opt.role, opt.in_block, opt.base_std};
+  // Unit scaling (seed 003, table.h RoleExponents::unit): the op carries sigma_0^u of the base-shape
+  // std sigma_0 = opt.base_std, the init the rest (u = 0: exactly the plain init and multiplier).
+  const double u = ctx.table.row(opt.role).unit;
+  const double carried = (u == 0 || opt.base_std <= 0) ? 1.0 : std::pow(opt.base_std, u);
+  ParamTag tag{opt.role, opt.in_block, carried == 1.0 ? opt.base_std : opt.base_std / carried};
   const double std = init_std(tag, ctx, hp);
   if (opt.zero_init) tag.base_std = 0;  // constant (zero) init; the randn is still drawn below
   torch::Tensor w = opt.base_std > 0 ? normal_init(ctx, {out, in}, opt.zero_init ? 0.0 : std)
                                      : constant_init(ctx, {out, in}, 0.0);
   weight_ = add_param("weight", w, tag);
   mult_ = role_multiplier(opt.role, opt.in_block, ctx) * opt.extra_mult;
+  if (carried != 1.0) mult_ *= carried;
+  unit_bwd_ = ctx.table.unit.backward;
+  bwd_x_ = unit::unit_bwd_x(out);
 }
 
 torch::Tensor Dense::forward(const torch::Tensor& x) {
+  precision::Scope* ps = precision::active();
+  if (ps || unit_bwd_ || unit::probing()) {
+    // Unit-scaled op and / or simulated precision (each linear's input, weight and output gradient).
+    torch::Tensor xi = x, w = weight_;
+    std::string name;
+    if (ps) {
+      name = ps->name_of(weight_);
+      xi = precision::linear_input(x, name);
+      w = precision::linear_weight(weight_, name);
+    }
+    torch::Tensor y;
+    if (unit_bwd_) {
+      const int64_t members = weight_.dim() == 3 ? weight_.size(0) : 1;
+      const int64_t rows = x.numel() / std::max<int64_t>(x.size(-1), 1) / members;
+      y = unit::scaled_linear(xi, w, mult_, bwd_x_, unit::unit_bwd_w(rows));
+    } else {
+      y = mult_ == 1.0 ? linear_any(xi, w) : linear_any(xi, w) * mult_;
+    }
+    if (ps) y = precision::linear_output(y, name);
+    if (unit::probing()) unit::probe_op(weight_, "out", y);
+    return y;
+  }
   if (mult_ == 1.0) return linear_any(x, weight_);
   // mult * (x W^T): scale whichever of W and the output is smaller (same value, fewer flops).
   const int64_t out = weight_.size(-2);
@@ -142,6 +217,7 @@ Lookup::Lookup(int64_t n, int64_t d, double extra_mult, const ScaleContext& ctx,
   ParamTag tag{Role::Embedding, false, 1.0};
   weight_ = add_param("weight", normal_init(ctx, {n, d}, init_std(tag, ctx, hp)), tag);
   mult_ = role_multiplier(Role::Embedding, false, ctx) * extra_mult;
+  unit_bwd_ = ctx.table.unit.backward;
 }
 
 torch::Tensor Lookup::forward(const torch::Tensor& idx) {
@@ -154,6 +230,13 @@ torch::Tensor Lookup::forward(const torch::Tensor& idx) {
     shape.front() = E;
     torch::Tensor offset = torch::arange(E, idx.options()).mul_(n).view(shape);
     e = torch::embedding(weight_.view({E * n, weight_.size(2)}), idx + offset);
+  }
+  if (unit_bwd_) {
+    // Unit backward: a row's gradient sums its ~lookups/rows uses; scaled back to unit RMS (a cut
+    // edge: only this table is upstream).
+    const int64_t members = weight_.dim() == 3 ? weight_.size(0) : 1;
+    const double uses = static_cast<double>(idx.numel() / members) / static_cast<double>(weight_.size(-2));
+    if (uses > 0) e = unit::scale_grad(e, 1.0 / std::sqrt(uses));
   }
   return mult_ == 1.0 ? e : e * mult_;
 }
@@ -220,9 +303,74 @@ Attention::Attention(int64_t d, const HeadShape& hs, bool causal, bool qk_norm, 
   o_ = register_module("o", std::make_shared<Dense>(d, d, opt(Role::AttnO, false), ctx, hp));
   // seed 000 1.3: s = d_H^-1/2 q.k at the base head size, d_head^-p away from it (table.attn_logit).
   scale_ = hp.attn_mult * attn_logit_scale(ctx.table, static_cast<double>(hs.d_head), hs.base_d_head);
+  unit_ = ctx.table.unit;
+}
+
+double Attention::grad_ratio() const {
+  if (!unit_.backward) return 1.0;
+  const int64_t d = q_->weight().size(-1);
+  return o_->grad_ratio() * unit::unit_bwd_x(d) / q_->multiplier();
+}
+
+torch::Tensor Attention::forward_unit(const torch::Tensor& x) {
+  // Unit-scaled attention (src/unit/scaled_ops.h): q, k, v from one op (unit init, forward scale the
+  // role multiplier); logits s q.k with the matmul's backward scales equal to s; a backward scale
+  // sb on the scores making grad_q, grad_k unit at init, undone on the q/k contributions to grad_x
+  // (so the update direction is the true gradient's); the attention average times c (nonlin).
+  const int64_t T = x.size(-2), d = x.size(-1), B = x.numel() / (T * d);
+  const int64_t H = hs_.n_heads, dh = hs_.d_head;
+  const bool ub = unit_.backward;
+  const double c = unit_.nonlin ? unit::attention_avg_correction(T, causal_) : 1.0;
+  const bool same = q_->multiplier() == k_->multiplier() && k_->multiplier() == v_->multiplier();
+  torch::Tensor w = same ? torch::cat({q_->weight(), k_->weight(), v_->weight()}, -2)
+                         : torch::cat({q_->effective_weight(), k_->effective_weight(), v_->effective_weight()}, -2);
+  const double fwd = same ? q_->multiplier() : 1.0;
+  torch::Tensor xi = x;
+  std::string name;
+  precision::Scope* ps = precision::active();
+  if (ps) {
+    name = ps->name_of(q_->weight());
+    name = name.substr(0, name.rfind(".q.")) + ".qkv";
+    xi = precision::linear_input(x, name);
+    w = precision::linear_weight(w, name);
+  }
+  const double sb = ub ? unit::attention_score_grad_scale(T, causal_, scale_, dh, c) : 1.0;
+  torch::Tensor qkv_flat;
+  if (ub) {
+    torch::Tensor rw = torch::cat({torch::full({2 * d}, 1.0 / sb, x.options()), torch::ones({d}, x.options())});
+    const int64_t members = w.dim() == 3 ? w.size(0) : 1;
+    // grad-input 1/sqrt(d), the v part's fan-out: the q/k contributions are re-weighted by 1/sb and
+    // vanish at init, so the input's gradient is the v path's.
+    qkv_flat = unit::scaled_linear(xi, w, fwd, unit::unit_bwd_x(d), unit::unit_bwd_w(B * T / members), rw);
+  } else {
+    qkv_flat = fwd == 1.0 ? linear_any(xi, w) : linear_any(xi, w) * fwd;
+  }
+  if (ps) qkv_flat = precision::linear_output(qkv_flat, name);
+  if (unit::probing()) unit::probe_op(q_->weight(), "qkv", qkv_flat);
+  std::vector<torch::Tensor> qkv = qkv_flat.view({B, T, 3, H, dh}).unbind(2);
+  torch::Tensor q = qkv[0].transpose(1, 2), k = qkv[1].transpose(1, 2), v = qkv[2].transpose(1, 2);
+  if (qk_norm_) {
+    q = rms_norm(q);
+    k = rms_norm(k);
+  }
+  torch::Tensor scores = ub ? unit::scaled_matmul(q, k.transpose(-2, -1), scale_, scale_, scale_)
+                            : torch::matmul(q, k.transpose(-2, -1)) * scale_;
+  if (causal_) {
+    if (!mask_.defined() || mask_.size(0) != T || mask_.device() != scores.device())
+      mask_ = torch::ones({T, T}, torch::TensorOptions().dtype(torch::kBool).device(scores.device())).triu(1);
+    scores = scores.masked_fill(mask_, -std::numeric_limits<double>::infinity());
+  }
+  if (ub) scores = unit::scale_grad(scores, sb);
+  torch::Tensor p = torch::softmax(scores, -1);
+  if (unit::probing()) unit::probe_op(q_->weight(), "probs", p);
+  torch::Tensor out = ub ? unit::scaled_matmul(p, v, c, c, c) : (c == 1.0 ? torch::matmul(p, v) : torch::matmul(p, v) * c);
+  out = out.transpose(1, 2).reshape(x.sizes());
+  if (unit::probing()) unit::probe_op(q_->weight(), "avg", out);
+  return o_->forward(out);
 }
 
 torch::Tensor Attention::forward(const torch::Tensor& x) {
+  if (unit_.any() || precision::active() || unit::probing()) return forward_unit(x);
   // x: [B, T, d], or [E, B, T, d] in an ensemble (the members then fold into the batch).
   const int64_t T = x.size(-2), d = x.size(-1), B = x.numel() / (T * d);
   const int64_t H = hs_.n_heads, dh = hs_.d_head;
@@ -257,9 +405,19 @@ Mlp::Mlp(int64_t d, int64_t ratio, const ScaleContext& ctx, const Hyper& hp) {
                                                           DenseOptions{Role::Hidden, true,
                                                                        width_fan_in_std(ratio * d, ctx)},
                                                           ctx, hp));
+  unit_ = ctx.table.unit;
 }
 
-torch::Tensor Mlp::forward(const torch::Tensor& x) { return proj_->forward(torch::gelu(fc_->forward(x))); }
+torch::Tensor Mlp::forward(const torch::Tensor& x) {
+  if (!unit_.any() && !unit::probing()) return proj_->forward(torch::gelu(fc_->forward(x)));
+  torch::Tensor a = activate(Activation::Gelu, fc_->forward(x), unit_);
+  if (unit::probing()) unit::probe_op(fc_->weight(), "gelu", a);
+  return proj_->forward(a);
+}
+
+double Mlp::grad_ratio() const {
+  return fc_->grad_ratio() * activation_grad_ratio(Activation::Gelu, unit_) * proj_->grad_ratio();
+}
 
 // ---- transformer block ---------------------------------------------------------------------
 
@@ -269,6 +427,7 @@ TransformerBlock::TransformerBlock(int64_t d, const HeadShape& hs, Placement pla
   // seed 000 eq. (30): branch times k^-rho (k = L/L0); eq. (34): shortcut alpha inside the LN.
   beta_ = hp.branch_mult * branch_multiplier(ctx.table, ctx.k());
   alpha_ = shortcut_multiplier(ctx.table, ctx.depth);
+  unit_ = ctx.table.unit;
   const bool has_pre = placement != Placement::Post;
   const bool has_post = placement != Placement::Pre;
   auto norm = [&](const char* name) { return register_module(name, std::make_shared<NormGain>(d, true, ctx)); };
@@ -282,6 +441,13 @@ TransformerBlock::TransformerBlock(int64_t d, const HeadShape& hs, Placement pla
 
 torch::Tensor TransformerBlock::sublayer(const torch::Tensor& h, const std::shared_ptr<NormGain>& pre,
                                          const std::shared_ptr<NormGain>& post, bool attn) {
+  if (placement_ == Placement::Pre && (unit_.residual || unit_.backward)) {
+    // Unit scaling: the tau rule (or the re-weighted plain add) for this sublayer's add.
+    const double K = attn ? attn_->grad_ratio() : mlp_->grad_ratio();
+    return unit_residual(
+        h, [&](const torch::Tensor& xs) { return attn ? attn_->forward(pre->forward(xs)) : mlp_->forward(pre->forward(xs)); },
+        adds_before_ + (attn ? 1 : 2), beta_, K, unit_);
+  }
   torch::Tensor in = pre ? pre->forward(h) : h;
   torch::Tensor f = attn ? attn_->forward(in) : mlp_->forward(in);
   if (beta_ != 1.0) f = f * beta_;

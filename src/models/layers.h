@@ -18,6 +18,7 @@
 // (zero_readout, zero_query), so such options never shift the random stream of other tensors.
 #include <torch/torch.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,13 @@ enum class Activation { Linear, Relu, Abs, Tanh, Gelu };
 // Throws UserError (field "model.activation") on an unknown name.
 Activation parse_activation(const std::string& name);
 torch::Tensor activate(Activation a, const torch::Tensor& x);
+// Under a table with unit scaling (ParamTable::unit, src/unit/scaled_ops.h): ReLU and GELU divided
+// by their RMS at unit-normal input (nonlin) and their gradient scaled to unit RMS (backward); the
+// other activations as activate(a, x). Plain activate(a, x) when the table has no unit scaling.
+torch::Tensor activate(Activation a, const torch::Tensor& x, const UnitScaling& u);
+// The activation's backward scale over its forward scale under u (1 on the plain path): the factor
+// its unit backward puts on the gradient relative to the true one (residual re-weighting).
+double activation_grad_ratio(Activation a, const UnitScaling& u);
 
 // Residual-block placement of the normalisation (seed 000 eqs. 32, 34).
 enum class Placement { Pre, Post, Keel };
@@ -83,10 +91,15 @@ class Dense : public TaggedModule {
   torch::Tensor effective_weight(double factor = 1.0) const;
   const torch::Tensor& weight() const { return weight_; }
   double multiplier() const { return mult_; }
+  // Unit backward (ParamTable::unit.backward): grad-input scaled 1/sqrt(fan_out) instead of by the
+  // multiplier; this is that scale over the multiplier (1 on the plain path).
+  double grad_ratio() const { return unit_bwd_ ? bwd_x_ / mult_ : 1.0; }
 
  private:
   torch::Tensor weight_;
   double mult_ = 1;
+  bool unit_bwd_ = false;  // scaled_linear with unit backward scales (src/unit/scaled_ops.h)
+  double bwd_x_ = 1;
 };
 
 // Lookup embedding: rows of W: [n, d] times mult (token or position embedding; base std 1).
@@ -101,6 +114,7 @@ class Lookup : public TaggedModule {
  private:
   torch::Tensor weight_;
   double mult_ = 1;
+  bool unit_bwd_ = false;  // unit backward: the table's gradient scaled by sqrt(rows / lookups)
 };
 
 // LayerNorm with a gain (role Vector, init 1) and no bias.
@@ -135,8 +149,13 @@ class Attention : public TaggedModule {
             const ScaleContext& ctx, const Hyper& hp);
   torch::Tensor forward(const torch::Tensor& x);  // [B, T, d] -> [B, T, d]
   double logit_scale() const { return scale_; }
+  // Unit backward: the v path's backward scales over the forward ones (o and the q/k/v op); the
+  // q/k paths are re-weighted to it inside forward, so this is the whole sublayer's ratio.
+  double grad_ratio() const;
 
  private:
+  torch::Tensor forward_unit(const torch::Tensor& x);  // the path under a table with unit scaling
+  UnitScaling unit_;
   std::shared_ptr<Dense> q_, k_, v_, o_;
   HeadShape hs_;
   bool causal_, qk_norm_;
@@ -149,9 +168,11 @@ class Mlp : public TaggedModule {
  public:
   Mlp(int64_t d, int64_t ratio, const ScaleContext& ctx, const Hyper& hp);
   torch::Tensor forward(const torch::Tensor& x);
+  double grad_ratio() const;  // product of bwd/fwd along fc, GELU, proj (1 on the plain path)
 
  private:
   std::shared_ptr<Dense> fc_, proj_;
+  UnitScaling unit_;
 };
 
 // One transformer block: an attention sublayer then an MLP sublayer, each placed as
@@ -166,6 +187,9 @@ class TransformerBlock : public TaggedModule {
   torch::Tensor forward(const torch::Tensor& h);
   double alpha() const { return alpha_; }
   double beta() const { return beta_; }
+  // Residual adds before this block's first (the embedding is the stream's start): the tau rule of
+  // unit scaling (ParamTable::unit.residual) numbers the adds 1, 2, ... along the stream.
+  void set_stream_position(int adds_before) { adds_before_ = adds_before; }
 
  private:
   torch::Tensor sublayer(const torch::Tensor& h, const std::shared_ptr<NormGain>& pre,
@@ -175,6 +199,18 @@ class TransformerBlock : public TaggedModule {
   std::shared_ptr<NormGain> ln1_, ln1_out_, ln2_, ln2_out_;  // null where the placement has none
   std::shared_ptr<Attention> attn_;
   std::shared_ptr<Mlp> mlp_;
+  UnitScaling unit_;
+  int adds_before_ = 0;
 };
+
+// The residual add x + beta f(split(x)) under a table's unit scaling (src/unit/scaled_ops.h):
+// with unit.residual the tau rule for the stream's l-th add, else the plain a = 1, b = beta; with
+// unit.backward the branch's contribution to the gradient re-weighted by its ratio K. `branch` is
+// called on the split (its gradient scaled) input. The plain path never calls this.
+// a + b, or under unit.residual the unit-scaled sum (a + b) / sqrt(2) of two unit tensors
+// (token + position embeddings); with unit.backward each gets the gradient at unit scale.
+torch::Tensor unit_sum(const torch::Tensor& a, const torch::Tensor& b, const UnitScaling& u);
+torch::Tensor unit_residual(const torch::Tensor& x, const std::function<torch::Tensor(const torch::Tensor&)>& branch,
+                            int l, double beta, double branch_ratio, const UnitScaling& u);
 
 }  // namespace scaleinv

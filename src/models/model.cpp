@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "core/errors.h"
+#include "unit/scaled_ops.h"
 
 namespace scaleinv {
 
@@ -17,15 +18,21 @@ torch::Tensor TaggedModule::add_param(const std::string& name, torch::Tensor val
 
 torch::Tensor Model::loss(const torch::Tensor& x, const torch::Tensor& y) {
   torch::Tensor logits = forward(x);
-  return torch::nn::functional::cross_entropy(logits.reshape({-1, logits.size(-1)}), y.reshape({-1}));
+  torch::Tensor flat = logits.reshape({-1, logits.size(-1)});
+  // Unit scaling (ParamTable::unit.loss): the same loss value, its logit gradient scaled to unit RMS.
+  if (context().table.unit.loss) flat = unit::scale_grad(flat, unit::unit_ce_bwd(flat.size(0), flat.size(1)));
+  return torch::nn::functional::cross_entropy(flat, y.reshape({-1}));
 }
 
 torch::Tensor Model::member_losses(const torch::Tensor& x, const torch::Tensor& y) {
   const int64_t E = context().members;
   if (E <= 0) throw std::invalid_argument("member_losses: the model is not an ensemble");
   torch::Tensor logits = forward(x);
+  torch::Tensor flat = logits.reshape({-1, logits.size(-1)});
+  if (context().table.unit.loss)  // unit scaling: each member's mean over flat.size(0) / E rows
+    flat = unit::scale_grad(flat, unit::unit_ce_bwd(flat.size(0) / E, flat.size(1)));
   torch::Tensor per_item = torch::nn::functional::cross_entropy(
-      logits.reshape({-1, logits.size(-1)}), y.reshape({-1}),
+      flat, y.reshape({-1}),
       torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
   return per_item.view({E, -1}).mean(1);
 }

@@ -52,15 +52,25 @@ class ResMlp : public ModelBase {
     torch::Tensor x = in_->forward(xi);
     record("x0", x);
     for (size_t l = 0; l < w1_.size(); ++l) {
-      torch::Tensor h = w1_[l]->forward(cfg_.pre_ln ? layer_norm(x) : x);
-      if (recording()) record(fmt::format("h{}", l + 1), h);
-      if (!w2_.empty()) {
-        h = w2_[l]->forward(activate(act_, h));
-        if (recording()) record(fmt::format("g{}", l + 1), h);
+      const UnitScaling& u = ctx_.table.unit;
+      auto branch_of = [&](const torch::Tensor& xin) {
+        torch::Tensor h = w1_[l]->forward(cfg_.pre_ln ? layer_norm(xin) : xin);
+        if (recording()) record(fmt::format("h{}", l + 1), h);
+        if (!w2_.empty()) {
+          h = w2_[l]->forward(activate(act_, h, u));
+          if (recording()) record(fmt::format("g{}", l + 1), h);
+        }
+        torch::Tensor branch = activate(act_, h, u);
+        return cfg_.mean_subtract ? mean_subtract(branch) : branch;
+      };
+      if (u.residual || u.backward) {  // unit scaling: the tau rule, the branch's gradient re-weighted
+        double K = w1_[l]->grad_ratio() * activation_grad_ratio(act_, u);
+        if (!w2_.empty()) K *= w2_[l]->grad_ratio() * activation_grad_ratio(act_, u);
+        x = unit_residual(x, branch_of, static_cast<int>(l) + 1, beta_, K, u);
+      } else {
+        torch::Tensor branch = branch_of(x);
+        x = beta_ == 1.0 ? x + branch : x + branch * beta_;
       }
-      torch::Tensor branch = activate(act_, h);
-      if (cfg_.mean_subtract) branch = mean_subtract(branch);
-      x = beta_ == 1.0 ? x + branch : x + branch * beta_;
       if (recording()) record(fmt::format("x{}", l + 1), x);
     }
     torch::Tensor logits = readout_->forward(x);

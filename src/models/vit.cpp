@@ -32,6 +32,7 @@ class Vit : public ModelBase {
     list_ = register_module("blocks", torch::nn::ModuleList());
     for (int l = 0; l < cfg.depth; ++l) {
       auto b = std::make_shared<TransformerBlock>(d, hs, placement, /*causal=*/false, cfg, ctx, hp);
+      b->set_stream_position(2 * l);  // two residual adds per block (unit scaling's tau rule)
       list_->push_back(b);
       blocks_.push_back(b);
     }

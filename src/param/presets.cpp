@@ -85,6 +85,49 @@ ParamTable dinan(const char* name, const char* source, double s) {
               /*1/sqrt(C), seed 002 eq. 1.16*/ 0.5);
 }
 
+// Unit scaling as rows of the table (seed 003: "to maintain a constant variance in the activations the
+// weights must scale 1/sqrt(in_d)" -- its "Proof" section's CLT argument, sum_i theta_i x_i / sqrt(d)
+// ~ N(0, sigma_x^2 sigma_theta^2) -- and its "Next" section: scale the gradient by it too).
+// Every matrix is initialised with unit variance and its op carries 1/sqrt(fan_in) (u = 1: the
+// base-shape scale sigma_0 = 1/sqrt(fan_in/m) in the op, the width part m^-a as before); the ops
+// scale their backward passes, nonlinearities and residual adds to unit RMS (ParamTable::unit).
+//  * unit (Blake et al. 2023, "Unit Scaling"): the standard parameterization with unit-scaled ops:
+//    every matrix's op 1/sqrt(fan_in) (a = 1/2 relative to the base), init 1 (b = 0), one global LR.
+//  * u-mup (Blake et al. 2024, "u-muP"): muP shifted by theta = 1/2 on hidden, attention and readout
+//    (seed 000 eq. 28) into unit init, with u-muP's Adam LR rules: hidden weights
+//    eta * fan_in^-1/2 (c_adam = 1/2) and depth^-1/2 (k_adm = 1/2) inside residual blocks, readout
+//    eta (c_adam = 0), embedding eta * fan_out^-1/2 (u-muP's embedding rule, c_adam = 1/2); residual
+//    branches k^-1/2 (the tau rule of UnitScaling::residual then holds the stream at unit RMS); the
+//    readout op 1/fan_in relative to the base (a = 1: sigma_0 m^-1), so logits shrink like m^-1/2 at
+//    init exactly as under muP. Adam epsilon is never width-scaled: the gradients are unit-scaled.
+// LR exponents are relative to the base shape (as every row): at the base shape u-mup's LR is
+// eta on unit-scale weights, where mup's is eta on weights of std sigma_0. SGD and Adafactor
+// columns follow the header's conventions on the muP-equivalent exponents; u-muP itself is defined
+// for Adam (under SGD the backward scales act as per-tensor LR factors).
+ParamTable unit_scaled(const std::string& name) {
+  auto unit_row = [](double a, double c_sgd, double c_adam, double c_ada) {
+    RoleExponents e = row(a, 0.0, c_sgd, c_adam, c_ada, 0.0);
+    e.unit = 1.0;
+    return e;
+  };
+  ParamTable t;
+  if (name == "unit") {
+    t = make("unit", "unit scaling (Blake et al. 2023) on the standard parameterization; seed 003",
+             row(0, 0.0, 0, 0, 0, 0), unit_row(0.5, 0, 0, 0), unit_row(0.5, 0, 0, 0), row(0, 0.0, 0, 0, 0, 0),
+             0.5);
+  } else {
+    t = make("u-mup", "u-muP (Blake et al. 2024): muP (seed 000 Table 1) shifted by eq. (28), unit ops; seed 003",
+             /*embedding: init 1, op 1, LR fan_out^-1/2*/ row(0.0, 0.0, -0.5, 0.5, 0.5, 0.0),
+             /*hidden: op fan_in^-1/2, init 1, LR fan_in^-1/2*/ unit_row(0.5, -1.0, 0.5, 0.5),
+             /*readout: op 1/fan_in, init 1, LR 1*/ unit_row(1.0, -1.0, 0.0, 0.0),
+             /*vector: unscaled*/ row(0.0, 0.0, -1.0, 0.0, 0.0, 0.0), 1.0);
+    t.branch = 0.5;
+    set_block_depth(t, /*sgd*/ 0.0, /*adam*/ 0.5, /*adafactor*/ 0.5, /*eps*/ 0.0);
+  }
+  t.unit = UnitScaling{true, true, true, true};
+  return t;
+}
+
 ParamTable build(const std::string& name) {
   if (name == "standard") {
     // PyTorch defaults: N(0,1) embeddings, 1/sqrt(fan_in) matrices, one global LR and epsilon.
@@ -139,6 +182,7 @@ ParamTable build(const std::string& name) {
     t.shortcut = 1.0;
     return t;
   }
+  if (name == "unit" || name == "u-mup") return unit_scaled(name);
   if (name == "dinan-nt") return dinan("dinan-nt", "seed 002 strategy s = 0 (neural tangent)", 0.0);
   if (name == "dinan-hybrid") return dinan("dinan-hybrid", "seed 002 strategy s = 1/2 (hybrid)", 0.5);
   if (name == "dinan-mup") return dinan("dinan-mup", "seed 002 strategy s = 1 (maximal update)", 1.0);
@@ -152,7 +196,7 @@ ParamTable build(const std::string& name) {
 
 std::vector<std::string> preset_names() {
   return {"standard", "sp",        "ntk",  "mup",      "mf",           "completep",
-          "depth-mup", "keel", "dinan-nt", "dinan-hybrid", "dinan-mup"};
+          "depth-mup", "keel", "dinan-nt", "dinan-hybrid", "dinan-mup", "unit", "u-mup"};
 }
 
 ParamTable preset(const std::string& name) { return build(name); }

@@ -14,6 +14,7 @@
 //   residual branch      k^-branch                               (seed 000 eq. 30 rho; seed 004 alpha)
 //   post-LN shortcut     L^shortcut inside the LN                (seed 000 eq. 34; KEEL: L)
 //   attention logits     d_head0^-1/2 * (d_head/d_head0)^-attn_logit
+//   unit scaling         per role u (the op carries sigma_0^u), and ParamTable::unit (op rules)
 //
 // Depth exponents apply only to tensors inside residual blocks. A new parameterization is a new
 // row of data (a preset below, or a TOML file), never a new branch in model or optimizer code.
@@ -49,7 +50,33 @@ struct RoleExponents {
   std::array<double, kNumFamilies> depth_lr{};  // LR k^-gamma per family (in-block tensors)
   double depth_wd = 0;
   double depth_eps = 0;
+  // Unit scaling (seed 003 "Meat"/"Proof": the 1/sqrt(fan_in) belongs to the operation): the share
+  // u of the base-shape fan-in scale sigma_0 = 1/sqrt(fan_in/m) that the op carries instead of the
+  // init, init std sigma_0^(1-u) m^-b and forward scale sigma_0^u m^-a. u = 0: every existing row
+  // (the scale is all in the init); u = 1: unit-variance init (u-muP, Blake et al. 2024).
+  double unit = 0;
   bool operator==(const RoleExponents&) const = default;
+};
+
+// How the operations themselves are scaled (unit scaling, seed 003; u-muP). All false: plain torch
+// ops, the true gradient (every parameterization of seed 000). Read by the layers through the
+// ScaleContext (src/unit/scaled_ops.h), never by preset name.
+struct UnitScaling {
+  // Linear / matmul / attention backward scaled so that each gradient has unit RMS at init:
+  // grad-input 1/sqrt(fan_out), grad-weight 1/sqrt(rows); where a tensor feeds several ops
+  // (residual split, q/k/v) the contributions are re-weighted to the true gradient's ratio, so the
+  // update direction of a per-tensor scale-invariant optimizer (Adam) is unchanged.
+  bool backward = false;
+  // ReLU / GELU divided by their RMS at unit-normal input (their "variance corrections"); the
+  // attention average over keys multiplied back to unit RMS.
+  bool nonlin = false;
+  // Residual adds by the tau rule: x_l = sqrt(1 - tau_l) x_{l-1} + sqrt(tau_l) f_l, the stream held at
+  // unit RMS (tau_l = beta^2 / (1 + l beta^2) keeps the direction of x_0 + beta sum f).
+  bool residual = false;
+  // Cross-entropy's logit gradient scaled to unit RMS (the loss value itself unchanged).
+  bool loss = false;
+  bool any() const { return backward || nonlin || residual || loss; }
+  bool operator==(const UnitScaling&) const = default;
 };
 
 struct ParamTable {
@@ -61,6 +88,7 @@ struct ParamTable {
   double branch = 0;        // residual branch multiplier k^-branch
   double shortcut = 0;      // post-LN shortcut alpha = L^shortcut
   double attn_logit = 0.5;  // exponent p of the attention logit scale d_head^-p
+  UnitScaling unit;         // how the ops are scaled (all off: plain ops)
 
   const RoleExponents& row(Role r) const { return roles[static_cast<int>(r)]; }
   RoleExponents& row(Role r) { return roles[static_cast<int>(r)]; }

@@ -34,7 +34,7 @@ void families_at(const TomlReader& r, const char* key, std::array<double, kNumFa
 // One role's row; `base` given: a partial row over it (the attention roles over the hidden row).
 RoleExponents role_at(const TomlReader& r, const RoleExponents* base) {
   // A misspelt field is named as such, before the field it was meant to be is reported missing.
-  r.expect_keys({"a", "b", "lr", "wd", "eps", "depth_lr", "depth_wd", "depth_eps"});
+  r.expect_keys({"a", "b", "lr", "wd", "eps", "depth_lr", "depth_wd", "depth_eps", "unit"});
   RoleExponents e = base ? *base : RoleExponents{};
   const bool req = base == nullptr;
   if (req) {
@@ -50,6 +50,8 @@ RoleExponents role_at(const TomlReader& r, const RoleExponents* base) {
   families_at(r, "depth_lr", &e.depth_lr, false);
   r.get_exponent("depth_wd", &e.depth_wd);
   r.get_exponent("depth_eps", &e.depth_eps);
+  r.get_exponent("unit", &e.unit);
+  if (e.unit < 0 || e.unit > 1) r.fail("unit", "must lie in [0, 1]", "0: the fan-in scale in the init; 1: in the op");
   return e;
 }
 
@@ -58,7 +60,7 @@ RoleExponents role_at(const TomlReader& r, const RoleExponents* base) {
 ParamTable param_from_toml_string(const std::string& text, const std::string& where) {
   const toml::table root = parse_toml(text, where);
   const TomlReader r(root, where, "");
-  r.expect_keys({"name", "source", "base_width", "base_depth", "attn_logit", "depth", "roles"});
+  r.expect_keys({"name", "source", "base_width", "base_depth", "attn_logit", "depth", "unit", "roles"});
   ParamTable t;
   t.name = std::filesystem::path(where).stem().string();
   t.source = "custom: " + where;
@@ -73,6 +75,12 @@ ParamTable param_from_toml_string(const std::string& text, const std::string& wh
   depth.get_exponent("branch", &t.branch);
   depth.get_exponent("shortcut", &t.shortcut);
   depth.reject_unknown();
+  const TomlReader unit = r.sub("unit");  // unit-scaled ops (table.h UnitScaling); all false when absent
+  unit.get("backward", &t.unit.backward);
+  unit.get("nonlin", &t.unit.nonlin);
+  unit.get("residual", &t.unit.residual);
+  unit.get("loss", &t.unit.loss);
+  unit.reject_unknown();
   if (!r.has("roles")) r.fail("roles", "missing table [roles.<role>]", kFixHint);
   const TomlReader roles = r.sub("roles");
   std::vector<std::string> role_keys;
@@ -111,13 +119,15 @@ std::string param_to_toml(const ParamTable& t) {
   s += fmt::format("name = \"{}\"\nsource = \"{}\"\nbase_width = {}\nbase_depth = {}\nattn_logit = {}\n\n", t.name,
                    t.source, t.base_width, t.base_depth, t.attn_logit);
   s += fmt::format("[depth]\nbranch = {}\nshortcut = {}\n", t.branch, t.shortcut);
+  s += fmt::format("\n[unit]\nbackward = {}\nnonlin = {}\nresidual = {}\nloss = {}\n", t.unit.backward, t.unit.nonlin,
+                   t.unit.residual, t.unit.loss);
   for (Role r : all_roles()) {
     const RoleExponents& e = t.row(r);
     s += fmt::format(
         "\n[roles.{}]\na = {}\nb = {}\nlr = {{ sgd = {}, adam = {}, adafactor = {} }}\nwd = {}\neps = {}\n"
-        "depth_lr = {{ sgd = {}, adam = {}, adafactor = {} }}\ndepth_wd = {}\ndepth_eps = {}\n",
+        "depth_lr = {{ sgd = {}, adam = {}, adafactor = {} }}\ndepth_wd = {}\ndepth_eps = {}\nunit = {}\n",
         role_name(r), e.a, e.b, e.c[0], e.c[1], e.c[2], e.wd, e.eps, e.depth_lr[0], e.depth_lr[1], e.depth_lr[2],
-        e.depth_wd, e.depth_eps);
+        e.depth_wd, e.depth_eps, e.unit);
   }
   return s;
 }
@@ -138,7 +148,12 @@ nlohmann::json param_to_json(const ParamTable& t) {
     j["roles"][role_name(r)] = {{"a", e.a},   {"b", e.b},     {"lr", fam(e.c)},   {"wd", e.wd},
                                 {"eps", e.eps}, {"depth_lr", fam(e.depth_lr)}, {"depth_wd", e.depth_wd},
                                 {"depth_eps", e.depth_eps}};
+    // Written only where set, so tables without unit scaling keep their JSON and fingerprint.
+    if (e.unit != 0) j["roles"][role_name(r)]["unit"] = e.unit;
   }
+  if (t.unit.any())
+    j["unit"] = {{"backward", t.unit.backward}, {"nonlin", t.unit.nonlin}, {"residual", t.unit.residual},
+                 {"loss", t.unit.loss}};
   return j;
 }
 
@@ -167,6 +182,14 @@ ParamTable param_from_json(const nlohmann::json& j) {
     e.eps = jr.at("eps");
     e.depth_wd = jr.at("depth_wd");
     e.depth_eps = jr.at("depth_eps");
+    e.unit = jr.value("unit", 0.0);
+  }
+  if (j.contains("unit")) {
+    const auto& ju = j.at("unit");
+    t.unit.backward = ju.value("backward", false);
+    t.unit.nonlin = ju.value("nonlin", false);
+    t.unit.residual = ju.value("residual", false);
+    t.unit.loss = ju.value("loss", false);
   }
   return t;
 }

@@ -91,11 +91,14 @@ void read_train(const TomlReader& r, TrainSettings& t) {
   r.get("checkpoint_every", &t.checkpoint_every);
   r.get("out_dir", &t.out_dir);
   r.get("device", &t.device);
+  r.get("precision", &t.precision);
   r.get("dist_timeout_s", &t.dist_timeout_s);
   r.reject_unknown();
   if (t.steps <= 0) r.fail("steps", "must be positive", "e.g. steps = 200");
   if (t.batch_size <= 0) r.fail("batch_size", "must be positive", "e.g. batch_size = 16");
   if (t.device != "cpu" && t.device != "cuda") r.fail("device", "must be cpu or cuda", "device = \"cpu\"");
+  if (t.precision != "fp32" && t.precision != "bf16" && t.precision != "e4m3" && t.precision != "e5m2")
+    r.fail("precision", "must be one of fp32, bf16, e4m3, e5m2", "precision = \"fp32\" (simulated low precision)");
   if (!(t.dist_timeout_s > 0)) r.fail("dist_timeout_s", "must be positive", "e.g. dist_timeout_s = 60");
 }
 
@@ -180,7 +183,7 @@ nlohmann::json train_config_to_json(const TrainConfig& c) {
   const TrainSettings& t = c.train;
   j["train"] = {{"steps", t.steps}, {"batch_size", t.batch_size}, {"seed", t.seed}, {"log_every", t.log_every},
                 {"eval_every", t.eval_every}, {"eval_batches", t.eval_batches},
-                {"checkpoint_every", t.checkpoint_every}, {"out_dir", t.out_dir}, {"device", t.device},
+                {"checkpoint_every", t.checkpoint_every}, {"out_dir", t.out_dir}, {"device", t.device}, {"precision", t.precision},
                 {"dist_timeout_s", t.dist_timeout_s}};
   return j;
 }

@@ -24,6 +24,9 @@ struct TrainSettings {
   int64_t checkpoint_every = 100;  // 0: only at the end
   std::string out_dir = "runs/default";
   std::string device = "cpu";   // cpu | cuda
+  // Simulated low precision (src/precision/quantize.h): each linear's input and weight rounded in
+  // the forward pass, its output gradient in the backward pass. fp32 | bf16 | e4m3 | e5m2.
+  std::string precision = "fp32";
   // Data-parallel runs (WORLD_SIZE > 1, docs/distributed.md): how long a rank waits for the
   // others (rendezvous, each collective) before it names the lost rank and exits.
   double dist_timeout_s = 60;

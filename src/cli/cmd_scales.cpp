@@ -1,0 +1,118 @@
+// `scaleinv scales --model bigram|resmlp|gpt|vit --param NAME|FILE [--widths 64,128,...] [--depths 2,4,...]
+//                 [--optimizer adam] [--seed S] [--json PATH] [--plot DIR] [--strict]
+//                 [--config FILE] [--set key=value]...`
+// The RMS of every operation's output (forward) and of every gradient (backward) at init, PASS where
+// within a factor 2 of 1 (src/unit/scales.h). Exit 0, or 1 under --strict when a row fails; 2 on bad input.
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "core/atomic_file.h"
+#include "core/errors.h"
+#include "optim/optimizer.h"
+#include "train/config.h"
+#include "unit/scales.h"
+
+namespace scaleinv {
+
+namespace {
+
+std::vector<int> int_list(const std::string& option, const std::string& text) {
+  std::vector<int> out;
+  std::string cur;
+  auto flush = [&] {
+    if (cur.empty()) return;
+    size_t used = 0;
+    int v = 0;
+    try {
+      v = std::stoi(cur, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != cur.size())
+      throw UserError("command line", option, fmt::format("cannot read '{}' as an integer", cur),
+                      "give a comma-separated list of integers, e.g. 64,128,256");
+    out.push_back(v);
+    cur.clear();
+  };
+  for (char c : text) {
+    if (c == ',' || c == ' ') flush();
+    else cur += c;
+  }
+  flush();
+  if (out.empty())
+    throw UserError("command line", option, "the list is empty", "give a comma-separated list, e.g. 64,128,256");
+  return out;
+}
+
+std::string toml_quote(const std::string& s) { return nlohmann::json(s).dump(); }
+
+// Small defaults (without --config): language models read 8 x 32 tokens of the KJV; resmlp and vit
+// 32 Fashion-MNIST images.
+std::vector<std::string> scales_defaults(const std::string& kind) {
+  if (kind == "resmlp")
+    return {"data.source=\"fashion_mnist\"", "data.flatten=true", "model.in_dim=784", "model.activation=\"relu\"",
+            "model.pre_ln=true", "train.batch_size=32"};
+  if (kind == "vit") return {"data.source=\"fashion_mnist\"", "train.batch_size=32"};
+  return {"data.source=\"kjv\"", "model.seq_len=32", "model.vocab=256", "train.batch_size=8"};
+}
+
+}  // namespace
+
+void add_scales_command(CLI::App& app, int& exit_code) {
+  struct Opts {
+    std::string model, param, optimizer, widths, depths, json, plot, config;
+    std::vector<std::string> sets;
+    int64_t seed = 0;
+    bool strict = false;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand("scales",
+                                 "RMS of every op's output and gradient at init, PASS within a factor 2 of 1 "
+                                 "(unit scaling)");
+  cmd->add_option("--model", o->model, "bigram, resmlp, gpt or vit (default: the config's, gpt)");
+  cmd->add_option("--param", o->param, "preset name or .toml file, e.g. u-mup, mup, standard");
+  cmd->add_option("--optimizer", o->optimizer, "optimizer family for the table's columns (default adamw)");
+  cmd->add_option("--widths", o->widths, "comma-separated widths (default: the config's width)");
+  cmd->add_option("--depths", o->depths, "comma-separated depths (default: the config's depth)");
+  cmd->add_option("--seed", o->seed, "init seed (default 0)");
+  cmd->add_option("--json", o->json, "write every RMS value as JSON to this path");
+  cmd->add_option("--plot", o->plot, "write DIR/scales.svg and .png (gnuplot)");
+  cmd->add_flag("--strict", o->strict, "exit 1 if any row is outside the band");
+  cmd->add_option("--config", o->config, "TOML config as for train");
+  cmd->add_option("--set", o->sets, "override a config field: section.key=value (repeatable)");
+  cmd->callback([o, &exit_code] {
+    std::vector<std::string> sets;
+    if (o->config.empty()) sets = scales_defaults(o->model.empty() ? TrainConfig{}.model.kind : o->model);
+    if (!o->model.empty()) sets.push_back("model.kind=" + toml_quote(o->model));
+    if (!o->param.empty()) sets.push_back("param.name=" + toml_quote(o->param));
+    if (!o->optimizer.empty()) sets.push_back("optim.kind=" + toml_quote(o->optimizer));
+    sets.insert(sets.end(), o->sets.begin(), o->sets.end());
+    ScalesConfig sc;
+    sc.train = load_train_config(o->config, sets);
+    try {
+      optimizer_family(sc.train.optim.kind);
+    } catch (const UserError&) {
+      throw UserError("command line", "--optimizer", fmt::format("unknown optimizer '{}'", sc.train.optim.kind),
+                      "use one of sgd, adam, adamw, sign, adafactor");
+    }
+    if (!o->widths.empty()) sc.widths = int_list("--widths", o->widths);
+    if (!o->depths.empty()) sc.depths = int_list("--depths", o->depths);
+    sc.seed = o->seed;
+    const ScalesResult r = run_scales(sc);
+    std::fputs(render_scales(r).c_str(), stdout);
+    if (!o->json.empty()) {
+      write_file_atomic(o->json, scales_to_json(r).dump(1) + "\n");
+      std::printf("wrote %s\n", o->json.c_str());
+    }
+    if (!o->plot.empty()) std::printf("wrote %s.svg and .png\n", plot_scales(r, o->plot).c_str());
+    exit_code = (o->strict && !r.pass()) ? 1 : 0;
+  });
+}
+
+}  // namespace scaleinv
