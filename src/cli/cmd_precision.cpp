@@ -17,7 +17,7 @@ namespace scaleinv {
 
 void add_precision_command(CLI::App& app, int& exit_code) {
   struct Opts {
-    std::string config, formats = "bf16,e4m3,e5m2", json;
+    std::string config, formats = "bf16,e4m3,e5m2,fp8", json;
     std::vector<std::string> sets;
     int rows = 40;
     bool quiet = false;
@@ -28,7 +28,8 @@ void add_precision_command(CLI::App& app, int& exit_code) {
                                  "loss against fp32");
   cmd->add_option("--config", o->config, "TOML config as for train (default: the built-in defaults)");
   cmd->add_option("--set", o->sets, "override a config field: section.key=value (repeatable)");
-  cmd->add_option("--formats", o->formats, "comma-separated: bf16, e4m3, e5m2 (fp32 always runs first)");
+  cmd->add_option("--formats", o->formats,
+                  "comma-separated: bf16, e4m3, e5m2, fp8 = E4M3 forward + E5M2 gradients (fp32 always runs first)");
   cmd->add_option("--json", o->json, "write losses and per-tensor counts as JSON");
   cmd->add_option("--rows", o->rows, "tensors listed per format (default 40, worst first)");
   cmd->add_flag("--quiet", o->quiet, "no progress bars");

@@ -20,7 +20,7 @@ using torch::autograd::tensor_list;
 struct QuantizeFn : public torch::autograd::Function<QuantizeFn> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, int64_t scope_ptr, std::string point) {
     Scope* s = reinterpret_cast<Scope*>(scope_ptr);
-    return round_and_count(x, s->format(), s->saturate(), &s->stats(point));
+    return round_and_count(x, forward_format(s->format()), s->saturate(), &s->stats(point));
   }
   static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
     return {grads[0], torch::Tensor(), torch::Tensor()};  // straight through
@@ -37,7 +37,7 @@ struct QuantizeGradFn : public torch::autograd::Function<QuantizeGradFn> {
     // The scope outlives the step's backward pass (the trainer holds it across forward and backward).
     Scope* s = reinterpret_cast<Scope*>(ctx->saved_data["scope"].toInt());
     const std::string point = ctx->saved_data["point"].toStringRef();
-    return {round_and_count(grads[0], s->format(), s->saturate(), &s->stats(point)), torch::Tensor(),
+    return {round_and_count(grads[0], grad_format(s->format()), s->saturate(), &s->stats(point)), torch::Tensor(),
             torch::Tensor()};
   }
 };
@@ -50,12 +50,16 @@ const char* format_name(Format f) {
     case Format::BF16: return "bf16";
     case Format::E4M3: return "e4m3";
     case Format::E5M2: return "e5m2";
+    case Format::FP8: return "fp8";
   }
   return "?";
 }
 
+Format forward_format(Format f) { return f == Format::FP8 ? Format::E4M3 : f; }
+Format grad_format(Format f) { return f == Format::FP8 ? Format::E5M2 : f; }
+
 bool parse_format(const std::string& s, Format* out) {
-  for (Format f : {Format::FP32, Format::BF16, Format::E4M3, Format::E5M2})
+  for (Format f : {Format::FP32, Format::BF16, Format::E4M3, Format::E5M2, Format::FP8})
     if (s == format_name(f)) {
       *out = f;
       return true;
@@ -66,11 +70,13 @@ bool parse_format(const std::string& s, Format* out) {
 Format format_from_string(const std::string& s, const std::string& where, const std::string& field) {
   Format f;
   if (!parse_format(s, &f))
-    throw UserError(where, field, fmt::format("unknown precision '{}'", s), "use one of fp32, bf16, e4m3, e5m2");
+    throw UserError(where, field, fmt::format("unknown precision '{}'", s),
+                    "use one of fp32, bf16, e4m3, e5m2, fp8 (E4M3 forward, E5M2 gradients)");
   return f;
 }
 
 FormatSpec format_spec(Format f) {
+  f = forward_format(f);
   FormatSpec s;
   switch (f) {
     case Format::FP32:

@@ -29,8 +29,14 @@
 
 namespace scaleinv::precision {
 
-enum class Format { FP32 = 0, BF16, E4M3, E5M2 };
-const char* format_name(Format f);  // "fp32", "bf16", "e4m3", "e5m2"
+// FP8 is a recipe, not a format: E4M3 for what the forward pass rounds (inputs, weights) and E5M2
+// for gradients, the usual split of FP8 training (E4M3's extra mantissa bit where values are bounded,
+// E5M2's 2^7 more range where they are not).
+enum class Format { FP32 = 0, BF16, E4M3, E5M2, FP8 };
+const char* format_name(Format f);  // "fp32", "bf16", "e4m3", "e5m2", "fp8"
+// The format a scope of format f rounds forward values to, and gradients to (f itself but for FP8).
+Format forward_format(Format f);
+Format grad_format(Format f);
 bool parse_format(const std::string& s, Format* out);
 // UserError naming `where` and `field` on an unknown name.
 Format format_from_string(const std::string& s, const std::string& where, const std::string& field);
@@ -43,7 +49,7 @@ struct FormatSpec {
   double min_subnormal() const { return std::ldexp(1.0, min_exponent - mantissa_bits); }
   double min_normal() const { return std::ldexp(1.0, min_exponent); }
 };
-FormatSpec format_spec(Format f);
+FormatSpec format_spec(Format f);  // (FP8: the forward format's)
 
 // x rounded to the format (same dtype and shape as x). saturate: overflow gives +-max instead of
 // +-inf (e4m3 always saturates finite values; it has no inf).

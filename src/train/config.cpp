@@ -97,8 +97,10 @@ void read_train(const TomlReader& r, TrainSettings& t) {
   if (t.steps <= 0) r.fail("steps", "must be positive", "e.g. steps = 200");
   if (t.batch_size <= 0) r.fail("batch_size", "must be positive", "e.g. batch_size = 16");
   if (t.device != "cpu" && t.device != "cuda") r.fail("device", "must be cpu or cuda", "device = \"cpu\"");
-  if (t.precision != "fp32" && t.precision != "bf16" && t.precision != "e4m3" && t.precision != "e5m2")
-    r.fail("precision", "must be one of fp32, bf16, e4m3, e5m2", "precision = \"fp32\" (simulated low precision)");
+  if (t.precision != "fp32" && t.precision != "bf16" && t.precision != "e4m3" && t.precision != "e5m2" &&
+      t.precision != "fp8")
+    r.fail("precision", "must be one of fp32, bf16, e4m3, e5m2, fp8 (E4M3 forward, E5M2 gradients)",
+           "precision = \"fp32\" (simulated low precision)");
   if (!(t.dist_timeout_s > 0)) r.fail("dist_timeout_s", "must be positive", "e.g. dist_timeout_s = 60");
 }
 
