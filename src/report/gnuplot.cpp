@@ -79,6 +79,7 @@ std::string gnuplot_script(const PlotFigure& fig, const std::string& terminal, c
     s += "unset logscale\n";
     if (panel.logx) s += "set logscale x 2\n";
     if (panel.logy) s += "set logscale y 10\n";
+    s += "set format y " + quote(panel.yformat) + "\n";
     s += "set title " + quote(panel.title) + "\n";
     s += "set xlabel " + quote(panel.xlabel) + "\n";
     s += "set ylabel " + quote(panel.ylabel) + "\n";

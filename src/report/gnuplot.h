@@ -20,6 +20,7 @@ struct PlotPanel {
   std::string xlabel, ylabel;
   bool logx = true, logy = true;
   std::vector<PlotSeries> series;
+  std::string yformat = "%.0e";  // gnuplot format of the y tick labels (e.g. "%g" for linear axes)
 };
 
 struct PlotFigure {

@@ -1,0 +1,312 @@
+// The transfer report as HTML, markdown and JSON (see html_report.h).
+#include "report/html_report.h"
+
+#include <cmath>
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/atomic_file.h"
+#include "report/gnuplot.h"
+
+namespace scaleinv {
+
+namespace {
+
+std::string esc(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    switch (c) {
+      case '&': o += "&amp;"; break;
+      case '<': o += "&lt;"; break;
+      case '>': o += "&gt;"; break;
+      case '"': o += "&quot;"; break;
+      default: o += c;
+    }
+  }
+  return o;
+}
+
+std::string f2(double v) {
+  if (std::isnan(v)) return "n/a";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return fmt::format("{:.2f}", v);
+}
+std::string f4(double v) {
+  if (std::isnan(v)) return "n/a";
+  if (std::isinf(v)) return "diverged";
+  return fmt::format("{:.4f}", v);
+}
+std::string signed2(double v) { return std::isfinite(v) ? fmt::format("{:+.2f}", v) : f2(v); }
+
+std::string optimum_text(const ScaleCurve& c) {
+  if (std::isnan(c.opt.lr_log2)) return "all diverged";
+  std::string s = f2(c.opt.lr_log2);
+  if (!std::isnan(c.lo)) s += fmt::format(" [{}, {}]", f2(c.lo), f2(c.hi));
+  if (c.opt.at_edge) s += " (grid edge)";
+  return s;
+}
+
+std::string better_text(const ParamTransfer& p) {
+  if (!p.better_with_scale) return "n/a";
+  return *p.better_with_scale ? "yes" : "no";
+}
+
+std::string regret_text(const ParamTransfer& p) {
+  if (std::isnan(p.regret_pct)) return "n/a";
+  if (std::isinf(p.regret_pct)) return "diverged";
+  return fmt::format("{:.2f}%", p.regret_pct);
+}
+
+const char* kScript = R"(<script>
+window.addEventListener('load', function () {
+  var imgs = document.getElementsByTagName('img'), ok = 0;
+  for (var i = 0; i < imgs.length; ++i) if (imgs[i].complete && imgs[i].naturalWidth > 0) ++ok;
+  document.body.setAttribute('data-images-loaded', String(ok));
+  document.body.setAttribute('data-images-total', String(imgs.length));
+});
+</script>)";
+
+const char* kStyle = R"(<style>
+body { font-family: Helvetica, Arial, sans-serif; margin: 2em; color: #222; max-width: 1400px; }
+h1 { font-size: 1.6em; } h2 { font-size: 1.3em; margin-top: 1.6em; } h3 { font-size: 1.1em; }
+.verdict { padding: 0.6em 1em; margin: 0.4em 0; border-radius: 6px; font-size: 1.1em; font-weight: bold; }
+.holds { background: #d8f3dc; border-left: 8px solid #2d9d4b; }
+.fails { background: #fde2e1; border-left: 8px solid #c0392b; }
+.unknown { background: #eeeeee; border-left: 8px solid #888888; }
+table { border-collapse: collapse; margin: 0.6em 0; font-size: 0.9em; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }
+th { background: #f4f4f4; } td.l, th.l { text-align: left; }
+.inf { color: #c0392b; } .best { font-weight: bold; background: #fff6d5; }
+img { max-width: 100%; border: 1px solid #ddd; } .note { color: #555; font-size: 0.9em; }
+</style>)";
+
+}  // namespace
+
+std::string base64_encode(const std::string& in) {
+  static const char* tbl = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((in.size() + 2) / 3 * 4);
+  size_t i = 0;
+  for (; i + 2 < in.size(); i += 3) {
+    const uint32_t v = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8) | uint8_t(in[i + 2]);
+    out += tbl[(v >> 18) & 63];
+    out += tbl[(v >> 12) & 63];
+    out += tbl[(v >> 6) & 63];
+    out += tbl[v & 63];
+  }
+  if (i + 1 == in.size()) {
+    const uint32_t v = uint8_t(in[i]) << 16;
+    out += tbl[(v >> 18) & 63];
+    out += tbl[(v >> 12) & 63];
+    out += "==";
+  } else if (i + 2 == in.size()) {
+    const uint32_t v = (uint8_t(in[i]) << 16) | (uint8_t(in[i + 1]) << 8);
+    out += tbl[(v >> 18) & 63];
+    out += tbl[(v >> 12) & 63];
+    out += tbl[(v >> 6) & 63];
+    out += '=';
+  }
+  return out;
+}
+
+std::string transfer_markdown(const TransferAnalysis& a) {
+  std::string md = fmt::format("| scaling | param | optimum log2 LR per scale [5-95%] | drift (doublings/doubling) | "
+                               "shift (doublings) | verdict | better with scale | regret at largest |\n");
+  md += "|---|---|---|---|---|---|---|---|\n";
+  for (const auto& g : a.groups) {
+    for (const auto& p : g.params) {
+      std::string opts;
+      for (const auto& c : p.curves) opts += (opts.empty() ? "" : "; ") + fmt::format("{}: {}", c.scale, optimum_text(c));
+      std::string verdict = p.curves.size() < 2 ? "n/a" : std::isnan(p.shift) ? "undetermined" : p.holds ? "holds" : "FAILS";
+      if (p.any_edge && verdict != "n/a") verdict += " (grid edge)";
+      md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} |\n", g.title(), p.param, opts, signed2(p.slope),
+                        signed2(p.shift), verdict, better_text(p), regret_text(p));
+    }
+  }
+  return md;
+}
+
+std::string transfer_html(const TransferAnalysis& a, const std::vector<ReportFigure>& figures) {
+  std::string h = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n";
+  h += "<title>scaleinv transfer report: " + esc(a.name) + "</title>\n" + kStyle + "\n" + kScript + "\n</head><body>\n";
+  h += "<h1>Hyperparameter transfer: " + esc(a.name.empty() ? a.db : a.name) + "</h1>\n";
+  h += fmt::format("<p class=\"note\">database {}: {} points, {} diverged.</p>\n", esc(a.db), a.rows, a.diverged_rows);
+  if (a.groups.empty())
+    h += "<div class=\"verdict unknown\">no scaling axis: width and depth each take a single value in this "
+         "database, so there is no transfer to judge</div>\n";
+  for (const auto& g : a.groups) {
+    h += "<h2>" + esc(g.title()) + "</h2>\n";
+    for (const auto& p : g.params) {
+      const char* cls = p.curves.size() < 2 || std::isnan(p.shift) ? "unknown" : p.holds ? "holds" : "fails";
+      h += fmt::format("<div class=\"verdict {}\">{}: {}</div>\n", cls, esc(p.param), esc(p.verdict));
+    }
+    // Summary table.
+    h += "<table><tr><th class=\"l\">param</th><th>slope (doublings per doubling)</th><th>shift</th>"
+         "<th>" + std::string(g.axis == "width" ? "wider" : "deeper") + " is better at the shared LR</th>"
+         "<th>LR used at the largest (log2)</th><th>loss there</th><th>best tuned loss (param)</th><th>regret</th></tr>\n";
+    for (const auto& p : g.params)
+      h += fmt::format("<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} ({})</td>"
+                       "<td>{}</td></tr>\n",
+                       esc(p.param), signed2(p.slope), signed2(p.shift), better_text(p), f2(p.transfer_lr_log2),
+                       f4(p.transfer_loss), f4(p.tuned_best_loss), esc(p.tuned_best_param), regret_text(p));
+    h += "</table>\n";
+    // Per parameterization: the optimum per scale and the loss grid.
+    for (const auto& p : g.params) {
+      h += "<h3>" + esc(p.param) + "</h3>\n<table><tr><th class=\"l\">" + g.axis +
+           "</th><th>seeds</th><th>optimum log2 LR</th><th>5-95% (bootstrap)</th><th>fit</th><th>loss at optimum</th>"
+           "<th>loss at shared LR " + f2(p.shared_lr_log2) + "</th></tr>\n";
+      for (size_t i = 0; i < p.curves.size(); ++i) {
+        const auto& c = p.curves[i];
+        h += fmt::format("<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+                         c.scale, c.n_seeds, f2(c.opt.lr_log2),
+                         std::isnan(c.lo) ? std::string("n/a") : fmt::format("[{}, {}]", f2(c.lo), f2(c.hi)),
+                         c.opt.at_edge ? "grid edge" : c.opt.fitted ? "parabola" : "grid point", f4(c.opt.loss),
+                         i < p.loss_at_shared.size() ? f4(p.loss_at_shared[i]) : "n/a");
+      }
+      h += "</table>\n";
+      // Mean loss: rows LR, columns scale.
+      std::vector<double> lrs;
+      for (const auto& c : p.curves)
+        for (const auto& q : c.points)
+          if (std::find_if(lrs.begin(), lrs.end(), [&](double x) { return std::fabs(x - q.lr_log2) < 1e-6; }) == lrs.end())
+            lrs.push_back(q.lr_log2);
+      std::sort(lrs.begin(), lrs.end());
+      h += "<table><tr><th class=\"l\">log2 LR \\ " + g.axis + "</th>";
+      for (const auto& c : p.curves) h += fmt::format("<th>{}</th>", c.scale);
+      h += "</tr>\n";
+      for (double x : lrs) {
+        h += fmt::format("<tr><td class=\"l\">{}</td>", f2(x));
+        for (const auto& c : p.curves) {
+          const LrPoint* q = nullptr;
+          for (const auto& pp : c.points)
+            if (std::fabs(pp.lr_log2 - x) < 1e-6) q = &pp;
+          if (!q) {
+            h += "<td></td>";
+            continue;
+          }
+          const bool best = c.opt.best_index >= 0 && &c.points[c.opt.best_index] == q;
+          std::string cell = std::isinf(q->mean_loss) ? fmt::format("diverged ({}/{})", q->diverged, q->seeds) : f4(q->mean_loss);
+          h += fmt::format("<td class=\"{}\">{}</td>", best ? "best" : std::isinf(q->mean_loss) ? "inf" : "", cell);
+        }
+        h += "</tr>\n";
+      }
+      h += "</table>\n";
+    }
+  }
+  for (const auto& f : figures) {
+    std::string png;
+    try {
+      png = read_file(f.png_path);
+    } catch (...) {
+      continue;
+    }
+    h += "<figure><img alt=\"" + esc(f.caption) + "\" src=\"data:image/png;base64," + base64_encode(png) +
+         "\"><figcaption class=\"note\">" + esc(f.caption) + "</figcaption></figure>\n";
+  }
+  h += "<h2>Method</h2>\n<ul class=\"note\">\n"
+       "<li>Mean loss per log2-LR grid point: final training loss (mean over the last window of steps) averaged over "
+       "seeds. A grid point where any seed diverged counts as +inf: it is never the optimum.</li>\n"
+       "<li>Optimum: the parabola through the best grid point and its two neighbours in log2 LR; its vertex clamped to "
+       "the neighbours' interval. When the best grid point is the smallest or largest LR the edge is reported and "
+       "flagged: the true optimum lies beyond the grid.</li>\n";
+  h += fmt::format("<li>Interval: seeds resampled with replacement ({} resamples, fixed RNG seed), {:.0f}-{:.0f}% "
+                   "percentiles of the located optimum; none with a single seed.</li>\n",
+                   a.opts.bootstrap, a.opts.lo_q * 100, a.opts.hi_q * 100);
+  h += fmt::format("<li>Drift: OLS slope of the optimum against log2 scale; shift: optimum at the largest scale minus "
+                   "at the smallest. Transfer holds when |shift| &lt;= {} doubling.</li>\n",
+                   a.opts.shift_tolerance);
+  h += fmt::format("<li>Better with scale: at the smallest scale's best LR grid point, the mean loss does not rise from "
+                   "one scale to the next (relative tolerance {}).</li>\n",
+                   a.opts.better_tolerance);
+  h += "<li>Regret: at the largest scale, the loss at the LR grid point nearest to the smallest scale's optimum "
+       "(no interpolation), against the best grid-point loss any parameterization in this database reaches there.</li>\n"
+       "</ul>\n</body></html>\n";
+  return h;
+}
+
+TransferReportFiles write_transfer_report(const TransferAnalysis& a, const std::string& dir) {
+  std::filesystem::create_directories(dir);
+  TransferReportFiles files;
+  std::vector<ReportFigure> figures;
+  const bool plots = gnuplot_available();
+  if (plots) {
+    for (const auto& g : a.groups) {
+      PlotFigure loss;
+      loss.title = g.title() + ": final loss vs log2 LR";
+      for (const auto& p : g.params) {
+        PlotPanel panel;
+        panel.title = p.param;
+        panel.xlabel = "log2 LR";
+        panel.ylabel = "final loss (mean over seeds)";
+        panel.logx = panel.logy = false;
+        panel.yformat = "%g";
+        for (size_t i = 0; i < p.curves.size(); ++i) {
+          PlotSeries s;
+          s.title = fmt::format("{} {}", g.axis, p.curves[i].scale);
+          s.color = static_cast<int>(i);
+          for (const auto& q : p.curves[i].points) {
+            s.x.push_back(q.lr_log2);
+            s.y.push_back(q.mean_loss);  // diverged (+inf) points are left out by the plotter
+          }
+          panel.series.push_back(std::move(s));
+        }
+        loss.panels.push_back(std::move(panel));
+      }
+      const std::string stem1 = dir + "/" + g.slug() + "-loss";
+      render_figure(loss, stem1);
+      figures.push_back({loss.title + " (diverged grid points left out)", stem1 + ".png"});
+
+      PlotFigure optf;
+      optf.title = g.title() + ": optimal log2 LR vs log2 " + g.axis;
+      PlotPanel panel;
+      panel.title = "optimum (dashed: 5-95% bootstrap interval)";
+      panel.xlabel = "log2 " + g.axis;
+      panel.ylabel = "optimal log2 LR";
+      panel.logx = panel.logy = false;
+        panel.yformat = "%g";
+      int color = 0;
+      for (const auto& p : g.params) {
+        PlotSeries s, lo, hi;
+        s.title = p.param;
+        s.color = lo.color = hi.color = color++;
+        lo.dashed = hi.dashed = true;
+        lo.points = hi.points = false;
+        for (const auto& c : p.curves) {
+          const double x = std::log2(static_cast<double>(c.scale));
+          s.x.push_back(x);
+          s.y.push_back(c.opt.lr_log2);
+          lo.x.push_back(x);
+          lo.y.push_back(c.lo);
+          hi.x.push_back(x);
+          hi.y.push_back(c.hi);
+        }
+        panel.series.push_back(std::move(s));
+        panel.series.push_back(std::move(lo));
+        panel.series.push_back(std::move(hi));
+      }
+      optf.panels.push_back(std::move(panel));
+      const std::string stem2 = dir + "/" + g.slug() + "-optimum";
+      render_figure(optf, stem2);
+      figures.push_back({optf.title, stem2 + ".png"});
+      for (const auto& st : {stem1, stem2}) {
+        files.plots.push_back(st + ".png");
+        files.plots.push_back(st + ".svg");
+      }
+    }
+  }
+  std::string html = transfer_html(a, figures);
+  if (!plots)
+    html.insert(html.find("</h1>") + 5, "\n<p class=\"note\">gnuplot is not installed: no plots.</p>");
+  for (size_t pos = 0; (pos = html.find("<img ", pos)) != std::string::npos; pos += 5) ++files.images;
+  files.html = dir + "/report.html";
+  files.markdown = dir + "/summary.md";
+  files.json = dir + "/transfer.json";
+  write_file_atomic(files.html, html);
+  write_file_atomic(files.markdown, "# Transfer summary: " + a.name + "\n\n" + transfer_markdown(a));
+  write_file_atomic(files.json, transfer_to_json(a).dump(2) + "\n");
+  return files;
+}
+
+}  // namespace scaleinv

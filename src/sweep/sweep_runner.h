@@ -1,0 +1,41 @@
+#pragma once
+// Running a sweep (issue 8): the shard's points not yet in the store, grouped by ensemble_key and
+// chunked to at most spec.ensemble members, each chunk trained by train_ensemble and written to
+// the store in one transaction as soon as it finishes. Diverged points are recorded, never fatal.
+#include <cstdint>
+#include <string>
+
+#include "sweep/shard.h"
+#include "sweep/sweep_spec.h"
+
+namespace scaleinv {
+
+struct SweepRunOptions {
+  std::string db_path;        // the store (see default_db_path)
+  Shard shard;
+  bool resume = false;        // skip the points already in the store
+  bool show_progress = true;  // a bar over the shard's points on stderr
+  bool batched = true;        // EnsembleOptions::batched
+};
+
+struct SweepRunSummary {
+  std::string name, db_path, shard;
+  int64_t grid_points = 0;     // the whole grid
+  int64_t shard_points = 0;    // this shard's share
+  int64_t run = 0;             // trained now
+  int64_t skipped = 0;         // already in the store (--resume)
+  int64_t diverged = 0;        // of those trained now
+  int64_t chunks = 0;          // train_ensemble calls
+  double wall_s = 0;
+};
+
+// The database a sweep writes when --out is not given: [sweep] db, else runs/sweeps/NAME.db;
+// for --shard i/N with N > 1, STEM.shard-i-of-N.db beside it.
+std::string default_db_path(const SweepSpec& spec, const Shard& shard);
+
+SweepRunSummary run_sweep(const SweepSpec& spec, const SweepRunOptions& opts);
+
+// The short table printed at the end of `scaleinv sweep`.
+std::string render_sweep_summary(const SweepRunSummary& s);
+
+}  // namespace scaleinv

@@ -1,0 +1,361 @@
+// Sweep files: parsing, grid expansion and validation (see sweep_spec.h).
+#include "sweep/sweep_spec.h"
+
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <toml++/toml.h>
+
+#include "core/atomic_file.h"
+#include "core/errors.h"
+#include "core/toml_reader.h"
+#include "dist/dist.h"
+
+namespace scaleinv {
+
+namespace {
+
+const std::vector<std::string> kConfigSections = {"model", "param", "hp", "optim", "data", "train"};
+const char* kGridFix =
+    "use a config key as --set takes it (e.g. \"optim.lr\", \"model.width\", \"hp.init_scale\") or one of "
+    "param, lr_log2, seed";
+
+// The config keys a grid may vary: every field of the training config (its JSON mirrors the TOML).
+const nlohmann::json& default_config_json() {
+  static const nlohmann::json j = train_config_to_json(TrainConfig{});
+  return j;
+}
+
+// A scalar TOML node as JSON; nullopt for arrays and tables.
+std::optional<nlohmann::json> scalar_json(const toml::node& n) {
+  if (auto v = n.value_exact<int64_t>()) return nlohmann::json(*v);
+  if (auto v = n.value_exact<double>()) return nlohmann::json(*v);
+  if (auto v = n.value_exact<std::string>()) return nlohmann::json(*v);
+  if (auto v = n.value_exact<bool>()) return nlohmann::json(*v);
+  return std::nullopt;
+}
+
+// Inserts `value` at the dotted `path`, creating tables on the way.
+template <class T>
+void set_path(toml::table& root, const std::string& path, T value) {
+  toml::table* t = &root;
+  size_t start = 0;
+  for (;;) {
+    const auto dot = path.find('.', start);
+    const std::string part = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (dot == std::string::npos) {
+      t->insert_or_assign(part, value);
+      return;
+    }
+    if (!t->contains(part) || !(*t)[part].is_table()) t->insert_or_assign(part, toml::table{});
+    t = (*t)[part].as_table();
+    start = dot + 1;
+  }
+}
+
+void set_json_scalar(toml::table& root, const std::string& path, const nlohmann::json& v) {
+  if (v.is_number_integer()) set_path(root, path, v.get<int64_t>());
+  else if (v.is_number()) set_path(root, path, v.get<double>());
+  else if (v.is_boolean()) set_path(root, path, v.get<bool>());
+  else set_path(root, path, v.get<std::string>());
+}
+
+void merge_into(toml::table& dst, const toml::table& src) {
+  for (auto&& [k, v] : src) {
+    const std::string key(k.str());
+    if (v.is_table() && dst.contains(key) && dst[key].is_table()) {
+      merge_into(*dst[key].as_table(), *v.as_table());
+    } else {
+      dst.insert_or_assign(key, v);
+    }
+  }
+}
+
+std::string to_toml_text(const toml::table& t) {
+  std::ostringstream os;
+  os << toml::toml_formatter(t);
+  return os.str();
+}
+
+bool is_range_table(const toml::table& t) {
+  if (!t.contains("from") || !t.contains("to")) return false;
+  for (auto&& [k, v] : t)
+    if (k.str() != "from" && k.str() != "to" && k.str() != "step") return false;
+  return true;
+}
+
+// {from, to, step} -> values (integers when every value is one).
+std::vector<nlohmann::json> expand_range(const toml::table& t, const std::string& where, const std::string& field) {
+  auto num = [&](const char* k, double def) {
+    if (!t.contains(k)) return def;
+    auto v = t.get(k)->value<double>();
+    if (!v) throw UserError(where, field + "." + k, "expected a number", "write e.g. {from = -12, to = -6, step = 1}");
+    return *v;
+  };
+  const double from = num("from", 0), to = num("to", 0), step = num("step", 1);
+  if (step <= 0 || !std::isfinite(step))
+    throw UserError(where, field + ".step", "must be a positive number", "write e.g. step = 1 (or 0.5)");
+  if (to < from) throw UserError(where, field, "'to' is below 'from'", "write {from = LOW, to = HIGH, step = S}");
+  const int64_t n = static_cast<int64_t>(std::floor((to - from) / step + 1e-9)) + 1;
+  if (n > 100000) throw UserError(where, field, fmt::format("{} values", n), "use a larger step");
+  std::vector<nlohmann::json> out;
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = from + static_cast<double>(i) * step;
+    if (v == std::round(v) && std::fabs(v) < 1e15) out.emplace_back(static_cast<int64_t>(std::llround(v)));
+    else out.emplace_back(v);
+  }
+  return out;
+}
+
+// Flattens [grid] into axes; nested tables are dotted keys ("model.width"), {from,to,step} a range.
+void flatten_grid(const toml::table& t, const std::string& prefix, const std::string& where,
+                  std::vector<GridAxis>& axes) {
+  for (auto&& [k, v] : t) {
+    const std::string key = prefix + std::string(k.str());
+    const std::string field = "grid." + key;
+    if (const toml::table* sub = v.as_table()) {
+      if (is_range_table(*sub)) axes.push_back({key, expand_range(*sub, where, field)});
+      else flatten_grid(*sub, key + ".", where, axes);
+      continue;
+    }
+    const toml::array* arr = v.as_array();
+    if (!arr)
+      throw UserError(where, field, "expected an array of values", fmt::format("write {} = [value1, value2]", key));
+    GridAxis axis{key, {}};
+    for (const auto& el : *arr) {
+      auto j = scalar_json(el);
+      if (!j)
+        throw UserError(where, field, "values must be numbers, strings or booleans",
+                        fmt::format("write {} = [value1, value2]", key));
+      axis.values.push_back(*j);
+    }
+    axes.push_back(std::move(axis));
+  }
+}
+
+// The config paths one axis sets, and a check of its values' types.
+std::vector<std::string> axis_targets(GridAxis& axis, const std::string& where) {
+  const std::string field = "grid." + axis.key;
+  auto type_error = [&](const std::string& want, const std::string& eg) {
+    throw UserError(where, field, "every value must be " + want, fmt::format("write e.g. {} = {}", axis.key, eg));
+  };
+  if (axis.key == "lr_log2") {
+    for (const auto& v : axis.values)
+      if (!v.is_number()) type_error("a number (the LR is 2^value)", "[-12, -11, -10]");
+    return {"optim.lr"};
+  }
+  if (axis.key == "seed") {
+    for (auto& v : axis.values) {
+      if (v.is_number_float() && v.get<double>() == std::round(v.get<double>())) v = static_cast<int64_t>(v.get<double>());
+      if (!v.is_number_integer()) type_error("an integer", "[0, 1]");
+    }
+    return {"train.seed", "data.seed"};
+  }
+  const std::string path = axis.key == "param" ? "param.name" : axis.key;
+  const auto dot = path.find('.');
+  const nlohmann::json& def = default_config_json();
+  if (dot == std::string::npos || path.find('.', dot + 1) != std::string::npos ||
+      !def.contains(path.substr(0, dot)) || !def[path.substr(0, dot)].contains(path.substr(dot + 1)) ||
+      path == "train.out_dir")
+    throw UserError(where, field, "unknown grid key", kGridFix);
+  const nlohmann::json& d = def[path.substr(0, dot)][path.substr(dot + 1)];
+  for (auto& v : axis.values) {
+    if (d.is_number_integer()) {
+      if (v.is_number_float() && v.get<double>() == std::round(v.get<double>())) v = static_cast<int64_t>(v.get<double>());
+      if (!v.is_number_integer()) type_error("an integer", "[64, 128, 256]");
+    } else if (d.is_number()) {
+      if (!v.is_number()) type_error("a number", "[0.5, 1.0, 2.0]");
+    } else if (d.is_boolean()) {
+      if (!v.is_boolean()) type_error("true or false", "[true, false]");
+    } else if (!v.is_string()) {
+      type_error("a string", "[\"standard\", \"mup\"]");
+    }
+  }
+  return {path};
+}
+
+std::string axis_value_text(const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+
+}  // namespace
+
+// stable_hash (declared in sweep_spec.h) is the FNV-1a of dist/dist.cpp: one definition.
+
+nlohmann::json SweepSpec::grid_json() const {
+  nlohmann::json axes_j = nlohmann::json::array();
+  for (const auto& a : axes) axes_j.push_back({{"key", a.key}, {"values", a.values}});
+  return {{"axes", axes_j}, {"points", points.size()}};
+}
+
+SweepSpec sweep_from_toml_text(const std::string& text, const std::string& where, const std::string& base_dir) {
+  SweepSpec spec;
+  spec.toml_text = text;
+  spec.path = where;
+  toml::table root = parse_toml(text, where);
+  TomlReader r(root, where, "");
+  std::vector<std::string> top = {"base", "set", "sweep", "grid"};
+  top.insert(top.end(), kConfigSections.begin(), kConfigSections.end());
+  r.expect_keys(top);
+
+  // [sweep]
+  {
+    TomlReader s = r.sub("sweep");
+    spec.name = std::filesystem::path(where).stem().string();
+    s.get("name", &spec.name);
+    s.get("ensemble", &spec.ensemble);
+    s.get("window", &spec.window);
+    s.get("db", &spec.db_path);
+    s.reject_unknown();
+    if (spec.name.empty()) s.fail("name", "must not be empty", "name = \"my-sweep\"");
+    if (spec.ensemble < 1) s.fail("ensemble", "must be at least 1", "ensemble = 8");
+    if (!(spec.window > 0 && spec.window <= 1)) s.fail("window", "must be in (0, 1]", "window = 0.1");
+  }
+
+  // The base config: file, then inline sections, then `set`.
+  toml::table cfg_root;
+  std::string label = where;
+  if (r.has("base")) {
+    std::string base;
+    r.get("base", &base);
+    std::filesystem::path p(base);
+    if (p.is_relative()) p = std::filesystem::path(base_dir) / p;
+    std::string base_text;
+    try {
+      base_text = read_file(p.string());
+    } catch (const UserError&) {
+      throw UserError(where, "base", "cannot read '" + p.string() + "'", "give a path relative to the sweep file");
+    }
+    cfg_root = parse_toml(base_text, p.string());
+    label = where + " (base " + p.string() + ")";
+  }
+  for (const auto& sec : kConfigSections) {
+    if (!r.has(sec.c_str())) continue;
+    const toml::table* t = root[sec].as_table();
+    if (!t) throw UserError(where, sec, "expected a table", "write it as a [" + sec + "] section");
+    toml::table copy;
+    copy.insert(sec, *t);
+    merge_into(cfg_root, copy);
+  }
+  if (r.has("set")) {
+    const toml::array* arr = root["set"].as_array();
+    if (!arr) throw UserError(where, "set", "expected an array of strings", "set = [\"train.steps=100\"]");
+    for (const auto& el : *arr) {
+      auto s = el.value_exact<std::string>();
+      if (!s) throw UserError(where, "set", "expected an array of strings", "set = [\"train.steps=100\"]");
+      try {
+        apply_override(cfg_root, *s);
+      } catch (const UserError& e) {
+        throw UserError(where, "set", e.what(), "write \"section.key=value\"");
+      }
+    }
+  }
+  train_config_from_toml_text(to_toml_text(cfg_root), label);  // the base alone must load
+
+  // [grid]
+  if (!r.has("grid")) throw UserError(where, "grid", "missing", "add a [grid] table, e.g. lr_log2 = [-10, -8, -6]");
+  const toml::table* grid = root["grid"].as_table();
+  if (!grid) throw UserError(where, "grid", "expected a table", "write it as a [grid] section");
+  std::vector<GridAxis> axes;
+  flatten_grid(*grid, "", where, axes);
+  if (axes.empty()) throw UserError(where, "grid", "the grid is empty", "add an axis, e.g. lr_log2 = [-10, -8, -6]");
+  std::vector<std::vector<std::string>> targets;
+  std::map<std::string, std::string> target_owner;
+  for (auto& a : axes) {
+    if (a.values.empty())
+      throw UserError(where, "grid." + a.key, "the axis has no values", "give at least one value, e.g. [1, 2]");
+    std::set<std::string> seen;
+    for (const auto& v : a.values)
+      if (!seen.insert(v.dump()).second)
+        throw UserError(where, "grid." + a.key, "value " + v.dump() + " appears twice", "list each value once");
+    targets.push_back(axis_targets(a, where));
+    for (const auto& t : targets.back()) {
+      auto [it, fresh] = target_owner.emplace(t, a.key);
+      if (!fresh)
+        throw UserError(where, "grid." + a.key, "sets " + t + " like grid." + it->second, "keep only one of the two");
+    }
+  }
+  // Expansion order: structural axes (param first, then alphabetical), the LR, then the seed.
+  auto rank = [](const std::string& k) {
+    if (k == "param" || k == "param.name") return 0;
+    if (k == "lr_log2" || k == "optim.lr") return 2;
+    if (k == "seed" || k == "train.seed" || k == "data.seed") return 3;
+    return 1;
+  };
+  std::vector<size_t> order(axes.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    if (rank(axes[a].key) != rank(axes[b].key)) return rank(axes[a].key) < rank(axes[b].key);
+    return axes[a].key < axes[b].key;
+  });
+  for (size_t i : order) spec.axes.push_back(axes[i]);
+  std::vector<std::vector<std::string>> sorted_targets;
+  for (size_t i : order) sorted_targets.push_back(targets[i]);
+
+  // The Cartesian product, last axis fastest; every point loaded through the config loader.
+  std::vector<size_t> idx(spec.axes.size(), 0);
+  std::set<std::string> ids, checked_params;
+  bool done = false;
+  while (!done) {
+    toml::table pt = cfg_root;
+    nlohmann::json axes_j = nlohmann::json::object();
+    for (size_t a = 0; a < spec.axes.size(); ++a) {
+      const nlohmann::json& v = spec.axes[a].values[idx[a]];
+      axes_j[spec.axes[a].key] = v;
+      for (const auto& t : sorted_targets[a]) {
+        if (spec.axes[a].key == "lr_log2") set_path(pt, t, std::exp2(v.get<double>()));
+        else set_json_scalar(pt, t, v);
+      }
+    }
+    std::string desc;
+    for (auto& [k, v] : axes_j.items()) desc += (desc.empty() ? "" : ", ") + k + "=" + axis_value_text(v);
+    SweepPoint p;
+    try {
+      p.config = train_config_from_toml_text(to_toml_text(pt), label);
+      if (checked_params.insert(p.config.param).second) resolve_param(p.config);  // unknown preset, bad file
+    } catch (const UserError& e) {
+      throw UserError(where, "grid", fmt::format("the point ({}) is not a valid config: {}", desc, e.what()),
+                      "change the grid value or the base config");
+    }
+    p.axes = axes_j;
+    nlohmann::json cj = train_config_to_json(p.config);
+    cj["train"]["out_dir"] = "";
+    p.id = stable_hash(cj.dump());
+    if (!ids.insert(p.id).second)
+      throw UserError(where, "grid", fmt::format("the point ({}) repeats an earlier point's config", desc),
+                      "remove the axis value that has no effect");
+    spec.points.push_back(std::move(p));
+    size_t a = spec.axes.size();  // advance the odometer
+    for (;;) {
+      if (a == 0) {
+        done = true;
+        break;
+      }
+      --a;
+      if (++idx[a] < spec.axes[a].values.size()) break;
+      idx[a] = 0;
+    }
+  }
+  std::string all = fmt::format("window={}\n", spec.window);
+  for (const auto& p : spec.points) all += p.id + "\n";
+  spec.fingerprint = stable_hash(all);
+  return spec;
+}
+
+SweepSpec load_sweep(const std::string& path) {
+  std::string text;
+  try {
+    text = read_file(path);
+  } catch (const UserError&) {
+    throw UserError(path, "", "cannot open sweep file", "check the path (examples/sweeps/ has examples)");
+  }
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  if (dir.empty()) dir = ".";
+  SweepSpec s = sweep_from_toml_text(text, path, dir);
+  s.path = path;
+  return s;
+}
+
+}  // namespace scaleinv

@@ -1,0 +1,65 @@
+#pragma once
+// A hyperparameter sweep as a file (issue 8; DESIGN.md "Measurement: Sweeps"): a base training
+// config plus a [grid] of values, expanded into the Cartesian product of points, each a complete,
+// validated TrainConfig with a stable id.
+//
+//   base = "../gpt_kjv.toml"        # optional, relative to this file
+//   set = ["train.steps=1000"]      # optional --set style overrides of the base
+//   [model] ... [train]              # optional inline sections, merged over the base
+//   [sweep]
+//   name = "gpt-width"               # default: the file's stem
+//   ensemble = 8                     # most members trained as one batched ensemble
+//   window = 0.1                     # fraction of the final steps averaged into final_loss
+//   db = "runs/sweeps/gpt-width.db"  # default --out (relative to the working directory)
+//   [grid]
+//   param = ["standard", "mup"]      # = param.name
+//   "model.width" = [64, 128, 256]   # any config key --set accepts (model.width = [...] works too)
+//   lr_log2 = [-12, -11, -10]        # optim.lr = 2^x; or lr_log2 = {from = -12, to = -6, step = 1}
+//   seed = [0, 1]                    # sets train.seed and data.seed
+//
+// Every mistake (unknown key, empty axis, wrong value type, a point the config loader refuses) is
+// a UserError naming the sweep file and the field, found before anything runs.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "train/config.h"
+
+namespace scaleinv {
+
+struct GridAxis {
+  std::string key;                       // as written: "lr_log2", "seed", "param", "model.width", ...
+  std::vector<nlohmann::json> values;    // scalars (number, string, bool), in file order
+};
+
+struct SweepPoint {
+  std::string id;                        // 16 hex digits: hash of the resolved config's JSON
+  nlohmann::json axes;                   // axis key -> value, e.g. {"lr_log2": -10, "param": "mup"}
+  TrainConfig config;                    // the resolved, validated config of this point
+};
+
+struct SweepSpec {
+  std::string path;                      // the sweep file ("" when built from text)
+  std::string name;
+  std::string toml_text;                 // the sweep file as written (stored in the db)
+  std::string db_path;                   // [sweep] db, "" when absent
+  int ensemble = 8;
+  double window = 0.1;
+  std::vector<GridAxis> axes;            // in expansion order (outermost first; lr then seed innermost)
+  std::vector<SweepPoint> points;        // the whole grid, in a deterministic order
+  std::string fingerprint;               // hash of every point id, the window and the name
+
+  nlohmann::json grid_json() const;      // {"axes": [{"key", "values"}...], "points": N}
+};
+
+// Reads and expands a sweep file (base paths resolved relative to it).
+SweepSpec load_sweep(const std::string& path);
+// The same from text; `where` names it in messages, `base_dir` resolves `base`.
+SweepSpec sweep_from_toml_text(const std::string& text, const std::string& where, const std::string& base_dir);
+
+// 64-bit FNV-1a of `s` as 16 hex digits (point ids and fingerprints).
+std::string stable_hash(const std::string& s);
+
+}  // namespace scaleinv

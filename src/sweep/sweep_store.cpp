@@ -1,0 +1,225 @@
+// The sweep results store (see sweep_store.h).
+#include "sweep/sweep_store.h"
+
+#include <cmath>
+#include <ctime>
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/errors.h"
+
+namespace scaleinv {
+
+namespace {
+
+const char* kSchema = R"(
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS points (
+  id TEXT PRIMARY KEY, sweep TEXT NOT NULL,
+  param TEXT, width INTEGER, depth INTEGER, lr REAL, lr_log2 REAL, seed INTEGER,
+  axes TEXT NOT NULL, config TEXT NOT NULL,
+  final_loss REAL, final_val_loss REAL, min_loss REAL,
+  diverged INTEGER NOT NULL, diverged_step INTEGER NOT NULL, steps_done INTEGER NOT NULL,
+  wall_s REAL, items_per_s REAL, unigram_entropy REAL,
+  curve TEXT NOT NULL, shard TEXT, created_at TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS points_by_axes ON points(param, width, depth, lr_log2, seed);
+)";
+
+const char* kColumns =
+    "id, sweep, param, width, depth, lr, lr_log2, seed, axes, config, final_loss, final_val_loss, min_loss, "
+    "diverged, diverged_step, steps_done, wall_s, items_per_s, unigram_entropy, curve, shard, created_at";
+
+SqlValue num(double v) { return std::isfinite(v) ? SqlValue(v) : SqlValue(nullptr); }
+
+std::string utc_now() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// At most 200 [step, loss] pairs, evenly spaced, first and last kept.
+nlohmann::json curve_json(const std::vector<double>& losses) {
+  nlohmann::json out = nlohmann::json::array();
+  const size_t n = losses.size(), keep = 200;
+  auto add = [&](size_t i) { out.push_back({static_cast<int64_t>(i + 1), std::isfinite(losses[i]) ? nlohmann::json(losses[i]) : nlohmann::json()}); };
+  if (n <= keep) {
+    for (size_t i = 0; i < n; ++i) add(i);
+  } else {
+    for (size_t k = 0; k < keep; ++k) add(static_cast<size_t>(std::llround(static_cast<double>(k) * (n - 1) / (keep - 1))));
+  }
+  return out;
+}
+
+std::unique_ptr<SqliteDb> open_store(const std::string& path) {
+  const auto parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(parent, ec);
+  }
+  try {
+    auto db = std::make_unique<SqliteDb>(path);
+    db->exec(kSchema);
+    return db;
+  } catch (const std::runtime_error& e) {
+    if (dynamic_cast<const UserError*>(&e)) throw;
+    throw UserError(path, "", std::string("not a usable sweep database: ") + e.what(),
+                    "give another --out (a new file) or remove this one");
+  }
+}
+
+std::optional<std::string> read_meta(SqliteDb& db, const std::string& key) {
+  auto rows = db.query("SELECT value FROM meta WHERE key = ?", {key});
+  if (rows.empty()) return std::nullopt;
+  return std::get<std::string>(rows[0][0]);
+}
+
+int64_t count_rows(SqliteDb& db) { return std::get<int64_t>(db.query("SELECT COUNT(*) FROM points")[0][0]); }
+
+}  // namespace
+
+double window_mean(const std::vector<double>& losses, double window) {
+  if (losses.empty()) return std::nan("");
+  const size_t n = losses.size();
+  const size_t k = std::min(n, std::max<size_t>(1, static_cast<size_t>(std::ceil(window * static_cast<double>(n) - 1e-9))));
+  double s = 0;
+  for (size_t i = n - k; i < n; ++i) s += losses[i];
+  return s / static_cast<double>(k);
+}
+
+SweepStore::SweepStore(const std::string& path) : path_(path), db_(open_store(path)) {}
+
+int64_t SweepStore::count_points() { return count_rows(*db_); }
+
+std::optional<std::string> SweepStore::meta(const std::string& key) { return read_meta(*db_, key); }
+
+std::set<std::string> SweepStore::finished_ids() {
+  std::set<std::string> ids;
+  for (const auto& r : db_->query("SELECT id FROM points")) ids.insert(std::get<std::string>(r[0]));
+  return ids;
+}
+
+void SweepStore::begin_sweep(const SweepSpec& spec, const Shard& shard, bool resume) {
+  const int64_t n = count_points();
+  const auto fp = meta("fingerprint");
+  const std::string held = meta("name").value_or("?");
+  if (!resume && n > 0)
+    throw UserError(path_, "--out", fmt::format("already holds {} finished points of sweep '{}'", n, held),
+                    "add --resume to continue that sweep, or give another --out");
+  if (resume && n > 0 && fp && *fp != spec.fingerprint)
+    throw UserError(path_, "--resume",
+                    fmt::format("the database holds sweep '{}' with another grid (fingerprint {}, this file {}): "
+                                "the grid, base config or window changed",
+                                held, *fp, spec.fingerprint),
+                    "resume with the sweep file it was started with, or give another --out");
+  db_->begin();
+  auto put = [&](const std::string& k, const std::string& v) {
+    db_->run("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", {k, v});
+  };
+  put("schema", "1");
+  put("name", spec.name);
+  put("sweep_toml", spec.toml_text);
+  put("sweep_path", spec.path);
+  put("grid", spec.grid_json().dump());
+  put("fingerprint", spec.fingerprint);
+  put("window", fmt::format("{}", spec.window));
+  put("ensemble", std::to_string(spec.ensemble));
+  put("shard", shard.str());
+  db_->commit();
+}
+
+void SweepStore::write_points(const SweepSpec& spec, const Shard& shard, const std::vector<const SweepPoint*>& points,
+                              const std::vector<RunSummary>& results) {
+  const std::string now = utc_now();
+  const std::string sql = fmt::format("INSERT OR REPLACE INTO points ({}) VALUES ({})", kColumns,
+                                      "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?");
+  db_->begin();
+  try {
+    for (size_t i = 0; i < points.size(); ++i) {
+      const SweepPoint& p = *points[i];
+      const RunSummary& s = results[i];
+      const TrainConfig& c = p.config;
+      double min_loss = std::nan("");
+      for (double l : s.losses)
+        if (std::isfinite(l) && !(l >= min_loss)) min_loss = l;
+      const double final_loss = s.diverged ? std::nan("") : window_mean(s.losses, spec.window);
+      nlohmann::json cj = train_config_to_json(c);
+      db_->run(sql, {p.id, spec.name, c.param, static_cast<int64_t>(c.model.width), static_cast<int64_t>(c.model.depth),
+                     c.optim.lr, std::log2(c.optim.lr), static_cast<int64_t>(c.train.seed), p.axes.dump(), cj.dump(),
+                     num(final_loss), num(s.final_val_loss), num(min_loss), static_cast<int64_t>(s.diverged ? 1 : 0),
+                     static_cast<int64_t>(s.diverged ? s.diverged_step : -1), static_cast<int64_t>(s.steps_done),
+                     num(s.wall_s), num(s.items_per_s), num(s.unigram_entropy), curve_json(s.losses).dump(),
+                     shard.str(), now});
+    }
+  } catch (...) {
+    db_->exec("ROLLBACK");
+    throw;
+  }
+  db_->commit();
+}
+
+MergeSummary merge_sweep_dbs(const std::string& out, const std::vector<std::string>& inputs) {
+  if (inputs.empty())
+    throw UserError("command line", "sweep merge", "no input databases", "write scaleinv sweep merge OUT.db IN1.db IN2.db ...");
+  std::string fp;
+  std::error_code ec;
+  for (const auto& in : inputs) {
+    if (!std::filesystem::exists(in))
+      throw UserError(in, "", "no such database", "give the shard databases written by scaleinv sweep --shard");
+    if (std::filesystem::exists(out) && std::filesystem::equivalent(in, out, ec))
+      throw UserError(in, "", "is also the output", "give a new OUT.db as the first argument");
+    std::optional<std::string> f;
+    try {  // read-only look: an input that is not a sweep database is left as it is
+      SqliteDb db(in);
+      if (!db.query("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'meta'").empty() &&
+          !db.query("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'points'").empty())
+        f = read_meta(db, "fingerprint");
+    } catch (const std::runtime_error&) {
+      f.reset();
+    }
+    if (!f) throw UserError(in, "meta.fingerprint", "not a sweep database", "give databases written by scaleinv sweep");
+    if (fp.empty()) fp = *f;
+    else if (*f != fp)
+      throw UserError(in, "meta.fingerprint",
+                      fmt::format("belongs to another sweep or grid (fingerprint {}, first input {})", *f, fp),
+                      "merge only the shards of one sweep file");
+  }
+  SweepStore dst(out);
+  if (auto f = dst.meta("fingerprint"); f && *f != fp && dst.count_points() > 0)
+    throw UserError(out, "meta.fingerprint", "already holds another sweep", "give a new OUT.db");
+  MergeSummary m;
+  const int64_t before = dst.count_points();
+  bool meta_copied = false;
+  for (const auto& in : inputs) {
+    dst.db().run("ATTACH DATABASE ? AS src", {in});
+    try {
+      dst.db().begin();
+      m.rows_read += std::get<int64_t>(dst.db().query("SELECT COUNT(*) FROM src.points")[0][0]);
+      dst.db().exec(fmt::format("INSERT OR IGNORE INTO main.points ({0}) SELECT {0} FROM src.points", kColumns));
+      if (!meta_copied) {
+        dst.db().exec("INSERT OR REPLACE INTO main.meta(key, value) SELECT key, value FROM src.meta");
+        meta_copied = true;
+      }
+      dst.db().commit();
+    } catch (...) {
+      try {
+        dst.db().exec("ROLLBACK");
+      } catch (...) {
+      }
+      dst.db().exec("DETACH DATABASE src");
+      throw;
+    }
+    dst.db().exec("DETACH DATABASE src");
+  }
+  dst.db().run("INSERT OR REPLACE INTO meta(key, value) VALUES ('shard', ?)",
+               {fmt::format("merged from {} databases", inputs.size())});
+  m.total = dst.count_points();
+  m.rows_added = m.total - before;
+  return m;
+}
+
+}  // namespace scaleinv

@@ -1,0 +1,69 @@
+#pragma once
+// The sweep results store (issue 8; DESIGN.md: "sweeps survive kill -9 and can be queried"):
+// one SQLite database in WAL mode per shard.
+//
+//   meta(key, value)   name, sweep_toml, grid (JSON), fingerprint, window, ensemble, shard
+//   points             one row per finished point: id (primary key), sweep, the axes as columns
+//                      (param, width, depth, lr, lr_log2, seed) plus `axes` (JSON of every axis
+//                      value) and `config` (JSON of the resolved config); final_loss (mean of the
+//                      last `window` of the steps; NULL when diverged), final_val_loss, min_loss,
+//                      diverged (0/1), diverged_step (-1: none), steps_done, wall_s, items_per_s,
+//                      unigram_entropy, curve (JSON [[step, loss]...], at most 200 points), shard,
+//                      created_at (UTC, ISO 8601).
+//
+// A finished ensemble chunk is written in one transaction, so a kill -9 at any moment loses only
+// the chunk in flight. The grid's fingerprint (sweep_spec.h) guards --resume and merge.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/sqlite_db.h"
+#include "sweep/shard.h"
+#include "sweep/sweep_spec.h"
+#include "train/trainer.h"
+
+namespace scaleinv {
+
+class SweepStore {
+ public:
+  // Opens or creates the database and its tables (parent directories are created).
+  explicit SweepStore(const std::string& path);
+
+  // Prepares the store for running `spec`: without `resume` a database that already holds points
+  // is refused (UserError: use --resume or another --out); with it, the stored fingerprint must
+  // equal spec.fingerprint. Writes the meta table.
+  void begin_sweep(const SweepSpec& spec, const Shard& shard, bool resume);
+  std::set<std::string> finished_ids();
+  int64_t count_points();
+  std::optional<std::string> meta(const std::string& key);
+
+  // One transaction: a row per point (points[i] trained into results[i]).
+  void write_points(const SweepSpec& spec, const Shard& shard, const std::vector<const SweepPoint*>& points,
+                    const std::vector<RunSummary>& results);
+
+  SqliteDb& db() { return *db_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  std::unique_ptr<SqliteDb> db_;
+};
+
+// Mean of the last max(1, ceil(window * n)) losses; NaN when there are none.
+double window_mean(const std::vector<double>& losses, double window);
+
+struct MergeSummary {
+  int64_t rows_read = 0;     // rows in the inputs
+  int64_t rows_added = 0;    // new rows in OUT
+  int64_t total = 0;         // rows in OUT afterwards
+};
+
+// Combines shard databases of one sweep into `out` (created if missing). Every input, and `out` if
+// it already holds a sweep, must carry the same fingerprint (UserError otherwise); a point present
+// in several inputs is kept once.
+MergeSummary merge_sweep_dbs(const std::string& out, const std::vector<std::string>& inputs);
+
+}  // namespace scaleinv

@@ -1,0 +1,368 @@
+// Sweeps (issue 8): grid expansion and validation, sharding, the SQLite store, resume after
+// kill -9, merging shards, divergence recorded.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fcntl.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include "cli_util.h"
+#include "core/errors.h"
+#include "core/sqlite_db.h"
+#include "sweep/shard.h"
+#include "sweep/sweep_spec.h"
+#include "sweep/sweep_store.h"
+
+using namespace scaleinv;
+using scaleinv::testing::run_cli;
+using scaleinv::testing::temp_dir;
+
+namespace {
+
+const std::string kTiny = std::string(SCALEINV_SOURCE_DIR) + "/examples/sweeps/tiny_markov.toml";
+
+// A small sweep with inline config (no base file).
+const char* kInline = R"(
+[sweep]
+name = "t"
+ensemble = 3
+[model]
+kind = "bigram"
+width = 32
+depth = 2
+[data]
+source = "markov"
+vocab = 16
+[train]
+steps = 5
+[grid]
+param = ["standard", "mup"]
+"model.width" = [32, 64]
+lr_log2 = [-8, -6]
+seed = [0, 1]
+)";
+
+SweepSpec inline_spec(const std::string& extra_grid = "", const std::string& text = kInline) {
+  return sweep_from_toml_text(text + extra_grid, "t.toml", ".");
+}
+
+std::string write(const std::string& path, const std::string& text) {
+  std::ofstream(path) << text;
+  return path;
+}
+
+int64_t count_rows(const std::string& db) {
+  SqliteDb d(db);
+  return std::get<int64_t>(d.query("SELECT COUNT(*) FROM points")[0][0]);
+}
+
+// id -> every column of the row, as text.
+std::map<std::string, std::string> rows_by_id(const std::string& db) {
+  SqliteDb d(db);
+  std::map<std::string, std::string> out;
+  for (const auto& r : d.query("SELECT * FROM points")) {
+    std::string all;
+    for (const auto& v : r) {
+      if (auto s = std::get_if<std::string>(&v)) all += *s;
+      else if (auto i = std::get_if<int64_t>(&v)) all += std::to_string(*i);
+      else if (auto x = std::get_if<double>(&v)) all += fmt::format("{}", *x);
+      else all += "NULL";
+      all += "|";
+    }
+    out[std::get<std::string>(r[0])] = all;
+  }
+  return out;
+}
+
+std::set<std::string> grid_ids(const SweepSpec& s) {
+  std::set<std::string> ids;
+  for (const auto& p : s.points) ids.insert(p.id);
+  return ids;
+}
+
+std::string error_of(const std::string& text) {
+  try {
+    sweep_from_toml_text(text, "bad.toml", ".");
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+TEST(SweepSpec, GridIsTheCartesianProductInAFixedOrderWithStableIds) {
+  SweepSpec s = inline_spec();
+  ASSERT_EQ(s.points.size(), 16u);
+  ASSERT_EQ(s.axes.size(), 4u);
+  EXPECT_EQ(s.axes[0].key, "param");  // structural axes outermost, LR then seed innermost
+  EXPECT_EQ(s.axes[1].key, "model.width");
+  EXPECT_EQ(s.axes[2].key, "lr_log2");
+  EXPECT_EQ(s.axes[3].key, "seed");
+  const SweepPoint& p1 = s.points[1];
+  EXPECT_EQ(p1.config.param, "standard");
+  EXPECT_EQ(p1.config.model.width, 32);
+  EXPECT_EQ(p1.config.optim.lr, std::exp2(-8.0));
+  EXPECT_EQ(p1.config.train.seed, 1);
+  EXPECT_EQ(p1.config.data.seed, 1);  // seed sets both
+  EXPECT_EQ(p1.axes.at("lr_log2"), -8);
+  EXPECT_EQ(s.points[15].config.param, "mup");
+  EXPECT_EQ(s.points[15].config.model.width, 64);
+  EXPECT_EQ(s.points[15].config.optim.lr, std::exp2(-6.0));
+  // Same file, same ids and fingerprint; another grid, another fingerprint.
+  SweepSpec again = inline_spec();
+  for (size_t i = 0; i < s.points.size(); ++i) EXPECT_EQ(s.points[i].id, again.points[i].id);
+  EXPECT_EQ(grid_ids(s).size(), 16u);
+  EXPECT_EQ(s.fingerprint, again.fingerprint);
+  std::string other = kInline;
+  other.replace(other.find("[-8, -6]"), 8, "[-8, -5]");
+  EXPECT_NE(inline_spec("", other).fingerprint, s.fingerprint);
+}
+
+TEST(SweepSpec, RangesNestedKeysAndTheBaseFile) {
+  const std::string dir = temp_dir("spec");
+  write(dir + "/base.toml", "[model]\nkind = \"bigram\"\nwidth = 48\n[data]\nsource = \"markov\"\nvocab = 16\n");
+  const std::string text = R"(
+base = "base.toml"
+set = ["train.steps=7"]
+[hp]
+init_scale = 0.5
+[grid]
+lr_log2 = {from = -6, to = -4, step = 1}
+[grid.hp]
+output_mult = [1.0, 2.0]
+)";
+  SweepSpec s = sweep_from_toml_text(text, dir + "/s.toml", dir);
+  ASSERT_EQ(s.points.size(), 6u);
+  EXPECT_EQ(s.name, "s");
+  EXPECT_EQ(s.points[0].config.model.width, 48);  // from the base
+  EXPECT_EQ(s.points[0].config.train.steps, 7);   // from set
+  EXPECT_EQ(s.points[0].config.hp.init_scale, 0.5);  // inline section
+  EXPECT_EQ(s.points[0].config.hp.output_mult, 1.0);
+  EXPECT_EQ(s.points[3].config.hp.output_mult, 2.0);
+  EXPECT_EQ(s.points[2].config.optim.lr, std::exp2(-4.0));
+  // The shipped examples expand and validate.
+  for (const char* f : {"tiny_markov.toml", "gpt_kjv_width.toml", "resmlp_fashion_depth.toml"}) {
+    SweepSpec e = load_sweep(std::string(SCALEINV_SOURCE_DIR) + "/examples/sweeps/" + f);
+    EXPECT_GT(e.points.size(), 8u) << f;
+  }
+}
+
+TEST(SweepSpec, MistakesNameTheFileAndTheField) {
+  const std::string cfg = "[model]\nkind = \"bigram\"\n[data]\nsource = \"markov\"\n";
+  EXPECT_NE(error_of(cfg + "[grid]\nmodel.widht = [32]\n").find("bad.toml: field 'grid.model.widht': unknown grid key"),
+            std::string::npos);
+  EXPECT_NE(error_of(cfg + "[grid]\nfoo = [1]\n").find("'grid.foo'"), std::string::npos);
+  EXPECT_NE(error_of(cfg + "[grid]\n").find("the grid is empty"), std::string::npos);
+  EXPECT_NE(error_of(cfg).find("'grid': missing"), std::string::npos);
+  EXPECT_NE(error_of(cfg + "[grid]\nlr_log2 = []\n").find("'grid.lr_log2': the axis has no values"), std::string::npos);
+  EXPECT_NE(error_of(cfg + "[grid]\n\"model.width\" = [\"wide\"]\n").find("'grid.model.width': every value must be an integer"),
+            std::string::npos);
+  EXPECT_NE(error_of(cfg + "[grid]\nlr_log2 = -3\n").find("expected an array"), std::string::npos);
+  EXPECT_NE(error_of(cfg + "[grid]\nparam = [\"nosuch\"]\n").find("unknown preset"), std::string::npos);
+  EXPECT_NE(error_of(cfg + "[grid]\n\"model.width\" = [0]\n").find("width=0"), std::string::npos);
+  EXPECT_NE(error_of(cfg + "[grid]\nlr_log2 = [-3]\n\"optim.lr\" = [0.1]\n").find("keep only one"), std::string::npos);
+  EXPECT_NE(error_of(cfg + "[grid]\nseed = [1, 1]\n").find("appears twice"), std::string::npos);
+  EXPECT_NE(error_of(cfg + "[sweep]\nwindow = 2.0\n[grid]\nseed = [1]\n").find("'sweep.window'"), std::string::npos);
+  EXPECT_NE(error_of("bogus = 1\n" + cfg + "[grid]\nseed = [1]\n").find("'bogus': unknown field"), std::string::npos);
+  EXPECT_NE(error_of("base = \"nope.toml\"\n[grid]\nseed = [1]\n").find("'base'"), std::string::npos);
+}
+
+TEST(Shard, ParseRejectsMalformedAndOutOfRange) {
+  EXPECT_EQ(parse_shard("1/3").index, 1);
+  EXPECT_EQ(parse_shard("1/3").count, 3);
+  for (const char* bad : {"3/2", "2/2", "0/0", "x/2", "1", "-1/2", "1/", "/2", "1/2/3", ""})
+    EXPECT_THROW(parse_shard(bad), UserError) << bad;
+}
+
+TEST(Shard, ShardsAreDisjointCoverTheGridAndKeepEnsembleChunksWhole) {
+  SweepSpec s = inline_spec();  // ensemble = 3: groups of 4 (2 LRs x 2 seeds) -> chunks of 3 + 1
+  std::vector<size_t> all(s.points.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+  const auto chunks = ensemble_chunks(s.points, all, s.ensemble);
+  EXPECT_EQ(chunks.size(), 8u);
+  for (int n = 1; n <= 5; ++n) {
+    std::vector<int> owner(s.points.size(), -1);
+    for (int i = 0; i < n; ++i)
+      for (size_t p : shard_points(s, {i, n})) {
+        EXPECT_EQ(owner[p], -1) << "point " << p << " in two shards of " << n;
+        owner[p] = i;
+      }
+    for (size_t p = 0; p < owner.size(); ++p) EXPECT_NE(owner[p], -1) << "point " << p << " in no shard of " << n;
+    for (const auto& c : chunks)
+      for (size_t p : c) EXPECT_EQ(owner[p], owner[c.front()]) << "a chunk split across shards";
+  }
+}
+
+TEST(SweepStore, WindowMean) {
+  EXPECT_DOUBLE_EQ(window_mean({4, 3, 2, 1}, 0.5), 1.5);
+  EXPECT_DOUBLE_EQ(window_mean({4, 3, 2, 1}, 0.01), 1.0);  // at least one step
+  EXPECT_DOUBLE_EQ(window_mean({4, 3, 2, 1}, 1.0), 2.5);
+  EXPECT_TRUE(std::isnan(window_mean({}, 0.1)));
+}
+
+TEST(SweepCli, RunsIntoTheStoreResumesAndRefusesToOverwrite) {
+  const std::string dir = temp_dir("sweep_run");
+  const std::string db = dir + "/inline.db";
+  const std::string f = write(dir + "/inline.toml", kInline);
+  SweepSpec spec = load_sweep(f);
+  auto r = run_cli("sweep --quiet --config " + f + " --out " + db);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("sweep summary"), std::string::npos);
+  EXPECT_EQ(count_rows(db), static_cast<int64_t>(spec.points.size()));
+  {
+    SqliteDb d(db);
+    std::set<std::string> ids;
+    for (const auto& row : d.query("SELECT id, final_loss, diverged, steps_done, curve, param, width, lr_log2 FROM points")) {
+      ids.insert(std::get<std::string>(row[0]));
+      if (std::get<int64_t>(row[2]) != 0) continue;  // diverged: recorded at its step
+      EXPECT_GT(std::get<double>(row[1]), 0.0);
+      EXPECT_EQ(std::get<int64_t>(row[3]), 5);
+      EXPECT_EQ(nlohmann::json::parse(std::get<std::string>(row[4])).size(), 5u);
+    }
+    EXPECT_EQ(ids, grid_ids(spec));
+    auto fp = d.query("SELECT value FROM meta WHERE key = 'fingerprint'");
+    ASSERT_EQ(fp.size(), 1u);
+    EXPECT_EQ(std::get<std::string>(fp[0][0]), spec.fingerprint);
+  }
+  // Without --resume a database with points is refused; with it nothing is redone.
+  auto again = run_cli("sweep --quiet --config " + f + " --out " + db);
+  EXPECT_EQ(again.code, 2);
+  EXPECT_NE(again.err.find("--resume"), std::string::npos) << again.err;
+  const auto before = rows_by_id(db);
+  auto resumed = run_cli("sweep --quiet --config " + f + " --out " + db + " --resume");
+  ASSERT_EQ(resumed.code, 0) << resumed.err;
+  EXPECT_NE(resumed.out.find(fmt::format("{} (already in the db)", spec.points.size())), std::string::npos) << resumed.out;
+  EXPECT_EQ(rows_by_id(db), before);
+  // A changed grid cannot resume into this db.
+  std::string text = kInline;
+  text.replace(text.find("[-8, -6]"), 8, "[-8, -5]");
+  const std::string changed = write(dir + "/changed.toml", text);
+  auto bad = run_cli("sweep --quiet --config " + changed + " --out " + db + " --resume");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("another grid"), std::string::npos) << bad.err;
+  // Malformed shards and missing files: one line, exit 2.
+  for (const char* shard : {"3/2", "0/0", "x/2"}) {
+    auto e = run_cli("sweep --quiet --config " + f + " --out " + dir + "/x.db --shard " + shard);
+    EXPECT_EQ(e.code, 2) << shard;
+    EXPECT_NE(e.err.find("--shard"), std::string::npos) << e.err;
+  }
+  EXPECT_EQ(run_cli("sweep --quiet --config " + dir + "/missing.toml").code, 2);
+}
+
+TEST(SweepCli, KilledSweepResumesWithoutLosingOrRedoingAPoint) {
+  const std::string dir = temp_dir("sweep_kill");
+  const std::string db = dir + "/killed.db";
+  SweepSpec spec = load_sweep(kTiny);
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const int devnull = ::open("/dev/null", O_WRONLY);
+    dup2(devnull, 1);
+    dup2(devnull, 2);
+    execl(SCALEINV_BIN, SCALEINV_BIN, "--threads", "1", "sweep", "--quiet", "--config", kTiny.c_str(), "--out",
+          db.c_str(), "--shard", "0/1", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // Kill -9 as soon as the db holds a finished chunk.
+  int64_t rows = 0;
+  bool exited = false;
+  for (int i = 0; i < 6000 && rows == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    int st = 0;
+    if (waitpid(pid, &st, WNOHANG) == pid) {
+      exited = true;
+      break;
+    }
+    if (!std::filesystem::exists(db)) continue;
+    try {
+      rows = count_rows(db);
+    } catch (const std::exception&) {
+      rows = 0;  // tables not created yet
+    }
+  }
+  if (!exited) {
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+  }
+  ASSERT_FALSE(exited) << "the sweep finished before the kill";
+  const auto before = rows_by_id(db);
+  ASSERT_GE(before.size(), 1u);
+  ASSERT_LT(before.size(), spec.points.size()) << "the sweep finished before the kill";
+  auto r = run_cli("--threads 1 sweep --quiet --config " + kTiny + " --out " + db + " --resume");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto after = rows_by_id(db);
+  std::set<std::string> ids;
+  for (const auto& [id, row] : after) ids.insert(id);
+  EXPECT_EQ(ids, grid_ids(spec));  // every point exactly once (id is the primary key)
+  EXPECT_EQ(count_rows(db), static_cast<int64_t>(spec.points.size()));
+  for (const auto& [id, row] : before) EXPECT_EQ(after.at(id), row) << "row " << id << " changed by the resume";
+  EXPECT_NE(r.out.find(fmt::format("{} (already in the db)", before.size())), std::string::npos) << r.out;
+}
+
+TEST(SweepCli, ShardsMergeIntoTheWholeGrid) {
+  const std::string dir = temp_dir("sweep_shard");
+  const std::string f = write(dir + "/inline.toml", kInline);
+  SweepSpec spec = load_sweep(f);
+  for (int i = 0; i < 3; ++i) {
+    auto r = run_cli(fmt::format("sweep --quiet --config {} --out {}/s{}.db --shard {}/3", f, dir, i, i));
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(count_rows(fmt::format("{}/s{}.db", dir, i)), static_cast<int64_t>(shard_points(spec, {i, 3}).size()));
+  }
+  // Merging a shard twice keeps each point once.
+  auto m = run_cli(fmt::format("sweep merge {0}/all.db {0}/s0.db {0}/s1.db {0}/s2.db {0}/s0.db", dir));
+  ASSERT_EQ(m.code, 0) << m.err;
+  std::set<std::string> ids;
+  for (const auto& [id, row] : rows_by_id(dir + "/all.db")) ids.insert(id);
+  EXPECT_EQ(ids, grid_ids(spec));
+  // Another grid's db is refused.
+  std::string text = kInline;
+  text.replace(text.find("[-8, -6]"), 8, "[-8, -5]");
+  const std::string other = write(dir + "/other.toml", text);
+  ASSERT_EQ(run_cli("sweep --quiet --config " + other + " --out " + dir + "/other.db --shard 0/4").code, 0);
+  auto bad = run_cli(fmt::format("sweep merge {0}/mix.db {0}/s0.db {0}/other.db", dir));
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("fingerprint"), std::string::npos) << bad.err;
+  EXPECT_EQ(run_cli(fmt::format("sweep merge {0}/x.db {0}/none.db", dir)).code, 2);
+}
+
+TEST(SweepCli, DivergedPointsAreRecordedAndTheSweepGoesOn) {
+  const std::string dir = temp_dir("sweep_div");
+  const std::string f = write(dir + "/div.toml", R"(
+[sweep]
+name = "div"
+[model]
+kind = "bigram"
+width = 32
+depth = 2
+[optim]
+kind = "sgd"
+[data]
+source = "markov"
+vocab = 16
+[train]
+steps = 30
+eval_every = 0
+[grid]
+lr_log2 = [-4, 40]
+)");
+  auto r = run_cli("sweep --quiet --config " + f + " --out " + dir + "/div.db");
+  ASSERT_EQ(r.code, 0) << r.err;
+  SqliteDb d(dir + "/div.db");
+  auto rows = d.query("SELECT lr_log2, diverged, diverged_step, final_loss FROM points ORDER BY lr_log2");
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(std::get<int64_t>(rows[0][1]), 0);
+  EXPECT_EQ(std::get<int64_t>(rows[1][1]), 1);
+  EXPECT_GE(std::get<int64_t>(rows[1][2]), 0);
+  EXPECT_TRUE(std::holds_alternative<std::nullptr_t>(rows[1][3]));
+  EXPECT_NE(r.out.find("diverged         1"), std::string::npos) << r.out;
+}

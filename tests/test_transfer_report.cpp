@@ -1,0 +1,280 @@
+// The transfer analysis and report (issue 8) on synthetic sweep databases with known optima, bad
+// input, and the HTML page rendered in headless Chromium.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_util.h"
+#include "core/errors.h"
+#include "core/sqlite_db.h"
+#include "report/html_report.h"
+#include "report/transfer.h"
+#include "sweep/sweep_store.h"
+
+using namespace scaleinv;
+using scaleinv::testing::run_cli;
+using scaleinv::testing::temp_dir;
+
+namespace {
+
+const std::vector<int64_t> kWidths = {64, 128, 256, 512};
+const std::vector<int64_t> kSeeds = {0, 1, 2};
+constexpr double kLrMin = -10, kLrMax = -2;  // grid step 1
+
+// The true optimum (log2 LR) of each synthetic parameterization at width w.
+double true_opt(const std::string& param, int64_t w) {
+  const double d = std::log2(static_cast<double>(w) / 64);
+  if (param == "mup") return -6.3;              // flat: transfer holds
+  if (param == "standard") return -5.0 - d;     // one doubling per doubling: fails
+  return -1.5;                                  // "edgy": beyond the grid's largest LR
+}
+
+// Quadratic in log2 LR; each seed's vertex is shifted by 0.1 (seed - 1), so the mean over the
+// seeds is a parabola with its vertex at the true optimum; wider is better by 0.1 per doubling
+// (mup), 0.05 (standard).
+double loss(const std::string& param, int64_t w, int64_t seed, double x) {
+  const double d = std::log2(static_cast<double>(w) / 64);
+  const double v = true_opt(param, w) + 0.1 * static_cast<double>(seed - 1);
+  const double gain = param == "mup" ? 0.1 : param == "standard" ? 0.05 : 0.0;
+  return 2.0 + 0.05 * (x - v) * (x - v) - gain * d + (param == "edgy" ? 0.3 : 0.0);
+}
+
+double mean_loss(const std::string& param, int64_t w, double x) {
+  double s = 0;
+  for (int64_t seed : kSeeds) s += loss(param, w, seed, x);
+  return s / static_cast<double>(kSeeds.size());
+}
+
+SweepTable synthetic(const std::vector<std::string>& params) {
+  SweepTable t;
+  t.db = "synthetic";
+  t.name = "synthetic";
+  for (const auto& p : params)
+    for (int64_t w : kWidths)
+      for (double x = kLrMin; x <= kLrMax; x += 1)
+        for (int64_t s : kSeeds) {
+          SweepRow r;
+          r.id = fmt::format("{}-{}-{}-{}", p, w, x, s);
+          r.param = p;
+          r.width = w;
+          r.depth = 4;
+          r.seed = s;
+          r.lr_log2 = x;
+          r.final_loss = loss(p, w, s, x);
+          t.rows.push_back(r);
+        }
+  return t;
+}
+
+const ParamTransfer& find(const TransferAnalysis& a, const std::string& param) {
+  for (const auto& p : a.groups.at(0).params)
+    if (p.param == param) return p;
+  throw std::runtime_error("no " + param);
+}
+
+// Writes the rows into a sweep database (the store's own schema).
+void write_db(const std::string& path, const SweepTable& t) {
+  SweepStore store(path);
+  SqliteDb& db = store.db();
+  db.begin();
+  db.run("INSERT OR REPLACE INTO meta(key, value) VALUES ('name', ?)", {t.name});
+  for (const auto& r : t.rows) {
+    nlohmann::json axes = {{"param", r.param}, {"model.width", r.width}, {"lr_log2", r.lr_log2}, {"seed", r.seed}};
+    db.run("INSERT INTO points (id, sweep, param, width, depth, lr, lr_log2, seed, axes, config, final_loss, diverged, "
+           "diverged_step, steps_done, curve, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, '{}', ?, ?, ?, 10, '[]', 'now')",
+           {r.id, t.name, r.param, r.width, r.depth, std::exp2(r.lr_log2), r.lr_log2, r.seed, axes.dump(),
+            r.diverged ? SqlValue(nullptr) : SqlValue(r.final_loss), static_cast<int64_t>(r.diverged ? 1 : 0),
+            static_cast<int64_t>(r.diverged ? 3 : -1)});
+  }
+  db.commit();
+}
+
+}  // namespace
+
+TEST(TransferAnalysis, ParabolaThroughThreePointsFindsTheVertex) {
+  // Uneven spacing; y = (x + 6.3)^2 sampled at -8, -7, -5.5: vertex -6.3 exactly.
+  auto y = [](double x) { return (x + 6.3) * (x + 6.3); };
+  Optimum o = locate_optimum({-9, -8, -7, -5.5, -4}, {y(-9), y(-8), y(-7), y(-5.5), y(-4)});
+  EXPECT_TRUE(o.fitted);
+  EXPECT_FALSE(o.at_edge);
+  EXPECT_NEAR(o.lr_log2, -6.3, 1e-12);
+  EXPECT_NEAR(o.loss, 0.0, 1e-12);
+  Optimum edge = locate_optimum({-3, -2, -1}, {3, 2, 1});
+  EXPECT_TRUE(edge.at_edge);
+  EXPECT_EQ(edge.lr_log2, -1);
+  const double inf = std::numeric_limits<double>::infinity();
+  Optimum none = locate_optimum({-3, -2}, {inf, inf});
+  EXPECT_TRUE(std::isnan(none.lr_log2));
+  Optimum nofit = locate_optimum({-3, -2, -1}, {2, 1, inf});  // diverged neighbour: the grid point
+  EXPECT_FALSE(nofit.fitted);
+  EXPECT_EQ(nofit.lr_log2, -2);
+}
+
+TEST(TransferAnalysis, KnownOptimaDriftVerdictsAndRegret) {
+  TransferAnalysis a = analyze_transfer(synthetic({"mup", "standard", "edgy"}));
+  ASSERT_EQ(a.groups.size(), 1u);  // width varies, depth does not
+  EXPECT_EQ(a.groups[0].axis, "width");
+  const ParamTransfer& mup = find(a, "mup");
+  const ParamTransfer& sp = find(a, "standard");
+  const ParamTransfer& edgy = find(a, "edgy");
+  ASSERT_EQ(mup.curves.size(), 4u);
+  for (size_t i = 0; i < kWidths.size(); ++i) {
+    EXPECT_NEAR(mup.curves[i].opt.lr_log2, true_opt("mup", kWidths[i]), 1e-9);
+    EXPECT_NEAR(sp.curves[i].opt.lr_log2, true_opt("standard", kWidths[i]), 1e-9);
+    // The bootstrap interval holds the optimum and is not degenerate (the seeds' vertices differ).
+    EXPECT_LE(mup.curves[i].lo, -6.3 + 1e-9);
+    EXPECT_GE(mup.curves[i].hi, -6.3 - 1e-9);
+    EXPECT_LT(mup.curves[i].lo, mup.curves[i].hi);
+    EXPECT_TRUE(edgy.curves[i].opt.at_edge);
+    EXPECT_EQ(edgy.curves[i].opt.lr_log2, kLrMax);  // the edge is reported
+  }
+  EXPECT_NEAR(mup.slope, 0.0, 1e-9);
+  EXPECT_NEAR(mup.shift, 0.0, 1e-9);
+  EXPECT_TRUE(mup.holds);
+  EXPECT_NE(mup.verdict.find("transfer holds"), std::string::npos);
+  EXPECT_NEAR(sp.slope, -1.0, 1e-9);
+  EXPECT_NEAR(sp.shift, -3.0, 1e-9);
+  EXPECT_FALSE(sp.holds);
+  EXPECT_NE(sp.verdict.find("transfer fails: optimum moved -3.00 doublings from width 64 to 512"), std::string::npos)
+      << sp.verdict;
+  EXPECT_TRUE(edgy.any_edge);
+  EXPECT_NE(edgy.verdict.find("grid edge"), std::string::npos);
+  // Wider is better at the shared LR for mup (flat optimum, gain with width); for standard the
+  // optimum runs away from the shared LR and the loss there rises from width 256 on.
+  ASSERT_TRUE(mup.better_with_scale.has_value());
+  EXPECT_TRUE(*mup.better_with_scale);
+  EXPECT_EQ(mup.shared_lr_log2, -6);
+  ASSERT_TRUE(sp.better_with_scale.has_value());
+  EXPECT_FALSE(*sp.better_with_scale);
+  // Regret at width 512 against the best tuned loss there (mup at its best grid point -6).
+  const double best = mean_loss("mup", 512, -6);
+  EXPECT_EQ(mup.tuned_best_param, "mup");
+  EXPECT_NEAR(mup.tuned_best_loss, best, 1e-12);
+  EXPECT_NEAR(mup.regret_pct, 0.0, 1e-9);  // grid point nearest -6.3 is -6, mup's own best
+  EXPECT_EQ(sp.transfer_lr_log2, -5);
+  EXPECT_NEAR(sp.regret_pct, 100 * (mean_loss("standard", 512, -5) - best) / best, 1e-9);
+  // The JSON carries every number.
+  nlohmann::json j = transfer_to_json(a);
+  EXPECT_EQ(j["groups"][0]["params"].size(), 3u);
+}
+
+TEST(TransferAnalysis, DivergedPointsCountAsInfinite) {
+  SweepTable t = synthetic({"mup"});
+  for (auto& r : t.rows) {
+    if (r.width == 512 && r.lr_log2 >= -3 && r.seed == 0) r.diverged = true;        // large LRs: harmless
+    if (r.width == 128 && r.lr_log2 == -6 && r.seed == 1) r.diverged = true;        // the best grid point
+    if (r.width == 256) r.diverged = true;                                          // everything
+    if (r.diverged) r.final_loss = std::nan("");
+  }
+  TransferAnalysis a = analyze_transfer(t);
+  const ParamTransfer& p = a.groups.at(0).params.at(0);
+  EXPECT_EQ(a.diverged_rows, 2 + 1 + 27);
+  EXPECT_NEAR(p.curves[3].opt.lr_log2, -6.3, 1e-9);
+  EXPECT_TRUE(std::isinf(p.curves[3].points.back().mean_loss));
+  EXPECT_EQ(p.curves[3].points.back().diverged, 1);
+  // Width 128: -6 unusable, so the best grid point is -7 and its neighbour -6 is +inf: no fit.
+  EXPECT_EQ(p.curves[1].opt.lr_log2, -7);
+  EXPECT_FALSE(p.curves[1].opt.fitted);
+  EXPECT_TRUE(std::isnan(p.curves[2].opt.lr_log2));  // all diverged
+  EXPECT_NEAR(p.shift, 0.0, 1e-9);  // 64 and 512 still located
+}
+
+TEST(TransferAnalysis, WidthAndDepthInOneDatabase) {
+  // A width sweep at depth 4 and a depth sweep at width 64 in one table: two analyses.
+  SweepTable t = synthetic({"mup"});
+  for (int64_t depth : {8, 16, 32})
+    for (double x = kLrMin; x <= kLrMax; x += 1)
+      for (int64_t s : kSeeds) {
+        SweepRow r;
+        r.id = fmt::format("d{}-{}-{}", depth, x, s);
+        r.param = "mup";
+        r.width = 64;
+        r.depth = depth;
+        r.seed = s;
+        r.lr_log2 = x;
+        r.final_loss = loss("mup", 64, s, x) - 0.01 * std::log2(static_cast<double>(depth));
+        t.rows.push_back(r);
+      }
+  TransferAnalysis a = analyze_transfer(t);
+  ASSERT_EQ(a.groups.size(), 2u);
+  EXPECT_EQ(a.groups[0].title(), "width transfer (depth 4)");
+  EXPECT_EQ(a.groups[1].title(), "depth transfer (width 64)");
+  const ParamTransfer& d = a.groups[1].params.at(0);
+  ASSERT_EQ(d.curves.size(), 4u);  // depths 4 (from the width sweep), 8, 16, 32
+  EXPECT_EQ(d.curves.front().scale, 4);
+  EXPECT_NEAR(d.shift, 0.0, 1e-9);
+  EXPECT_TRUE(d.holds);
+  ASSERT_TRUE(d.better_with_scale.has_value());
+  EXPECT_TRUE(*d.better_with_scale);
+  EXPECT_NE(d.verdict.find("from depth 4 to 32"), std::string::npos) << d.verdict;
+}
+
+TEST(TransferReport, CliWritesTheReportAndRefusesBadInput) {
+  const std::string dir = temp_dir("transfer_cli");
+  SweepTable t = synthetic({"mup", "standard"});
+  t.name = "synthetic-width";
+  write_db(dir + "/s.db", t);
+  auto r = run_cli("transfer-report --db " + dir + "/s.db --out " + dir + "/rep --bootstrap 50");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("| width transfer (depth 4) | standard |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("FAILS"), std::string::npos);
+  for (const char* f : {"report.html", "summary.md", "transfer.json"})
+    EXPECT_TRUE(std::filesystem::exists(dir + "/rep/" + f)) << f;
+  std::ifstream in(dir + "/rep/transfer.json");
+  nlohmann::json j = nlohmann::json::parse(in);
+  EXPECT_NEAR(j["groups"][0]["params"][0]["shift_doublings"].get<double>(), 0.0, 1e-9);  // mup first
+  EXPECT_NEAR(j["groups"][0]["params"][1]["shift_doublings"].get<double>(), -3.0, 1e-9);
+  // Bad input: exit 2 with one line.
+  auto missing = run_cli("transfer-report --db " + dir + "/none.db --out " + dir + "/x");
+  EXPECT_EQ(missing.code, 2);
+  EXPECT_NE(missing.err.find("no such database"), std::string::npos) << missing.err;
+  { SweepStore empty(dir + "/empty.db"); }
+  auto e = run_cli("transfer-report --db " + dir + "/empty.db --out " + dir + "/x");
+  EXPECT_EQ(e.code, 2);
+  EXPECT_NE(e.err.find("no finished points"), std::string::npos) << e.err;
+  { SqliteDb other(dir + "/other.db"); other.exec("CREATE TABLE t (x)"); }
+  EXPECT_EQ(run_cli("transfer-report --db " + dir + "/other.db --out " + dir + "/x").code, 2);
+  std::ofstream(dir + "/junk.db") << "not a database at all, just text that is long enough to have a header";
+  EXPECT_EQ(run_cli("transfer-report --db " + dir + "/junk.db --out " + dir + "/x").code, 2);
+}
+
+TEST(TransferReport, EveryImageLoadsInHeadlessChromium) {
+  const char* chromium = "/usr/bin/chromium";
+  if (!std::filesystem::exists(chromium)) GTEST_SKIP() << "chromium is not installed (apt-get install chromium)";
+  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) GTEST_SKIP() << "gnuplot is not installed: no plots";
+  const std::string dir = temp_dir("transfer_html");
+  TransferAnalysis a = analyze_transfer(synthetic({"mup", "standard"}));
+  TransferReportFiles f = write_transfer_report(a, dir + "/rep");
+  ASSERT_EQ(f.images, 2);  // loss vs LR, optimum vs width
+  const std::string html = [&] {
+    std::ifstream in(f.html);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }();
+  EXPECT_EQ(html.find("http://"), std::string::npos);  // self-contained
+  EXPECT_EQ(html.find("https://"), std::string::npos);
+  EXPECT_NE(html.find("transfer holds"), std::string::npos);
+  const std::string dom = dir + "/dom.html";
+  const std::string cmd = fmt::format(
+      "timeout 90 {} --headless=new --no-sandbox --disable-gpu --disable-dev-shm-usage --no-first-run "
+      "--user-data-dir={}/profile --virtual-time-budget=5000 --dump-dom file://{} >{} 2>{}/chromium.err",
+      chromium, dir, std::filesystem::absolute(f.html).string(), dom, dir);
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << "chromium failed; see " << dir << "/chromium.err";
+  std::ifstream in(dom);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string out = ss.str();
+  std::smatch loaded, total;
+  ASSERT_TRUE(std::regex_search(out, loaded, std::regex("data-images-loaded=\"(\\d+)\""))) << out.substr(0, 500);
+  ASSERT_TRUE(std::regex_search(out, total, std::regex("data-images-total=\"(\\d+)\"")));
+  EXPECT_EQ(std::stoi(total[1]), f.images);
+  EXPECT_EQ(std::stoi(loaded[1]), f.images) << "some images did not decode";
+}
