@@ -1,0 +1,70 @@
+// `scaleinv bench [--json PATH] [--device cpu|cuda] [--quick] [--widths 64,128,...] [--steps N] [--quiet]`
+// Speed benchmark (perf/bench.h): sgemm peak, GPT training throughput at the peer's shapes, the
+// batched-ensemble time ratio and the coordinate-check step time, with a summary table.
+// bench/compare_peer.sh runs it beside the Python peer and prints the ratios.
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "core/atomic_file.h"
+#include "core/errors.h"
+#include "perf/bench.h"
+#include "perf/profile.h"
+
+namespace scaleinv {
+
+void add_bench_command(CLI::App& app, int& exit_code) {
+  struct Opts {
+    std::string json, device = "cpu";
+    std::vector<int> widths;
+    int64_t steps = -1;
+    int profile = 0;
+    bool quick = false, quiet = false, gpt_only = false;
+  };
+  auto o = std::make_shared<Opts>();
+  auto* cmd = app.add_subcommand("bench", "Speed benchmark: sgemm peak, GPT training tokens/s (the peer's shapes), "
+                                          "ensemble ratio, coordinate-check step time");
+  cmd->add_option("--json", o->json, "write the results as JSON to this path");
+  cmd->add_option("--device", o->device, "cpu (default) or cuda (bf16 autocast; needs a CUDA build)");
+  cmd->add_flag("--quick", o->quick, "few steps, widths 64 and 128 only (tests; timings are rough)");
+  cmd->add_option("--widths", o->widths, "GPT widths, multiples of 64 (default 64 128 256 512)")->delimiter(',');
+  cmd->add_option("--steps", o->steps, "measured training steps per width (default 20, quick 2)");
+  cmd->add_flag("--quiet", o->quiet, "no progress bar");
+  cmd->add_flag("--gpt-only", o->gpt_only, "only the sgemm peak and GPT throughput (no ensemble, no coordcheck)");
+  cmd->add_option("--profile", o->profile,
+                  "instead: profile GPT training at this width (autograd profiler, self time per operator)");
+  cmd->callback([o, &exit_code] {
+    if (o->steps == 0 || o->steps < -1)
+      throw UserError("command line", "--steps", fmt::format("{} steps", o->steps), "use at least 1 step");
+    if (o->profile != 0) {
+      if (o->profile < 0 || o->profile % 64 != 0)
+        throw UserError("command line", "--profile", fmt::format("width {} is not a positive multiple of 64", o->profile),
+                        "use e.g. --profile 64 or --profile 512");
+      const int64_t steps = o->steps > 0 ? o->steps : (o->quick ? 2 : 10);
+      TrainConfig tc = bench_gpt_config(o->profile, 4, 128, 16, steps, o->device);
+      std::fputs(profile_train(tc, o->quick ? 1 : 3, steps).c_str(), stdout);
+      exit_code = 0;
+      return;
+    }
+    BenchConfig cfg;
+    cfg.device = o->device;
+    cfg.quick = o->quick;
+    cfg.widths = o->widths;
+    cfg.steps = o->steps;
+    cfg.gpt_only = o->gpt_only;
+    cfg.show_progress = !o->quiet;
+    const BenchResult r = run_bench(cfg);
+    std::fputs(render_bench(r).c_str(), stdout);
+    if (!o->json.empty()) {
+      write_file_atomic(o->json, bench_to_json(r).dump(1) + "\n");
+      std::printf("wrote %s\n", o->json.c_str());
+    }
+    exit_code = 0;
+  });
+}
+
+}  // namespace scaleinv

@@ -1,0 +1,349 @@
+// Speed benchmark: see bench.h.
+#include "perf/bench.h"
+
+#include <ATen/autocast_mode.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <memory>
+#include <numeric>
+#include <thread>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/errors.h"
+#include "core/progress.h"
+#include "core/threads.h"
+#include "measure/coordcheck.h"
+#include "train/ensemble.h"
+#include "train/trainer.h"
+
+namespace scaleinv {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+void check_device(const std::string& device) {
+  if (device != "cpu" && device != "cuda")
+    throw UserError("command line", "--device", fmt::format("unknown device '{}'", device), "use cpu or cuda");
+  if (device == "cuda" && !torch::cuda::is_available())
+    throw UserError("command line", "--device", "cuda requested but no CUDA device is available",
+                    "use --device cpu, or build with -DSCALEINV_CUDA=ON against a CUDA libtorch (README, GPU)");
+}
+
+void sync(const std::string& device) {
+  if (device == "cuda") torch::cuda::synchronize();
+}
+
+// bf16 autocast for the forward pass on CUDA (libtorch 1.13's C++ autocast: thread-local, so it
+// covers train_run's forward; backward follows the dtypes forward chose). Restored on exit.
+class CudaAutocast {
+ public:
+  explicit CudaAutocast(bool on) : on_(on) {
+    if (!on_) return;
+    prev_enabled_ = at::autocast::is_enabled();
+    prev_dtype_ = at::autocast::get_autocast_gpu_dtype();
+    at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
+    at::autocast::set_enabled(true);
+  }
+  ~CudaAutocast() {
+    if (!on_) return;
+    at::autocast::set_enabled(prev_enabled_);
+    at::autocast::set_autocast_gpu_dtype(prev_dtype_);
+    at::autocast::clear_cache();
+  }
+  CudaAutocast(const CudaAutocast&) = delete;
+  CudaAutocast& operator=(const CudaAutocast&) = delete;
+
+ private:
+  bool on_;
+  bool prev_enabled_ = false;
+  at::ScalarType prev_dtype_ = at::kBFloat16;
+};
+
+RunOptions quiet_run() {
+  RunOptions ro;
+  ro.show_progress = false;
+  ro.write_files = false;
+  ro.data_parallel = false;
+  return ro;
+}
+
+// Seconds of `steps` training steps after `warmup` steps, from one train_run: the run logs its
+// step loop's elapsed time (metrics.jsonl in a temporary directory) every gcd(warmup, warmup +
+// steps) steps, and the measured time is elapsed(warmup + steps) - elapsed(warmup). Set-up, warm-up
+// and the final evaluation and checkpoint are outside it; the logging itself (a few lines) is inside.
+double measured_train_seconds(TrainConfig cfg, int64_t warmup, int64_t steps) {
+  namespace fs = std::filesystem;
+  CudaAutocast ac(cfg.train.device == "cuda");
+  const fs::path dir = fs::temp_directory_path() /
+                       fmt::format("scaleinv_bench_{}_{}_{}", ::getpid(), cfg.model.width, cfg.train.seed);
+  fs::remove_all(dir);
+  cfg.train.out_dir = dir.string();
+  cfg.train.steps = warmup + steps;
+  cfg.optim.total_steps = warmup + steps;
+  cfg.train.log_every = std::max<int64_t>(1, std::gcd(warmup, warmup + steps));
+  cfg.train.checkpoint_every = 0;
+  RunOptions ro = quiet_run();
+  ro.write_files = true;
+  train_run(cfg, ro);
+  std::map<int64_t, double> elapsed;
+  {
+    std::ifstream in(dir / "metrics.jsonl");
+    std::string line;
+    while (std::getline(in, line)) {
+      const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+      if (j.is_object() && j.contains("step") && j.contains("elapsed_s"))
+        elapsed[j["step"].get<int64_t>()] = j["elapsed_s"].get<double>();
+    }
+  }
+  fs::remove_all(dir);
+  if (!elapsed.count(warmup + steps) || (warmup > 0 && !elapsed.count(warmup)))
+    throw std::runtime_error(fmt::format("bench: the run at width {} stopped early (diverged?)", cfg.model.width));
+  const double t0 = warmup > 0 ? elapsed.at(warmup) : 0.0;
+  return std::max(elapsed.at(warmup + steps) - t0, 1e-9);
+}
+
+// The same difference for train_ensemble (its wall time includes set-up, which cancels).
+double measured_ensemble_seconds(std::vector<TrainConfig> members, int64_t warmup, int64_t steps) {
+  CudaAutocast ac(members.front().train.device == "cuda");
+  auto run = [&](int64_t n) {
+    if (n <= 0) return 0.0;
+    for (auto& m : members) m.train.steps = n, m.optim.total_steps = warmup + steps;
+    const auto t0 = Clock::now();
+    train_ensemble(members);
+    return seconds_since(t0);
+  };
+  const double w0 = run(warmup);
+  const double w1 = run(warmup + steps);
+  return std::max(w1 - w0, 1e-9);
+}
+
+}  // namespace
+
+TrainConfig bench_gpt_config(int width, int depth, int seq_len, int batch, int64_t steps, const std::string& device) {
+  const std::vector<std::string> sets = {
+      "model.kind=\"gpt\"",
+      fmt::format("model.width={}", width),
+      fmt::format("model.depth={}", depth),
+      fmt::format("model.seq_len={}", seq_len),
+      "model.head_dim=64",  // the peer: H = max(1, W / 64) heads of W / H
+      "model.n_heads=0",
+      "model.mlp_ratio=4",
+      "model.block=\"pre\"",
+      "model.tied=false",
+      "param.name=\"standard\"",
+      "optim.kind=\"adamw\"",
+      "optim.lr=0.001",
+      "optim.beta1=0.9",
+      "optim.beta2=0.999",
+      "optim.eps=1e-8",
+      "optim.weight_decay=0.01",
+      "optim.wd_mode=\"coupled\"",
+      "data.source=\"markov\"",
+      "data.vocab=256",
+      "data.markov_length=65536",
+      fmt::format("train.batch_size={}", batch),
+      fmt::format("train.steps={}", steps),
+      "train.eval_every=0",
+      "train.eval_batches=1",
+      "train.log_every=1000000",
+      "train.checkpoint_every=0",
+      "train.out_dir=\"\"",
+      fmt::format("train.device=\"{}\"", device),
+  };
+  return load_train_config("", sets);
+}
+
+double gpt_train_flops_per_token(int64_t params, int depth, int seq_len, int width) {
+  return 6.0 * static_cast<double>(params) +
+         12.0 * static_cast<double>(depth) * static_cast<double>(seq_len) * static_cast<double>(width);
+}
+
+double sgemm_gflops(int n, int repeats, const std::string& device) {
+  check_device(device);
+  torch::NoGradGuard ng;
+  const auto opts = torch::TensorOptions().dtype(torch::kFloat32).device(device == "cuda" ? torch::kCUDA : torch::kCPU);
+  torch::Tensor a = torch::randn({n, n}, opts), b = torch::randn({n, n}, opts), c = torch::empty({n, n}, opts);
+  at::mm_out(c, a, b);  // warm-up (first touch, BLAS thread start)
+  sync(device);
+  double best = std::numeric_limits<double>::infinity();
+  for (int r = 0; r < std::max(1, repeats); ++r) {
+    const auto t0 = Clock::now();
+    at::mm_out(c, a, b);
+    sync(device);
+    best = std::min(best, seconds_since(t0));
+  }
+  return 2.0 * n * static_cast<double>(n) * n / best / 1e9;
+}
+
+BenchResult run_bench(const BenchConfig& in) {
+  check_device(in.device);
+  BenchConfig cfg = in;
+  if (cfg.widths.empty()) cfg.widths = cfg.quick ? std::vector<int>{64, 128} : std::vector<int>{64, 128, 256, 512};
+  const int64_t warmup = cfg.warmup_steps >= 0 ? cfg.warmup_steps : (cfg.quick ? 1 : 4);
+  const int64_t steps = cfg.steps > 0 ? cfg.steps : (cfg.quick ? 2 : 20);
+  for (int w : cfg.widths)
+    if (w <= 0 || w % 64 != 0)
+      throw UserError("command line", "--widths", fmt::format("width {} is not a positive multiple of 64", w),
+                      "use widths such as 64,128,256,512 (head_dim 64, as the peer)");
+
+  BenchResult r;
+  r.device = cfg.device;
+  r.threads = torch::get_num_threads();
+  r.interop_threads = torch::get_num_interop_threads();
+  const auto t_all = Clock::now();
+  std::unique_ptr<Progress> bar;
+  const long parts = 1 + static_cast<long>(cfg.widths.size()) + (cfg.gpt_only ? 0 : 2);
+  long done = 0;
+  if (cfg.show_progress) bar = std::make_unique<Progress>(parts, "bench", "parts");
+  auto advance = [&](const std::string& next) {
+    ++done;
+    if (bar) bar->update(done, next);
+  };
+  if (bar) bar->update(0, "sgemm");
+
+  // --- sgemm peak ------------------------------------------------------------------------------
+  r.sgemm_n = cfg.device == "cuda" ? 8192 : (cfg.quick ? 512 : 2048);
+  // The machine's peak: the better of the BLAS pool as configured (threads.cpp: 1 thread) and
+  // the BLAS pool on every core.
+  r.sgemm_gflops = sgemm_gflops(r.sgemm_n, cfg.quick ? 2 : 5, cfg.device);
+  if (cfg.device == "cpu") {
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    const int prev = set_blas_threads(cores);
+    if (prev > 0) {
+      r.sgemm_gflops = std::max(r.sgemm_gflops, sgemm_gflops(r.sgemm_n, cfg.quick ? 2 : 5, cfg.device));
+      set_blas_threads(prev);
+    }
+  }
+  advance(fmt::format("gpt width {}", cfg.widths.front()));
+
+  // --- GPT training throughput -----------------------------------------------------------------
+  for (size_t i = 0; i < cfg.widths.size(); ++i) {
+    const int w = cfg.widths[i];
+    TrainConfig tc = bench_gpt_config(w, cfg.depth, cfg.seq_len, cfg.batch, warmup + steps, cfg.device);
+    GptBench g;
+    g.width = w;
+    {
+      ScaleContext ctx{resolve_param(tc), optimizer_family(tc.optim.kind), w, cfg.depth};
+      auto model = build_model(tc.model, ctx, tc.hp);
+      for (const auto& p : model->tagged_parameters()) g.params += p.tensor.numel();
+    }
+    g.flops_per_token = gpt_train_flops_per_token(g.params, cfg.depth, cfg.seq_len, w);
+    const double sec = measured_train_seconds(tc, warmup, steps);
+    g.step_ms = 1000.0 * sec / static_cast<double>(steps);
+    g.tokens_per_s = static_cast<double>(steps * cfg.batch * cfg.seq_len) / sec;
+    g.gflops = g.tokens_per_s * g.flops_per_token / 1e9;
+    r.gpt.push_back(g);
+    advance(i + 1 < cfg.widths.size() ? fmt::format("gpt width {}", cfg.widths[i + 1]) : "ensemble");
+  }
+  if (cfg.gpt_only) {
+    r.wall_s = seconds_since(t_all);
+    if (bar) bar->finish();
+    return r;
+  }
+
+  // --- ensemble: 8 members at width 64 against one ---------------------------------------------
+  {
+    std::vector<TrainConfig> members;
+    for (int e = 0; e < r.ensemble_members; ++e) {
+      TrainConfig tc = bench_gpt_config(r.ensemble_width, cfg.depth, cfg.seq_len, cfg.batch, warmup + steps, cfg.device);
+      tc.optim.lr = 1e-3 * std::pow(2.0, e - 4);  // a sweep's LR grid
+      tc.train.seed = e;
+      tc.data.seed = e;
+      members.push_back(tc);
+    }
+    r.ensemble_batched = ensemble_supported(members.front());
+    r.ensemble_one_s = measured_ensemble_seconds({members.front()}, warmup, steps);
+    r.ensemble_all_s = measured_ensemble_seconds(members, warmup, steps);
+    r.ensemble_ratio = r.ensemble_all_s / r.ensemble_one_s;
+    advance("coordcheck");
+  }
+
+  // --- coordinate-check step -------------------------------------------------------------------
+  {
+    CoordCheckConfig cc;
+    // The CLI's small-probe defaults for a GPT (cmd_coordcheck.cpp): a 32-token Markov chain,
+    // 2 x 8 tokens per batch; mup, Adam.
+    cc.train = load_train_config("", {"model.kind=\"gpt\"", "param.name=\"mup\"", "optim.kind=\"adam\"", "optim.lr=0.001",
+                                      "data.source=\"markov\"", "data.vocab=32", "data.markov_length=20000",
+                                      "model.seq_len=8", "train.batch_size=2",
+                                      fmt::format("train.device=\"{}\"", cfg.device)});
+    cc.widths = cfg.quick ? std::vector<int>{64, 128} : std::vector<int>{64, 128, 256, 512};
+    cc.steps = cfg.quick ? 1 : 3;
+    cc.seeds = {0};
+    cc.show_progress = false;
+    const auto t0 = Clock::now();
+    CoordCheckResult res = run_coordcheck(cc);
+    const double sec = seconds_since(t0);
+    const double n_steps = static_cast<double>(cc.widths.size() * cc.seeds.size()) * (cc.steps + 1);
+    r.coordcheck_step_ms = 1000.0 * sec / n_steps;
+    r.coordcheck_setup = fmt::format("gpt depth {} widths {}, {} steps (+ step 0), 1 seed, mup/adam, probe 2x8 tokens; "
+                                     "wall time (set-up and fits included) / (points x (steps + 1))",
+                                     cc.train.model.depth, fmt::join(cc.widths, ","), cc.steps);
+    advance("");
+  }
+  r.wall_s = seconds_since(t_all);
+  if (bar) bar->finish();
+  return r;
+}
+
+std::string render_bench(const BenchResult& r) {
+  std::string out = fmt::format("\nspeed benchmark ({}, {} intra-op threads, {} inter-op)\n", r.device, r.threads,
+                                r.interop_threads);
+  out += fmt::format("  sgemm {}^3 float32        {:.1f} GFLOP/s (best of a few)\n", r.sgemm_n, r.sgemm_gflops);
+  out += "  GPT training (depth 4, seq 128, batch 16, AdamW; flops/token = 6 N + 12 L T d)\n";
+  out += fmt::format("  {:>6} {:>10} {:>9} {:>10} {:>9} {:>8}\n", "width", "params", "step ms", "tokens/s", "GFLOP/s",
+                     "% sgemm");
+  for (const GptBench& g : r.gpt)
+    out += fmt::format("  {:>6} {:>10} {:>9.1f} {:>10.0f} {:>9.1f} {:>7.1f}%\n", g.width, g.params, g.step_ms,
+                       g.tokens_per_s, g.gflops, 100.0 * g.gflops / std::max(r.sgemm_gflops, 1e-9));
+  if (r.ensemble_one_s > 0)
+    out += fmt::format("  ensemble: {} members at width {} take {:.2f}x the time of one ({}; {:.2f} s vs {:.2f} s)\n",
+                     r.ensemble_members, r.ensemble_width, r.ensemble_ratio,
+                     r.ensemble_batched ? "batched" : "one run per member", r.ensemble_all_s, r.ensemble_one_s);
+  if (r.coordcheck_step_ms > 0) out += fmt::format("  coordcheck: {:.1f} ms per step ({})\n", r.coordcheck_step_ms, r.coordcheck_setup);
+  out += fmt::format("  wall time {}\n", format_duration(r.wall_s));
+  return out;
+}
+
+nlohmann::json bench_to_json(const BenchResult& r) {
+  nlohmann::json gpt = nlohmann::json::array();
+  for (const GptBench& g : r.gpt)
+    gpt.push_back({{"width", g.width},
+                   {"tokens_per_s", g.tokens_per_s},
+                   {"gflops", g.gflops},
+                   {"params", g.params},
+                   {"flops_per_token", g.flops_per_token},
+                   {"step_ms", g.step_ms},
+                   {"sgemm_fraction", g.gflops / std::max(r.sgemm_gflops, 1e-9)}});
+  nlohmann::json j = {{"sgemm_gflops", r.sgemm_gflops},
+                      {"sgemm_n", r.sgemm_n},
+                      {"gpt", gpt},
+                      {"device", r.device},
+                      {"threads", r.threads},
+                      {"interop_threads", r.interop_threads},
+                      {"flops_formula", "6*params + 12*depth*seq_len*width per token"},
+                      {"wall_s", r.wall_s}};
+  if (r.ensemble_one_s > 0)
+    j["ensemble"] = {{"members", r.ensemble_members}, {"width", r.ensemble_width},
+                     {"time_ratio", r.ensemble_ratio}, {"one_s", r.ensemble_one_s},
+                     {"all_s", r.ensemble_all_s},     {"batched", r.ensemble_batched}};
+  if (r.coordcheck_step_ms > 0) {
+    j["coordcheck_step_ms"] = r.coordcheck_step_ms;
+    j["coordcheck_setup"] = r.coordcheck_setup;
+  }
+  return j;
+}
+
+}  // namespace scaleinv

@@ -1,0 +1,79 @@
+// Operator profile of a training run: see profile.h.
+#include "perf/profile.h"
+
+#include <torch/csrc/autograd/profiler_legacy.h>
+
+#include <algorithm>
+#include <map>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "train/trainer.h"
+
+namespace scaleinv {
+
+std::string profile_train(TrainConfig cfg, int64_t warmup, int64_t steps, int top) {
+  namespace prof = torch::autograd::profiler;
+  RunOptions ro;
+  ro.show_progress = false;
+  ro.write_files = false;
+  ro.data_parallel = false;
+  if (warmup > 0) {
+    cfg.train.steps = warmup;
+    train_run(cfg, ro);
+  }
+  cfg.train.steps = steps;
+  struct Agg {
+    double self_us = 0;
+    int64_t calls = 0;
+  };
+  std::map<std::string, Agg> agg;
+  double wall_s = 0;
+  {
+    prof::TLSLegacyProfilerGuard guard(
+        torch::profiler::impl::ProfilerConfig(torch::profiler::impl::ProfilerState::CPU),
+        [&](const prof::thread_event_lists& lists) {
+          for (const auto& list : lists) {
+            // Ranges nest per thread: self = own duration - the durations of direct children.
+            struct Open {
+              const prof::LegacyEvent* push;
+              double child_us;
+            };
+            std::vector<Open> stack;
+            for (const auto& e : list) {
+              if (e.kindStr() == "push") {
+                stack.push_back({&e, 0.0});
+              } else if (e.kindStr() == "pop" && !stack.empty()) {
+                Open o = stack.back();
+                stack.pop_back();
+                const double dur = o.push->cpuElapsedUs(e);
+                Agg& a = agg[o.push->name()];
+                a.self_us += dur - o.child_us;
+                a.calls += 1;
+                if (!stack.empty()) stack.back().child_us += dur;
+              }
+            }
+          }
+        });
+    wall_s = train_run(cfg, ro).wall_s;
+  }
+  std::vector<std::pair<std::string, Agg>> rows(agg.begin(), agg.end());
+  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.self_us > b.second.self_us; });
+  double self_total = 0;
+  for (const auto& r : rows) self_total += r.second.self_us;
+  std::string out = fmt::format(
+      "profile: {} width {} depth {}, {} steps (step loop {:.1f} ms/step under the profiler); self time per op\n",
+      cfg.model.kind, cfg.model.width, cfg.model.depth, steps, 1000.0 * wall_s / static_cast<double>(steps));
+  out += fmt::format("  {:<58} {:>7} {:>12} {:>7}\n", "op", "calls", "ms/step", "share");
+  int shown = 0;
+  for (const auto& [name, a] : rows) {
+    if (shown++ >= top) break;
+    out += fmt::format("  {:<58} {:>7} {:>12.2f} {:>6.1f}%\n", name.substr(0, 58), a.calls,
+                       a.self_us / 1000.0 / static_cast<double>(steps), 100.0 * a.self_us / std::max(self_total, 1e-9));
+  }
+  out += fmt::format("  total self time in ops {:.1f} ms/step\n", self_total / 1000.0 / static_cast<double>(steps));
+  return out;
+}
+
+}  // namespace scaleinv
