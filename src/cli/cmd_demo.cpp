@@ -1,12 +1,15 @@
-// `scaleinv demo [--out DIR] [--steps N]`: the main job on embedded defaults.
+// `scaleinv demo [--out DIR] [--resume] [--quick]`: the main job, on embedded defaults (issue 8).
 // 1. the theory's verdicts for every preset (seed 000 sections 1-2, seed 004);
 // 2. coordinate checks of standard vs mup on the bigram model, judged against the theory;
-// 3. a byte-level GPT trained on the King James Bible under muP, judged against the text's
-//    unigram entropy;
-// then a markdown report in DIR. Transfer sweeps join when they land.
+// 3. a width-transfer sweep of standard vs mup on the byte-level KJV GPT (widths 64..512);
+// 4. a depth-transfer sweep of standard vs depth-mup on the residual MLP (Fashion-MNIST, depths 4..64);
+// then one self-contained HTML report (and its markdown twin) in DIR. Whatever the sweeps show is
+// what the report shows: the verdicts come from report/transfer.h, never from this file.
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -14,45 +17,185 @@
 #include "cli/commands.h"
 #include "core/atomic_file.h"
 #include "measure/coordcheck.h"
+#include "report/html_report.h"
+#include "report/transfer.h"
+#include "sweep/sweep_runner.h"
+#include "sweep/sweep_spec.h"
 #include "theory/depth_theory.h"
 #include "theory/theory_report.h"
 #include "theory/width_theory.h"
-#include "train/trainer.h"
 
 namespace scaleinv {
 
 namespace {
 
+// One table, rendered both as markdown (report.md, the terminal) and as HTML (report.html).
+struct DemoTable {
+  std::vector<std::string> head;
+  std::vector<std::vector<std::string>> rows;
+
+  std::string markdown() const {
+    std::string s = "|";
+    for (const auto& h : head) s += " " + h + " |";
+    s += "\n|";
+    for (size_t i = 0; i < head.size(); ++i) s += "---|";
+    s += "\n";
+    for (const auto& r : rows) {
+      s += "|";
+      for (const auto& c : r) s += " " + c + " |";
+      s += "\n";
+    }
+    return s;
+  }
+  std::string html() const {
+    auto esc = [](const std::string& in) {
+      std::string o;
+      for (char c : in) o += c == '<' ? "&lt;" : c == '>' ? "&gt;" : c == '&' ? "&amp;" : std::string(1, c);
+      return o;
+    };
+    std::string s = "<table><tr>";
+    for (size_t i = 0; i < head.size(); ++i) s += (i ? "<th>" : "<th class=\"l\">") + esc(head[i]) + "</th>";
+    s += "</tr>\n";
+    for (const auto& r : rows) {
+      s += "<tr>";
+      for (size_t i = 0; i < r.size(); ++i) s += (i ? "<td>" : "<td class=\"l\">") + esc(r[i]) + "</td>";
+      s += "</tr>\n";
+    }
+    return s + "</table>\n";
+  }
+};
+
 const char* yes_no(bool b) { return b ? "yes" : "NO"; }
 
-std::string theory_section(nlohmann::json& all) {
-  std::string md = "## 1. Theory: verdicts per preset (Adam, bigram model with 3 hidden layers)\n\n";
-  md += "| preset | omega_readout | stable at init | stable in training | feature learning | nontrivial | depth class |\n";
-  md += "|---|---|---|---|---|---|---|\n";
-  for (const std::string& name : preset_names()) {
-    for (double omega_r : {1.0, 0.5}) {
-      ParamTable t = preset(name);
-      Alignment a;
-      a.omega_readout = omega_r;
-      WidthTheory w = width_theory(t, OptFamily::Adam, 3, a);
-      DepthTheory d = depth_theory(t, OptFamily::Adam);
-      all[name][omega_r == 1.0 ? "omega_readout_1" : "omega_readout_half"] = theory_json(w, d);
-      md += fmt::format("| {} | {} | {} | {} | {} | {} | {} |\n", name, omega_r == 1.0 ? "1" : "1/2",
-                        yes_no(w.stable_init), yes_no(w.stable_train), yes_no(w.feature_learning),
-                        yes_no(w.nontrivial), depth_region_name(d.region));
-    }
-  }
-  md += "\nomega_readout = 1 is muP's worst-case readout alignment (seed 000 eq. 50); 1/2 is Everett et al.'s "
-        "relaxation, under which sp and ntk are stable too (seed 000 Table 1). Full tables: "
-        "`scaleinv theory --param NAME`.\n\n";
-  return md;
+// Sizes of the two sweeps: the defaults fit the demo's ~10 minutes on 2 cores; --quick shrinks
+// everything to seconds (tests).
+struct SweepSizes {
+  int gpt_steps = 150;
+  std::string widths = "[64, 128, 256, 512]";
+  std::string gpt_lrs = "[-11, -9, -7, -5]";
+  int mlp_steps = 200;
+  std::string depths = "[4, 16, 64]";
+  std::string mlp_lrs = "[-13, -11, -9, -7]";
+  std::string seeds = "[0, 1]";
+};
+
+SweepSizes quick_sizes() {
+  SweepSizes s;
+  s.gpt_steps = 12;
+  s.widths = "[32, 64]";
+  s.gpt_lrs = "[-9, -7, -5]";
+  s.mlp_steps = 12;
+  s.depths = "[2, 4]";
+  s.mlp_lrs = "[-11, -9, -7]";
+  s.seeds = "[0, 1]";
+  return s;
 }
 
-std::string coordcheck_section(const std::string& out) {
-  std::string md = "## 2. Coordinate checks: standard vs mup (bigram model, Adam, widths 64..512)\n\n";
-  md += "Each row of the full tables is one quantity, layer and step: the log-log slope of its RMS against width, "
-        "judged against the theory's exponent. Plots and JSON are beside this report.\n\n";
-  md += "| param | rows with a prediction | match theory | stable | verdict | first failures |\n|---|---|---|---|---|---|\n";
+// Width transfer on the byte-level KJV GPT (DESIGN.md "Acceptance evidence"): 64 is the base width,
+// so standard and mup are the same network there and any difference at larger widths is theirs.
+std::string width_sweep_toml(const SweepSizes& z) {
+  return fmt::format(R"(
+[sweep]
+name = "demo-width"
+ensemble = 8
+window = 0.1
+[model]
+kind = "gpt"
+depth = 2
+seq_len = 32
+head_dim = 16
+vocab = 256
+[optim]
+kind = "adamw"
+schedule = "cosine"
+warmup_steps = {warm}
+total_steps = {steps}
+min_lr_ratio = 0.1
+[data]
+source = "kjv"
+[train]
+steps = {steps}
+batch_size = 8
+eval_every = 0
+eval_batches = 4
+[grid]
+param = ["standard", "mup"]
+"model.width" = {widths}
+lr_log2 = {lrs}
+seed = {seeds}
+)",
+                     fmt::arg("warm", std::max(1, z.gpt_steps / 15)), fmt::arg("steps", z.gpt_steps),
+                     fmt::arg("widths", z.widths), fmt::arg("lrs", z.gpt_lrs), fmt::arg("seeds", z.seeds));
+}
+
+// Depth transfer on the residual MLP of seed 004 (Fashion-MNIST): base depth 4 (the smallest), so
+// standard and depth-mup agree there; branch multiplier 0.5 for both (seed 004 eq. 1's a).
+std::string depth_sweep_toml(const SweepSizes& z) {
+  return fmt::format(R"(
+[sweep]
+name = "demo-depth"
+ensemble = 8
+window = 0.1
+[model]
+kind = "resmlp"
+width = 128
+activation = "relu"
+in_dim = 784
+n_classes = 10
+[param]
+base_width = 128
+base_depth = {base}
+[hp]
+branch_mult = 0.5
+[optim]
+kind = "adam"
+[data]
+source = "fashion_mnist"
+flatten = true
+[train]
+steps = {steps}
+batch_size = 64
+eval_every = 0
+eval_batches = 4
+[grid]
+param = ["standard", "depth-mup"]
+"model.depth" = {depths}
+lr_log2 = {lrs}
+seed = {seeds}
+)",
+                     fmt::arg("base", z.depths.substr(1, z.depths.find(',') - 1)), fmt::arg("steps", z.mlp_steps),
+                     fmt::arg("depths", z.depths), fmt::arg("lrs", z.mlp_lrs), fmt::arg("seeds", z.seeds));
+}
+
+HtmlSection theory_section(nlohmann::json& all, std::string& md) {
+  DemoTable t;
+  t.head = {"preset", "omega_readout", "stable at init", "stable in training", "feature learning", "nontrivial",
+            "depth class"};
+  for (const std::string& name : preset_names()) {
+    for (double omega_r : {1.0, 0.5}) {
+      ParamTable p = preset(name);
+      Alignment a;
+      a.omega_readout = omega_r;
+      WidthTheory w = width_theory(p, OptFamily::Adam, 3, a);
+      DepthTheory d = depth_theory(p, OptFamily::Adam);
+      all[name][omega_r == 1.0 ? "omega_readout_1" : "omega_readout_half"] = theory_json(w, d);
+      t.rows.push_back({name, omega_r == 1.0 ? "1" : "1/2", yes_no(w.stable_init), yes_no(w.stable_train),
+                        yes_no(w.feature_learning), yes_no(w.nontrivial), depth_region_name(d.region)});
+    }
+  }
+  const std::string note =
+      "omega_readout = 1 is muP's worst-case readout alignment (seed 000 eq. 50); 1/2 is Everett et al.'s "
+      "relaxation, under which sp and ntk are stable too (seed 000 Table 1). Full tables: "
+      "`scaleinv theory --param NAME`.";
+  const std::string title = "1. Theory: verdicts per preset (Adam, bigram model with 3 hidden layers)";
+  md += "## " + title + "\n\n" + t.markdown() + "\n" + note + "\n\n";
+  return {title, t.html() + "<p class=\"note\">" + note + "</p>", {}};
+}
+
+HtmlSection coordcheck_section(const std::string& out, bool quick, std::string& md) {
+  DemoTable t;
+  t.head = {"param", "rows with a prediction", "match theory", "stable", "verdict", "first failures"};
+  std::vector<ReportFigure> figures;
   for (const char* param : {"standard", "mup"}) {
     CoordCheckConfig cc;
     cc.train = train_config_from_toml_text(fmt::format(R"(
@@ -73,14 +216,21 @@ batch_size = 2
 )",
                                                        param),
                                            "demo coordcheck defaults");
-    cc.widths = {64, 128, 256, 512};
+    cc.widths = quick ? std::vector<int>{64, 128} : std::vector<int>{64, 128, 256, 512};
     cc.steps = 3;
     cc.seeds = {0, 1, 2};  // a small probe (2 x 8 tokens) keeps the finite-size tolerance tight
     CoordCheckResult r = run_coordcheck(cc);
     const std::string dir = fmt::format("{}/coordcheck-{}", out, param);
     std::filesystem::create_directories(dir);
     write_file_atomic(dir + "/coordcheck.json", coordcheck_to_json(r).dump(1) + "\n");
-    plot_coordcheck(r, dir);
+    // The report inlines the activations (h) and their updates (dh); the gradients' plots stay beside it.
+    for (const std::string& stem : plot_coordcheck(r, dir)) {
+      const std::string q = stem.substr(stem.rfind('_') + 1);
+      if (q == "h" || q == "dh")
+        figures.push_back({fmt::format("coordinate check, {}: RMS of {} against width (dashed: the theory's slopes)",
+                                       param, q == "h" ? "activations" : "activation updates"),
+                           stem + ".png"});
+    }
     int predicted = 0, matched = 0, stable_rows = 0, judged_stable = 0;
     for (const CoordRow& row : r.rows) {
       if (row.predicted) ++predicted;
@@ -92,14 +242,32 @@ batch_size = 2
     }
     std::string first;
     for (size_t i = 0; i < r.failures.size() && i < 3; ++i) first += (i ? "; " : "") + r.failures[i];
-    md += fmt::format("| {} | {} | {} | {}/{} | {} | {} |\n", param, predicted, matched, stable_rows, judged_stable,
-                      r.pass() ? "PASS" : "FAIL", first.empty() ? "-" : first);
+    t.rows.push_back({param, std::to_string(predicted), std::to_string(matched),
+                      fmt::format("{}/{}", stable_rows, judged_stable), r.pass() ? "PASS" : "FAIL",
+                      first.empty() ? "-" : first});
     std::printf("coordcheck %s: %s (%zu failures)\n", param, r.pass() ? "PASS" : "FAIL", r.failures.size());
   }
-  md += "\nThe theory predicts that `standard` (one global LR) is unstable in training (updates grow with "
-        "width, seed 000 eq. 25) and that `mup` is stable; the measurement decides. Full tables: "
-        "`scaleinv coordcheck --model bigram --param NAME --widths 64,128,256,512`.\n\n";
-  return md;
+  const std::string note =
+      "Each row of the full tables is one quantity, layer and step: the log-log slope of its RMS against width, "
+      "judged against the theory's exponent. The theory predicts that `standard` (one global LR) is unstable in "
+      "training (updates grow with width, seed 000 eq. 25) and that `mup` is stable; the measurement decides. "
+      "Full tables: `scaleinv coordcheck --model bigram --param NAME --widths 64,128,256,512`.";
+  const std::string title = "2. Coordinate checks: standard vs mup (bigram model, Adam)";
+  md += "## " + title + "\n\n" + t.markdown() + "\n" + note + "\n\n";
+  return {title, t.html() + "<p class=\"note\">" + note + "</p>", figures};
+}
+
+// Runs one embedded sweep into DIR/NAME.db (resuming when asked) and returns its rows.
+SweepTable run_demo_sweep(const std::string& toml, const std::string& where, const std::string& db, bool resume) {
+  SweepSpec spec = sweep_from_toml_text(toml, where, ".");
+  if (!resume)
+    for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(db + suffix);
+  SweepRunOptions ro;
+  ro.db_path = db;
+  ro.resume = true;  // (after the removal above: a fresh db unless --resume)
+  SweepRunSummary s = run_sweep(spec, ro);
+  std::printf("%s\n", render_sweep_summary(s).c_str());
+  return read_sweep_rows(db);
 }
 
 }  // namespace
@@ -107,68 +275,65 @@ batch_size = 2
 void add_demo_command(CLI::App& app, int& exit_code) {
   struct Opts {
     std::string out = "out/demo";
-    int64_t steps = 400;
+    bool resume = false;
+    bool quick = false;
   };
   auto o = std::make_shared<Opts>();
   auto* demo = app.add_subcommand("demo", "Run the end-to-end demo on embedded defaults and write a report");
   demo->add_option("--out", o->out, "output directory");
-  demo->add_option("--steps", o->steps, "training steps of the GPT run");
+  demo->add_flag("--resume", o->resume, "keep the sweep points a killed demo already finished");
+  demo->add_flag("--quick", o->quick, "tiny sizes (seconds; for tests), not evidence");
   demo->callback([o, &exit_code] {
     std::filesystem::create_directories(o->out);
-    nlohmann::json theory;
+    const SweepSizes z = o->quick ? quick_sizes() : SweepSizes{};
     std::string md = "# scaleinv demo report\n\n";
-    md += theory_section(theory);
+    nlohmann::json theory;
+    std::vector<HtmlSection> sections;
+    sections.push_back(theory_section(theory, md));
     write_file_atomic(o->out + "/theory.json", theory.dump(2) + "\n");
     std::printf("%s", md.c_str());
-    md += coordcheck_section(o->out);
+    sections.push_back(coordcheck_section(o->out, o->quick, md));
 
-    // 2. A byte-level GPT on the KJV under muP.
-    TrainConfig cfg = train_config_from_toml_text(
-        fmt::format(R"(
-[model]
-kind = "gpt"
-width = 128
-depth = 2
-seq_len = 64
-head_dim = 32
-[param]
-name = "mup"
-[optim]
-kind = "adamw"
-lr = 0.01
-schedule = "cosine"
-warmup_steps = 20
-[data]
-source = "kjv"
-[train]
-steps = {}
-batch_size = 16
-eval_every = 100
-eval_batches = 8
-checkpoint_every = 0
-out_dir = "{}/gpt-kjv"
-)",
-                    o->steps, o->out),
-        "demo defaults");
-    std::filesystem::remove_all(cfg.train.out_dir);
-    std::printf("## 3. Training a byte-level GPT on the King James Bible (muP, AdamW)\n\n");
-    RunSummary s = train_run(cfg);
-    std::printf("%s\n", render_summary(cfg, s).c_str());
-    md += "## 3. A byte-level GPT on the King James Bible (muP, AdamW)\n\n";
-    md += fmt::format("width {}, depth {}, {} parameters, {} steps of batch {} x {} bytes, lr {} (cosine).\n\n",
-                      cfg.model.width, cfg.model.depth, s.params, s.steps_done, cfg.train.batch_size,
-                      cfg.model.seq_len, cfg.optim.lr);
-    md += "| quantity | value |\n|---|---|\n";
-    md += fmt::format("| unigram entropy of the text | {:.4f} nats/byte |\n", s.unigram_entropy);
-    md += fmt::format("| validation loss after training | {:.4f} nats/byte |\n", s.final_val_loss);
-    md += fmt::format("| throughput | {:.0f} tokens/s |\n", s.items_per_s);
-    md += fmt::format("| status | {} |\n\n", s.diverged ? "diverged" : "ok");
-    md += fmt::format("The model {} the unigram baseline by {:.3f} nats/byte.\n",
-                      s.final_val_loss < s.unigram_entropy ? "beats" : "does NOT beat",
-                      std::fabs(s.unigram_entropy - s.final_val_loss));
+    std::printf("\n## 3. Width transfer: standard vs mup on the byte-level KJV GPT\n");
+    SweepTable rows = run_demo_sweep(width_sweep_toml(z), "demo width sweep", o->out + "/width-sweep.db", o->resume);
+    std::printf("\n## 4. Depth transfer: standard vs depth-mup on the residual MLP (Fashion-MNIST)\n");
+    SweepTable depth = run_demo_sweep(depth_sweep_toml(z), "demo depth sweep", o->out + "/depth-sweep.db", o->resume);
+    // Each database analysed on its own (a GPT and an MLP must never share a curve), then one report.
+    TransferAnalysis a = analyze_transfer(rows);
+    const TransferAnalysis ad = analyze_transfer(depth);
+    a.groups.insert(a.groups.end(), ad.groups.begin(), ad.groups.end());
+    a.rows += ad.rows;
+    a.diverged_rows += ad.diverged_rows;
+    a.db = o->out + "/width-sweep.db and " + o->out + "/depth-sweep.db";
+    a.name = "scaleinv demo";
+
+    const std::string setup = fmt::format(
+        "Width sweep: GPT depth 2, head_dim 16, batch 8 x 32 bytes of the KJV, AdamW with warmup and cosine decay, "
+        "{} steps, widths {}, log2 LR {}, seeds {}; base width 64. Depth sweep: residual MLP width 128 (ReLU, "
+        "branch multiplier 0.5), Fashion-MNIST batch 64, Adam, {} steps, depths {}, log2 LR {}, seeds {}; base "
+        "width 128 and base depth {} (the two parameterizations are the same network at the smallest depth). "
+        "Loss: mean training loss over the last 10% of steps.{}",
+        z.gpt_steps, z.widths, z.gpt_lrs, z.seeds, z.mlp_steps, z.depths, z.mlp_lrs, z.seeds,
+        z.depths.substr(1, z.depths.find(',') - 1), o->quick ? " QUICK MODE: sizes for tests, not evidence." : "");
+    HtmlSection sweeps{"3-4. Transfer sweeps: set-up", "<p class=\"note\">" + setup + "</p>", {}};
+    sections.push_back(sweeps);
+    // At a glance, first on the page: every transfer verdict (details in sections 3-4 below).
+    HtmlSection glance{"At a glance: does the optimal learning rate transfer?", "", {}};
+    for (const auto& g : a.groups)
+      for (const auto& p : g.params) {
+        const char* cls = p.curves.size() < 2 || std::isnan(p.shift) ? "unknown" : p.holds ? "holds" : "fails";
+        glance.html += fmt::format("<div class=\"verdict {}\">{}, {}: {}</div>\n", cls, g.title(), p.param, p.verdict);
+      }
+    sections.insert(sections.begin(), glance);
+    md += "## 3-4. Transfer sweeps\n\n" + setup + "\n\n" + transfer_markdown(a) + "\n";
+    const TransferReportFiles files = write_transfer_report(a, o->out, sections, "scaleinv demo report");
     write_file_atomic(o->out + "/report.md", md);
-    std::printf("report: %s/report.md\n", o->out.c_str());
-    exit_code = s.diverged ? 3 : 0;
+    std::printf("\n%s\n", transfer_markdown(a).c_str());
+    for (const auto& g : a.groups)
+      for (const auto& p : g.params) std::printf("%s, %s: %s\n", g.title().c_str(), p.param.c_str(), p.verdict.c_str());
+    std::printf("\nreport: %s (open in a browser; %d plots inlined), %s/report.md\n", files.html.c_str(),
+                files.images, o->out.c_str());
+    exit_code = 0;
   });
 }
 

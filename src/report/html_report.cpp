@@ -128,10 +128,28 @@ std::string transfer_markdown(const TransferAnalysis& a) {
   return md;
 }
 
-std::string transfer_html(const TransferAnalysis& a, const std::vector<ReportFigure>& figures) {
+namespace {
+std::string figure_html(const ReportFigure& f) {
+  std::string png;
+  try {
+    png = read_file(f.png_path);
+  } catch (...) {
+    return "";
+  }
+  return "<figure><img alt=\"" + esc(f.caption) + "\" src=\"data:image/png;base64," + base64_encode(png) +
+         "\"><figcaption class=\"note\">" + esc(f.caption) + "</figcaption></figure>\n";
+}
+}  // namespace
+
+std::string transfer_html(const TransferAnalysis& a, const std::vector<ReportFigure>& figures,
+                          const std::vector<HtmlSection>& before, const std::string& title) {
   std::string h = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n";
   h += "<title>scaleinv transfer report: " + esc(a.name) + "</title>\n" + kStyle + "\n" + kScript + "\n</head><body>\n";
-  h += "<h1>Hyperparameter transfer: " + esc(a.name.empty() ? a.db : a.name) + "</h1>\n";
+  h += "<h1>" + esc(title.empty() ? "Hyperparameter transfer: " + (a.name.empty() ? a.db : a.name) : title) + "</h1>\n";
+  for (const auto& sec : before) {
+    h += "<h2>" + esc(sec.title) + "</h2>\n" + sec.html + "\n";
+    for (const auto& f : sec.figures) h += figure_html(f);
+  }
   h += fmt::format("<p class=\"note\">database {}: {} points, {} diverged.</p>\n", esc(a.db), a.rows, a.diverged_rows);
   if (a.groups.empty())
     h += "<div class=\"verdict unknown\">no scaling axis: width and depth each take a single value in this "
@@ -195,16 +213,7 @@ std::string transfer_html(const TransferAnalysis& a, const std::vector<ReportFig
       h += "</table>\n";
     }
   }
-  for (const auto& f : figures) {
-    std::string png;
-    try {
-      png = read_file(f.png_path);
-    } catch (...) {
-      continue;
-    }
-    h += "<figure><img alt=\"" + esc(f.caption) + "\" src=\"data:image/png;base64," + base64_encode(png) +
-         "\"><figcaption class=\"note\">" + esc(f.caption) + "</figcaption></figure>\n";
-  }
+  for (const auto& f : figures) h += figure_html(f);
   h += "<h2>Method</h2>\n<ul class=\"note\">\n"
        "<li>Mean loss per log2-LR grid point: final training loss (mean over the last window of steps) averaged over "
        "seeds. A grid point where any seed diverged counts as +inf: it is never the optimum.</li>\n"
@@ -226,7 +235,8 @@ std::string transfer_html(const TransferAnalysis& a, const std::vector<ReportFig
   return h;
 }
 
-TransferReportFiles write_transfer_report(const TransferAnalysis& a, const std::string& dir) {
+TransferReportFiles write_transfer_report(const TransferAnalysis& a, const std::string& dir,
+                                          const std::vector<HtmlSection>& before, const std::string& title) {
   std::filesystem::create_directories(dir);
   TransferReportFiles files;
   std::vector<ReportFigure> figures;
@@ -296,7 +306,7 @@ TransferReportFiles write_transfer_report(const TransferAnalysis& a, const std::
       }
     }
   }
-  std::string html = transfer_html(a, figures);
+  std::string html = transfer_html(a, figures, before, title);
   if (!plots)
     html.insert(html.find("</h1>") + 5, "\n<p class=\"note\">gnuplot is not installed: no plots.</p>");
   for (size_t pos = 0; (pos = html.find("<img ", pos)) != std::string::npos; pos += 5) ++files.images;

@@ -18,6 +18,14 @@ struct ReportFigure {
   std::string png_path;   // read and inlined
 };
 
+// A section placed before the transfer analysis (the demo puts its theory verdicts and coordinate
+// checks there): a heading, trusted HTML, and figures inlined like the transfer plots.
+struct HtmlSection {
+  std::string title;
+  std::string html;
+  std::vector<ReportFigure> figures;
+};
+
 struct TransferReportFiles {
   std::string html, markdown, json;
   std::vector<std::string> plots;   // PNG and SVG files written
@@ -29,11 +37,14 @@ struct TransferReportFiles {
 std::string transfer_markdown(const TransferAnalysis& a);
 
 // The HTML page; figures' PNGs are read and inlined.
-std::string transfer_html(const TransferAnalysis& a, const std::vector<ReportFigure>& figures);
+std::string transfer_html(const TransferAnalysis& a, const std::vector<ReportFigure>& figures,
+                          const std::vector<HtmlSection>& before = {}, const std::string& title = "");
 
 // Writes DIR/report.html, DIR/summary.md, DIR/transfer.json and the plots (DIR/*.png, *.svg),
 // each file atomically. Without gnuplot the report has no plots and says so.
-TransferReportFiles write_transfer_report(const TransferAnalysis& a, const std::string& dir);
+// `before` and `title` (the page's heading; default "Hyperparameter transfer: NAME") as in transfer_html.
+TransferReportFiles write_transfer_report(const TransferAnalysis& a, const std::string& dir,
+                                          const std::vector<HtmlSection>& before = {}, const std::string& title = "");
 
 std::string base64_encode(const std::string& bytes);
 
