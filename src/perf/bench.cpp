@@ -114,19 +114,23 @@ double measured_train_seconds(TrainConfig cfg, int64_t warmup, int64_t steps) {
   return std::max(elapsed.at(warmup + steps) - t0, 1e-9);
 }
 
-// The same difference for train_ensemble (its wall time includes set-up, which cancels).
+// Seconds of `steps` ensemble steps after `warmup` steps, from the step callback's timestamps (so
+// set-up, warm-up and the final evaluation are outside it, as in measured_train_seconds). One
+// member is timed through measured_train_seconds: train_ensemble runs a lone member as train_run.
 double measured_ensemble_seconds(std::vector<TrainConfig> members, int64_t warmup, int64_t steps) {
+  if (members.size() == 1) return measured_train_seconds(members.front(), warmup, steps);
   CudaAutocast ac(members.front().train.device == "cuda");
-  auto run = [&](int64_t n) {
-    if (n <= 0) return 0.0;
-    for (auto& m : members) m.train.steps = n, m.optim.total_steps = warmup + steps;
-    const auto t0 = Clock::now();
-    train_ensemble(members);
-    return seconds_since(t0);
+  for (auto& m : members) m.train.steps = warmup + steps, m.optim.total_steps = warmup + steps;
+  Clock::time_point t_warm = Clock::now(), t_end = t_warm;
+  EnsembleOptions eo;
+  eo.on_step = [&](int64_t done) {
+    if (done == warmup) t_warm = Clock::now();
+    if (done == warmup + steps) t_end = Clock::now();
   };
-  const double w0 = run(warmup);
-  const double w1 = run(warmup + steps);
-  return std::max(w1 - w0, 1e-9);
+  const auto t0 = Clock::now();
+  train_ensemble(members, eo);
+  if (warmup <= 0) t_warm = t0;
+  return std::max(std::chrono::duration<double>(t_end - t_warm).count(), 1e-9);
 }
 
 }  // namespace
