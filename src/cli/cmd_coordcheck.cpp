@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/cli_options.h"
 #include "cli/commands.h"
 #include "core/atomic_file.h"
 #include "core/errors.h"
@@ -26,40 +27,8 @@ namespace scaleinv {
 
 namespace {
 
-std::vector<int> parse_int_list(const std::string& option, const std::string& text) {
-  std::vector<int> out;
-  std::string cur;
-  auto flush = [&] {
-    if (cur.empty()) return;
-    size_t used = 0;
-    int v = 0;
-    try {
-      v = std::stoi(cur, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != cur.size())
-      throw UserError("command line", option, fmt::format("cannot read '{}' as an integer", cur),
-                      "give a comma-separated list of integers, e.g. 64,128,256");
-    out.push_back(v);
-    cur.clear();
-  };
-  for (char c : text) {
-    if (c == ',' || c == ' ') {
-      flush();
-    } else {
-      cur += c;
-    }
-  }
-  flush();
-  if (out.empty())
-    throw UserError("command line", option, "the list is empty", "give a comma-separated list, e.g. 64,128,256");
-  return out;
-}
 
 
-// A TOML string literal for --set (param paths and names may hold any character).
-std::string toml_string(const std::string& s) { return nlohmann::json(s).dump(); }
 
 // Small defaults for a coordinate check (without --config). The check is sharp for widths well
 // above n = probe inputs + outputs (measure/coordcheck.h: the finite-size term), so the probe is
@@ -121,9 +90,9 @@ void add_coordcheck_command(CLI::App& app, int& exit_code) {
       if (kind.empty()) kind = TrainConfig{}.model.kind;
       sets = default_sets(kind);
     }
-    if (!o->model.empty()) sets.push_back("model.kind=" + toml_string(o->model));
-    if (!o->param.empty()) sets.push_back("param.name=" + toml_string(o->param));
-    if (!o->optimizer.empty()) sets.push_back("optim.kind=" + toml_string(o->optimizer));
+    if (!o->model.empty()) sets.push_back("model.kind=" + toml_quote(o->model));
+    if (!o->param.empty()) sets.push_back("param.name=" + toml_quote(o->param));
+    if (!o->optimizer.empty()) sets.push_back("optim.kind=" + toml_quote(o->optimizer));
     if (o->lr != 0) {
       if (!(o->lr > 0))
         throw UserError("command line", "--lr", fmt::format("{} is not positive", o->lr), "give e.g. --lr 0.01");

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/cli_options.h"
 #include "cli/commands.h"
 #include "core/atomic_file.h"
 #include "core/errors.h"
@@ -22,35 +23,7 @@ namespace scaleinv {
 
 namespace {
 
-std::vector<int> int_list(const std::string& option, const std::string& text) {
-  std::vector<int> out;
-  std::string cur;
-  auto flush = [&] {
-    if (cur.empty()) return;
-    size_t used = 0;
-    int v = 0;
-    try {
-      v = std::stoi(cur, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != cur.size())
-      throw UserError("command line", option, fmt::format("cannot read '{}' as an integer", cur),
-                      "give a comma-separated list of integers, e.g. 64,128,256");
-    out.push_back(v);
-    cur.clear();
-  };
-  for (char c : text) {
-    if (c == ',' || c == ' ') flush();
-    else cur += c;
-  }
-  flush();
-  if (out.empty())
-    throw UserError("command line", option, "the list is empty", "give a comma-separated list, e.g. 64,128,256");
-  return out;
-}
 
-std::string toml_quote(const std::string& s) { return nlohmann::json(s).dump(); }
 
 // Small defaults (without --config): language models read 8 x 32 tokens of the KJV; resmlp and vit
 // 32 Fashion-MNIST images.
@@ -101,8 +74,8 @@ void add_scales_command(CLI::App& app, int& exit_code) {
       throw UserError("command line", "--optimizer", fmt::format("unknown optimizer '{}'", sc.train.optim.kind),
                       "use one of sgd, adam, adamw, sign, adafactor");
     }
-    if (!o->widths.empty()) sc.widths = int_list("--widths", o->widths);
-    if (!o->depths.empty()) sc.depths = int_list("--depths", o->depths);
+    if (!o->widths.empty()) sc.widths = parse_int_list("--widths", o->widths);
+    if (!o->depths.empty()) sc.depths = parse_int_list("--depths", o->depths);
     sc.seed = o->seed;
     const ScalesResult r = run_scales(sc);
     std::fputs(render_scales(r).c_str(), stdout);
