@@ -140,4 +140,7 @@ TEST(Ensemble, MembersMustShareShapes) {
   // Adafactor and gradient clipping take the one-by-one path, with the same results.
   EXPECT_FALSE(ensemble_supported(cfg(kGpt, {"optim.kind=\"adafactor\"", "optim.eps=1e-15"})));
   EXPECT_FALSE(ensemble_supported(cfg(kGpt, {"optim.clip_grad_norm=1.0"})));
+  EXPECT_FALSE(ensemble_supported(cfg(kGpt, {"train.precision=\"e4m3\""})));
+  EXPECT_FALSE(ensemble_supported(cfg(kGpt, {"param.name=\"u-mup\""})));
+  EXPECT_TRUE(ensemble_supported(cfg(kGpt, {"param.name=\"depth-mup\""})));
 }

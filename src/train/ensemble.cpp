@@ -31,8 +31,16 @@ std::string ensemble_key(const TrainConfig& c) {
 bool ensemble_supported(const TrainConfig& c) {
   const std::string& k = c.model.kind;
   const std::string& o = c.optim.kind;
-  return (k == "bigram" || k == "gpt" || k == "resmlp") &&
-         (o == "sgd" || o == "adam" || o == "adamw" || o == "sign") && c.optim.clip_grad_norm == 0;
+  if (!(k == "bigram" || k == "gpt" || k == "resmlp")) return false;
+  if (!(o == "sgd" || o == "adam" || o == "adamw" || o == "sign") || c.optim.clip_grad_norm != 0) return false;
+  // Simulated precision (a thread-wide rounding scope) and unit-scaled ops (custom autograd with
+  // per-op backward scales) are only wired into the single-model trainer.
+  if (c.train.precision != "fp32") return false;
+  const ParamTable t = resolve_param(c);
+  if (t.unit.any()) return false;
+  for (const auto& r : t.roles)
+    if (r.unit != 0) return false;
+  return true;
 }
 
 namespace {

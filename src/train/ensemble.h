@@ -30,8 +30,9 @@ struct EnsembleOptions {
 // The configuration with the per-member fields (lr, weight_decay, seeds) blanked, as a string:
 // configs with the same key can share one ensemble.
 std::string ensemble_key(const TrainConfig& c);
-// Whether the batched path takes this config (model kind, optimizer, no gradient clipping, CPU or
-// CUDA); when false train_ensemble falls back to one run per member.
+// Whether the batched path takes this config: bigram, gpt or resmlp; sgd, adam, adamw or sign
+// without gradient clipping; fp32 (no simulated precision); a table without unit scaling. When
+// false train_ensemble falls back to one run per member.
 bool ensemble_supported(const TrainConfig& c);
 
 // Trains every member (all must share ensemble_key; std::invalid_argument otherwise) and returns
