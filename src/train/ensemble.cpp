@@ -190,10 +190,10 @@ std::vector<RunSummary> train_ensemble(const std::vector<TrainConfig>& members, 
     total.backward();
     opt->step(schedule_factor(c0.optim, step));
     const int64_t done = step + 1;
-    if (c0.train.eval_every > 0 && done % c0.train.eval_every == 0 && done < c0.train.steps) evaluate();
     if (bar) bar->update(done, fmt::format("{} / {} members alive", n_alive, E));
     if (opts.on_step) opts.on_step(done);
   }
+  // Validation once, at the end (nothing logs intermediate evaluations of an ensemble).
   if (n_alive > 0 && step == c0.train.steps) evaluate();
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (bar) bar->finish(fmt::format("{} of {} members diverged", E - n_alive, E));

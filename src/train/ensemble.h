@@ -36,7 +36,8 @@ std::string ensemble_key(const TrainConfig& c);
 bool ensemble_supported(const TrainConfig& c);
 
 // Trains every member (all must share ensemble_key; std::invalid_argument otherwise) and returns
-// one RunSummary per member, in order. Nothing is written to disk (no checkpoints, no metrics).
+// one RunSummary per member, in order. Nothing is written to disk (no checkpoints, no metrics); the
+// validation loss is evaluated once, at the end.
 std::vector<RunSummary> train_ensemble(const std::vector<TrainConfig>& members, const EnsembleOptions& opts = {});
 
 }  // namespace scaleinv
