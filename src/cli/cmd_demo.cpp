@@ -48,17 +48,12 @@ struct DemoTable {
     return s;
   }
   std::string html() const {
-    auto esc = [](const std::string& in) {
-      std::string o;
-      for (char c : in) o += c == '<' ? "&lt;" : c == '>' ? "&gt;" : c == '&' ? "&amp;" : std::string(1, c);
-      return o;
-    };
     std::string s = "<table><tr>";
-    for (size_t i = 0; i < head.size(); ++i) s += (i ? "<th>" : "<th class=\"l\">") + esc(head[i]) + "</th>";
+    for (size_t i = 0; i < head.size(); ++i) s += (i ? "<th>" : "<th class=\"l\">") + html_escape(head[i]) + "</th>";
     s += "</tr>\n";
     for (const auto& r : rows) {
       s += "<tr>";
-      for (size_t i = 0; i < r.size(); ++i) s += (i ? "<td>" : "<td class=\"l\">") + esc(r[i]) + "</td>";
+      for (size_t i = 0; i < r.size(); ++i) s += (i ? "<td>" : "<td class=\"l\">") + html_escape(r[i]) + "</td>";
       s += "</tr>\n";
     }
     return s + "</table>\n";

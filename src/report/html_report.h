@@ -47,5 +47,7 @@ TransferReportFiles write_transfer_report(const TransferAnalysis& a, const std::
                                           const std::vector<HtmlSection>& before = {}, const std::string& title = "");
 
 std::string base64_encode(const std::string& bytes);
+// &, <, >, " as HTML entities (text and attribute values).
+std::string html_escape(const std::string& s);
 
 }  // namespace scaleinv
