@@ -93,7 +93,7 @@ std::string describe_exit(int status) {
 int launch(int nproc, int port, double grace_s, int threads, const std::vector<std::string>& command) {
   const std::string exe = std::filesystem::read_symlink("/proc/self/exe").string();
   if (port <= 0) port = free_port();
-  std::fprintf(stderr, "launch: %d ranks on 127.0.0.1:%d, %d intra-op thread%s each: %s\n", nproc, port, threads,
+  std::fprintf(stderr, "launch: %d ranks on 127.0.0.1:%d, %d core%s each: %s\n", nproc, port, threads,
                threads == 1 ? "" : "s", fmt::format("{}", fmt::join(command, " ")).c_str());
 
   // argv and environment of every rank, built before fork (the child only execs).
@@ -256,7 +256,7 @@ void add_launch_command(CLI::App& app, int& exit_code) {
   cmd->add_option("command", o->command, "the scaleinv command every rank runs, after --: -- train --config ...")
       ->required();
   cmd->callback([cmd, o, &exit_code] {
-    // The ranks share the cores: cores/N intra-op threads each, unless --threads was given.
+    // The ranks share the cores: cores/N each (--threads), unless --threads was given.
     int threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / o->nproc);
     if (const CLI::Option* t = cmd->get_parent()->get_option_no_throw("--threads"); t && t->count() > 0)
       threads = t->as<int>();

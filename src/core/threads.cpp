@@ -11,11 +11,21 @@ namespace scaleinv {
 namespace {
 
 // OpenBLAS (Debian's libopenblas0-pthread, what libtorch's matmuls call here) keeps its own
-// pthread pool beside libtorch's OpenMP pool. With both at the core count, a 2-core machine runs
-// 3-4 busy threads (OpenBLAS workers spin after each call): measured in `scaleinv bench` (README,
-// Speed), GPT training at width 64 went from 7.8 s to 0.30 s per step under load with the BLAS
-// pool at 1 thread. Looked up at run time, so other BLAS builds are left alone. OpenBLAS splits
-// a GEMM's output, not its reduction, across threads: results do not depend on this setting.
+// pthread pool beside libtorch's OpenMP pool. With both pools at the core count, a 2-core machine
+// runs 3-4 busy threads (OpenMP workers spin after each parallel region while OpenBLAS's workers
+// want the same cores). Two ways out were measured (README, Speed; bench at the peer's shapes):
+//   torch 2 threads, BLAS 1 (session 2's policy): width 64 27.5k tok/s, width 512 1067 tok/s;
+//   torch 1 thread,  BLAS 2 (this policy):        width 64 47.2k tok/s, width 512 1999 tok/s.
+// The matmuls are most of the step and OpenBLAS splits them well; the elementwise ops are small
+// enough that libtorch's pool costs more in wake-ups than it gains. Looked up at run time, so other
+// BLAS builds are left alone (and then libtorch keeps every core). OpenBLAS splits a GEMM's
+// output, not its reduction, across threads: matmul results do not depend on this setting.
+ThreadPlan g_plan;
+
+int env_int(const char* name, int fallback) {
+  const char* e = std::getenv(name);
+  return (e && *e) ? std::atoi(e) : fallback;
+}
 }  // namespace
 
 int set_blas_threads(int n) {
@@ -29,15 +39,21 @@ int set_blas_threads(int n) {
   return prev;
 }
 
-int configure_threads(int requested) {
-  int n = requested > 0 ? requested : static_cast<int>(std::thread::hardware_concurrency());
-  if (n <= 0) n = 1;
-  torch::set_num_threads(n);
-  // SCALEINV_BLAS_THREADS overrides the BLAS pool's size (0: leave OpenBLAS's own default).
-  int blas = 1;
-  if (const char* e = std::getenv("SCALEINV_BLAS_THREADS")) blas = std::atoi(e);
-  if (blas > 0) set_blas_threads(blas);
-  return n;
+ThreadPlan configure_threads(int requested) {
+  ThreadPlan p;
+  p.cores = requested > 0 ? requested : static_cast<int>(std::thread::hardware_concurrency());
+  if (p.cores <= 0) p.cores = 1;
+  const int blas = env_int("SCALEINV_BLAS_THREADS", p.cores);
+  p.blas_threads = 0;
+  if (blas > 0 && set_blas_threads(blas) >= 0) p.blas_threads = blas;
+  // With OpenBLAS holding the cores, libtorch's own pool stays on the calling thread.
+  p.torch_threads = env_int("SCALEINV_TORCH_THREADS", p.blas_threads > 0 ? 1 : p.cores);
+  if (p.torch_threads <= 0) p.torch_threads = 1;
+  torch::set_num_threads(p.torch_threads);
+  g_plan = p;
+  return p;
 }
+
+const ThreadPlan& thread_plan() { return g_plan; }
 
 }  // namespace scaleinv

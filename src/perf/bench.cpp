@@ -205,6 +205,7 @@ BenchResult run_bench(const BenchConfig& in) {
   BenchResult r;
   r.device = cfg.device;
   r.threads = torch::get_num_threads();
+  r.blas_threads = std::max(0, thread_plan().blas_threads);
   r.interop_threads = torch::get_num_interop_threads();
   const auto t_all = Clock::now();
   std::unique_ptr<Progress> bar;
@@ -219,7 +220,7 @@ BenchResult run_bench(const BenchConfig& in) {
 
   // --- sgemm peak ------------------------------------------------------------------------------
   r.sgemm_n = cfg.device == "cuda" ? 8192 : (cfg.quick ? 512 : 2048);
-  // The machine's peak: the better of the BLAS pool as configured (threads.cpp: 1 thread) and
+  // The machine's peak: the better of the BLAS pool as configured (threads.cpp) and
   // the BLAS pool on every core.
   r.sgemm_gflops = sgemm_gflops(r.sgemm_n, cfg.quick ? 2 : 5, cfg.device);
   if (cfg.device == "cpu") {
@@ -303,8 +304,8 @@ BenchResult run_bench(const BenchConfig& in) {
 }
 
 std::string render_bench(const BenchResult& r) {
-  std::string out = fmt::format("\nspeed benchmark ({}, {} intra-op threads, {} inter-op)\n", r.device, r.threads,
-                                r.interop_threads);
+  std::string out = fmt::format("\nspeed benchmark ({}, {} intra-op thread{}, {} BLAS, {} inter-op)\n", r.device,
+                                r.threads, r.threads == 1 ? "" : "s", r.blas_threads, r.interop_threads);
   out += fmt::format("  sgemm {}^3 float32        {:.1f} GFLOP/s (best of a few)\n", r.sgemm_n, r.sgemm_gflops);
   out += "  GPT training (depth 4, seq 128, batch 16, AdamW; flops/token = 6 N + 12 L T d)\n";
   out += fmt::format("  {:>6} {:>10} {:>9} {:>10} {:>9} {:>8}\n", "width", "params", "step ms", "tokens/s", "GFLOP/s",
@@ -336,6 +337,7 @@ nlohmann::json bench_to_json(const BenchResult& r) {
                       {"gpt", gpt},
                       {"device", r.device},
                       {"threads", r.threads},
+                      {"blas_threads", r.blas_threads},
                       {"interop_threads", r.interop_threads},
                       {"flops_formula", "6*params + 12*depth*seq_len*width per token"},
                       {"wall_s", r.wall_s}};

@@ -1,7 +1,7 @@
 #pragma once
 // Speed benchmark (DESIGN.md "Speed"; issue 6): one run measures
 //   - the sgemm peak through libtorch (a large float32 matmul, best of a few, the better of the BLAS
-//     pool as configured by configure_threads and the BLAS pool on every core), GFLOP/s;
+//     pool as configured by configure_threads and on every core), GFLOP/s;
 //   - GPT training throughput through train_run at the peer's shapes (../shared/peer/gpt_peer.py):
 //     widths 64..512, depth 4, sequence 128, batch 16, AdamW, warm-up steps excluded;
 //   - the batched-ensemble time ratio: 8 members at width 64 through train_ensemble against one;
@@ -58,6 +58,7 @@ struct GptBench {
 struct BenchResult {
   std::string device;
   int threads = 0;              // libtorch intra-op threads
+  int blas_threads = 0;         // OpenBLAS pool (0: not OpenBLAS, left alone)
   int interop_threads = 0;
   int sgemm_n = 0;
   double sgemm_gflops = 0;
