@@ -19,6 +19,13 @@ using namespace scaleinv;
 
 namespace {
 
+// The batched path itself (Auto runs members one by one on a CPU).
+EnsembleOptions batched_opts() {
+  EnsembleOptions o;
+  o.batching = Batching::On;
+  return o;
+}
+
 const char* kGpt = R"(
 [model]
 kind = "gpt"
@@ -67,7 +74,9 @@ void expect_same_runs(const std::vector<RunSummary>& a, const std::vector<RunSum
     ASSERT_EQ(a[e].losses.size(), b[e].losses.size());
     for (size_t t = 0; t < a[e].losses.size(); ++t)
       EXPECT_NEAR(a[e].losses[t], b[e].losses[t], rel * std::abs(b[e].losses[t])) << "step " << t;
-    if (std::isfinite(b[e].final_val_loss)) EXPECT_NEAR(a[e].final_val_loss, b[e].final_val_loss, rel * 10);
+    if (std::isfinite(b[e].final_val_loss)) {
+      EXPECT_NEAR(a[e].final_val_loss, b[e].final_val_loss, rel * 10);
+    }
     EXPECT_EQ(a[e].params, b[e].params);
   }
 }
@@ -80,11 +89,23 @@ TEST(Ensemble, GptMembersReproduceSeparateRuns) {
                                  cfg(kGpt, {"optim.lr=0.01", "train.seed=1"}),
                                  cfg(kGpt, {"optim.lr=0.03", "optim.weight_decay=0.0", "data.seed=7"})};
   ASSERT_TRUE(ensemble_supported(ms[0]));
-  const auto batched = train_ensemble(ms);
+  const auto batched = train_ensemble(ms, batched_opts());
   const auto ref = separate(ms);
   expect_same_runs(batched, ref, 1e-4);
   // The members really differ (the comparison above is not vacuous).
   EXPECT_GT(std::abs(ref[0].losses.back() - ref[2].losses.back()), 1e-2);
+}
+
+TEST(Ensemble, AutoBatchesOnlyWhereItPays) {
+  // Auto: one train_run per member on a CPU (batching measured slower there), so the results are
+  // the separate runs' bit for bit; a CUDA config would batch.
+  std::vector<TrainConfig> ms = {cfg(kGpt, {"optim.lr=0.003"}), cfg(kGpt, {"optim.lr=0.01", "train.seed=1"})};
+  EXPECT_FALSE(batching_pays(ms[0]));
+  EXPECT_TRUE(batching_pays(cfg(kGpt, {"train.device=\"cuda\""})));
+  const auto autod = train_ensemble(ms);
+  const auto ref = separate(ms);
+  ASSERT_EQ(autod.size(), ref.size());
+  for (size_t e = 0; e < ref.size(); ++e) EXPECT_EQ(autod[e].losses, ref[e].losses) << "member " << e;
 }
 
 TEST(Ensemble, SgdMomentumBigramAndSignDescent) {
@@ -112,10 +133,10 @@ eval_every = 0
 eval_batches = 2
 )";
   std::vector<TrainConfig> ms = {cfg(bigram, {"optim.lr=0.05"}), cfg(bigram, {"optim.lr=0.2", "train.seed=3"})};
-  expect_same_runs(train_ensemble(ms), separate(ms), 1e-4);
+  expect_same_runs(train_ensemble(ms, batched_opts()), separate(ms), 1e-4);
   std::vector<TrainConfig> sg = {cfg(bigram, {"optim.kind=\"sign\"", "optim.lr=0.001"}),
                                  cfg(bigram, {"optim.kind=\"sign\"", "optim.lr=0.004"})};
-  expect_same_runs(train_ensemble(sg), separate(sg), 1e-4);
+  expect_same_runs(train_ensemble(sg, batched_opts()), separate(sg), 1e-4);
 }
 
 TEST(Ensemble, DivergedMemberIsRecordedAndOthersGoOn) {
@@ -123,7 +144,7 @@ TEST(Ensemble, DivergedMemberIsRecordedAndOthersGoOn) {
   std::vector<TrainConfig> ms = {cfg(kGpt, {"optim.kind=\"sgd\"", "optim.lr=0.5", "param.name=\"sp\""}),
                                  cfg(kGpt, {"optim.kind=\"sgd\"", "optim.lr=1e6", "param.name=\"sp\""}),
                                  cfg(kGpt, {"optim.kind=\"sgd\"", "optim.lr=1.0", "param.name=\"sp\""})};
-  const auto batched = train_ensemble(ms);
+  const auto batched = train_ensemble(ms, batched_opts());
   const auto ref = separate(ms);
   ASSERT_TRUE(ref[1].diverged);
   EXPECT_FALSE(ref[0].diverged);
@@ -136,7 +157,7 @@ TEST(Ensemble, MembersMustShareShapes) {
   std::vector<TrainConfig> ms = {cfg(kGpt, {}), cfg(kGpt, {"model.width=128"})};
   EXPECT_NE(ensemble_key(ms[0]), ensemble_key(ms[1]));
   EXPECT_EQ(ensemble_key(ms[0]), ensemble_key(cfg(kGpt, {"optim.lr=0.5", "train.seed=9", "data.seed=2"})));
-  EXPECT_THROW(train_ensemble(ms), std::invalid_argument);
+  EXPECT_THROW(train_ensemble(ms, batched_opts()), std::invalid_argument);
   // Adafactor and gradient clipping take the one-by-one path, with the same results.
   EXPECT_FALSE(ensemble_supported(cfg(kGpt, {"optim.kind=\"adafactor\"", "optim.eps=1e-15"})));
   EXPECT_FALSE(ensemble_supported(cfg(kGpt, {"optim.clip_grad_norm=1.0"})));

@@ -257,6 +257,9 @@ TEST(SweepCli, RunsIntoTheStoreResumesAndRefusesToOverwrite) {
     EXPECT_NE(e.err.find("--shard"), std::string::npos) << e.err;
   }
   EXPECT_EQ(run_cli("sweep --quiet --config " + dir + "/missing.toml").code, 2);
+  auto mode = run_cli("sweep --quiet --config " + f + " --out " + dir + "/y.db --batch sometimes");
+  EXPECT_EQ(mode.code, 2);
+  EXPECT_NE(mode.err.find("--batch"), std::string::npos) << mode.err;
 }
 
 TEST(SweepCli, KilledSweepResumesWithoutLosingOrRedoingAPoint) {

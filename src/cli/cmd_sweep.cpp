@@ -3,6 +3,7 @@
 // Runs a hyperparameter sweep into a SQLite store (issue 8; sweep/*.h), or merges shard stores.
 // --shard i/N is 0-based: shards 0/N .. N-1/N together run the grid exactly once.
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,7 +21,7 @@ namespace scaleinv {
 
 void add_sweep_command(CLI::App& app, int& exit_code) {
   struct Opts {
-    std::string config, out, shard = "0/1";
+    std::string config, out, shard = "0/1", batch = "auto";
     bool resume = false, quiet = false, no_batch = false;
     std::vector<std::string> merge_paths;
   };
@@ -31,7 +32,10 @@ void add_sweep_command(CLI::App& app, int& exit_code) {
   sweep->add_option("--out", o->out, "SQLite database (default: [sweep] db, or runs/sweeps/NAME.db)");
   sweep->add_option("--shard", o->shard, "run shard i of N, 0-based: 0/N .. N-1/N (default 0/1: everything)");
   sweep->add_flag("--resume", o->resume, "skip the points already in the database");
-  sweep->add_flag("--no-batch", o->no_batch, "train each point alone instead of as batched ensembles");
+  sweep->add_option("--batch", o->batch,
+                    "auto (default: batched ensembles on a GPU, one point at a time on a CPU, where batching measured "
+                    "slower), on, or off");
+  sweep->add_flag("--no-batch", o->no_batch, "the same as --batch off");
   sweep->add_flag("--quiet", o->quiet, "no progress bar");
   sweep->require_subcommand(0, 1);
   auto* merge = sweep->add_subcommand("merge", "Combine shard databases of one sweep: merge OUT.db IN1.db IN2.db ...");
@@ -61,7 +65,10 @@ void add_sweep_command(CLI::App& app, int& exit_code) {
     ro.db_path = o->out.empty() ? default_db_path(spec, shard) : o->out;
     ro.resume = o->resume;
     ro.show_progress = !o->quiet;
-    ro.batched = !o->no_batch;
+    const std::map<std::string, Batching> modes = {{"auto", Batching::Auto}, {"on", Batching::On}, {"off", Batching::Off}};
+    if (!modes.count(o->batch))
+      throw UserError("command line", "--batch", "is \"" + o->batch + "\"", "write --batch auto, on or off");
+    ro.batching = o->no_batch ? Batching::Off : modes.at(o->batch);
     SweepRunSummary s = run_sweep(spec, ro);
     std::fputs(render_sweep_summary(s).c_str(), stdout);
     exit_code = 0;

@@ -123,6 +123,7 @@ double measured_ensemble_seconds(std::vector<TrainConfig> members, int64_t warmu
   for (auto& m : members) m.train.steps = warmup + steps, m.optim.total_steps = warmup + steps;
   Clock::time_point t_warm = Clock::now(), t_end = t_warm;
   EnsembleOptions eo;
+  eo.batching = Batching::On;  // the batched path itself, whatever Auto would pick on this device
   eo.on_step = [&](int64_t done) {
     if (done == warmup) t_warm = Clock::now();
     if (done == warmup + steps) t_end = Clock::now();

@@ -63,7 +63,7 @@ SweepRunSummary run_sweep(const SweepSpec& spec, const SweepRunOptions& opts) {
       chunk_steps += spec.points[i].config.train.steps;
     }
     EnsembleOptions eo;
-    eo.batched = opts.batched;
+    eo.batching = opts.batching;
     eo.show_progress = false;
     const int64_t steps_each = members.front().train.steps;
     if (bar)

@@ -7,6 +7,7 @@
 
 #include "sweep/shard.h"
 #include "sweep/sweep_spec.h"
+#include "train/ensemble.h"
 
 namespace scaleinv {
 
@@ -15,7 +16,7 @@ struct SweepRunOptions {
   Shard shard;
   bool resume = false;        // skip the points already in the store
   bool show_progress = true;  // a bar over the shard's points on stderr
-  bool batched = true;        // EnsembleOptions::batched
+  Batching batching = Batching::Auto;  // EnsembleOptions::batching
 };
 
 struct SweepRunSummary {

@@ -28,6 +28,8 @@ std::string ensemble_key(const TrainConfig& c) {
   return j.dump();
 }
 
+bool batching_pays(const TrainConfig& c) { return c.train.device != "cpu"; }
+
 bool ensemble_supported(const TrainConfig& c) {
   const std::string& k = c.model.kind;
   const std::string& o = c.optim.kind;
@@ -73,7 +75,8 @@ std::vector<RunSummary> train_ensemble(const std::vector<TrainConfig>& members, 
   for (const auto& m : members)
     if (ensemble_key(m) != key)
       throw std::invalid_argument("train_ensemble: members differ in more than lr, weight_decay and seeds");
-  if (!opts.batched || members.size() == 1 || !ensemble_supported(members[0])) return one_by_one(members, opts);
+  const bool batch = opts.batching == Batching::On || (opts.batching == Batching::Auto && batching_pays(members[0]));
+  if (!batch || members.size() == 1 || !ensemble_supported(members[0])) return one_by_one(members, opts);
 
   // --- set up: one table and shape for all, each member's data ------------------------------
   const TrainConfig& c0 = members[0];
