@@ -348,7 +348,9 @@ TEST(UnitModels, ScalesAtInitUMupPassesStandardAndMupDoNot) {
       for (const auto& row : r.rows) {
         if (!row.judged) continue;
         const bool gain_grad = row.kind == "W'" && row.name.find(".gain") != std::string::npos;
-        if (!gain_grad) EXPECT_TRUE(row.pass) << row.kind << " " << row.name << "\n" << render_scales(r);
+        if (!gain_grad) {
+          EXPECT_TRUE(row.pass) << row.kind << " " << row.name << "\n" << render_scales(r);
+        }
       }
     } else {
       EXPECT_FALSE(r.pass()) << param;
@@ -384,7 +386,9 @@ TEST(UnitPrecision, KjvGptInFp8UnderUMupAndStandard) {
       // its gradients: as training sharpens the softmax, the unit-scaled logit gradient
       // (p - onehot) * sqrt(V) has entries below 2^-9 (measured: readout gradient 20% over the run,
       // 47% at the worst step; the MLP input gradients 2-3%; README).
-      if (run.format != "e4m3" || !grad) EXPECT_LT(st.underflow_fraction(), 0.01) << run.format << " " << point;
+      if (run.format != "e4m3" || !grad) {
+        EXPECT_LT(st.underflow_fraction(), 0.01) << run.format << " " << point;
+      }
     }
   }
   {

@@ -82,15 +82,6 @@ int64_t count_rows(SqliteDb& db) { return std::get<int64_t>(db.query("SELECT COU
 
 }  // namespace
 
-double window_mean(const std::vector<double>& losses, double window) {
-  if (losses.empty()) return std::nan("");
-  const size_t n = losses.size();
-  const size_t k = std::min(n, std::max<size_t>(1, static_cast<size_t>(std::ceil(window * static_cast<double>(n) - 1e-9))));
-  double s = 0;
-  for (size_t i = n - k; i < n; ++i) s += losses[i];
-  return s / static_cast<double>(k);
-}
-
 SweepStore::SweepStore(const std::string& path) : path_(path), db_(open_store(path)) {}
 
 int64_t SweepStore::count_points() { return count_rows(*db_); }

@@ -52,8 +52,7 @@ class SweepStore {
   std::unique_ptr<SqliteDb> db_;
 };
 
-// Mean of the last max(1, ceil(window * n)) losses; NaN when there are none.
-double window_mean(const std::vector<double>& losses, double window);
+// (A point's windowed loss is window_mean in train/trainer.h with the sweep's window.)
 
 struct MergeSummary {
   int64_t rows_read = 0;     // rows in the inputs

@@ -206,7 +206,7 @@ std::vector<RunSummary> train_ensemble(const std::vector<TrainConfig>& members, 
   for (int64_t e = 0; e < E; ++e) {
     RunSummary& s = out[size_t(e)];
     if (!s.diverged) s.steps_done = step;
-    s.final_loss = final_window_mean(s.losses);
+    s.final_loss = window_mean(s.losses, kFinalWindow);
     s.final_val_loss = s.diverged ? std::numeric_limits<double>::quiet_NaN() : val[size_t(e)];
     s.unigram_entropy = language ? data[size_t(e)]->unigram_entropy() : 0.0;
     s.items_unit = language ? "tok" : "samples";

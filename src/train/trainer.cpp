@@ -43,12 +43,15 @@ double evaluate(Model& model, const DataSource& data, const TrainConfig& cfg, to
 
 }  // namespace
 
-double final_window_mean(const std::vector<double>& v) {
-  if (v.empty()) return std::numeric_limits<double>::quiet_NaN();
-  const size_t n = std::max<size_t>(1, v.size() / 10);
+double window_mean(const std::vector<double>& losses, double fraction) {
+  if (losses.empty()) return std::numeric_limits<double>::quiet_NaN();
+  const size_t n = losses.size();
+  // (- 1e-9: 0.1 x 150 is 15.000000000000002 in binary, and means 15.)
+  const auto want = static_cast<size_t>(std::ceil(fraction * static_cast<double>(n) - 1e-9));
+  const size_t k = std::min(n, std::max<size_t>(1, want));
   double s = 0;
-  for (size_t i = v.size() - n; i < v.size(); ++i) s += v[i];
-  return s / static_cast<double>(n);
+  for (size_t i = n - k; i < n; ++i) s += losses[i];
+  return s / static_cast<double>(k);
 }
 
 void check_data_fits(const TrainConfig& cfg, const DataSource& data) {
@@ -172,7 +175,7 @@ RunSummary train_run(const TrainConfig& cfg, const RunOptions& opts) {
     if (step == cfg.train.steps) val = evaluate(*model, *data, cfg, dev, dp);
     save(step);
   }
-  s.final_loss = final_window_mean(s.losses);
+  s.final_loss = window_mean(s.losses, kFinalWindow);
   s.final_val_loss = val;
   if (low_precision) s.precision_stats = low_precision->all_stats();
   if (bar) bar->finish(s.diverged ? fmt::format("diverged at step {}", s.diverged_step) : "");
