@@ -102,10 +102,17 @@ TEST(Ensemble, AutoBatchesOnlyWhereItPays) {
   std::vector<TrainConfig> ms = {cfg(kGpt, {"optim.lr=0.003"}), cfg(kGpt, {"optim.lr=0.01", "train.seed=1"})};
   EXPECT_FALSE(batching_pays(ms[0]));
   EXPECT_TRUE(batching_pays(cfg(kGpt, {"train.device=\"cuda\""})));
-  const auto autod = train_ensemble(ms);
+  EnsembleOptions o;
+  std::vector<int64_t> seen;  // member-steps reported after each step
+  o.on_step = [&](int64_t n) { seen.push_back(n); };
+  const auto autod = train_ensemble(ms, o);
   const auto ref = separate(ms);
   ASSERT_EQ(autod.size(), ref.size());
   for (size_t e = 0; e < ref.size(); ++e) EXPECT_EQ(autod[e].losses, ref[e].losses) << "member " << e;
+  // One report per step of every member, counting up by one to the members' total.
+  const int64_t total = ms[0].train.steps + ms[1].train.steps;
+  ASSERT_EQ(static_cast<int64_t>(seen.size()), total);
+  for (int64_t i = 0; i < total; ++i) EXPECT_EQ(seen[static_cast<size_t>(i)], i + 1);
 }
 
 TEST(Ensemble, SgdMomentumBigramAndSignDescent) {

@@ -124,9 +124,10 @@ double measured_ensemble_seconds(std::vector<TrainConfig> members, int64_t warmu
   Clock::time_point t_warm = Clock::now(), t_end = t_warm;
   EnsembleOptions eo;
   eo.batching = Batching::On;  // the batched path itself, whatever Auto would pick on this device
-  eo.on_step = [&](int64_t done) {
-    if (done == warmup) t_warm = Clock::now();
-    if (done == warmup + steps) t_end = Clock::now();
+  const auto E = static_cast<int64_t>(members.size());
+  eo.on_step = [&](int64_t member_steps) {  // (batched: steps x members)
+    if (member_steps == warmup * E) t_warm = Clock::now();
+    if (member_steps == (warmup + steps) * E) t_end = Clock::now();
   };
   const auto t0 = Clock::now();
   train_ensemble(members, eo);

@@ -65,12 +65,10 @@ SweepRunSummary run_sweep(const SweepSpec& spec, const SweepRunOptions& opts) {
     EnsembleOptions eo;
     eo.batching = opts.batching;
     eo.show_progress = false;
-    const int64_t steps_each = members.front().train.steps;
     if (bar)
-      eo.on_step = [&, steps_each](int64_t s) {
+      eo.on_step = [&](int64_t member_steps) {
         // Short of the chunk's end: the bar reaches it once the chunk is in the store.
-        const int64_t d = std::min(chunk_steps - 1, std::min(s, steps_each) * static_cast<int64_t>(members.size()));
-        bar->update(static_cast<long>(steps_before + d), status());
+        bar->update(static_cast<long>(steps_before + std::min(chunk_steps - 1, member_steps)), status());
       };
     std::vector<RunSummary> res = train_ensemble(members, eo);
     store.write_points(spec, opts.shard, pts, res);

@@ -53,9 +53,11 @@ std::vector<RunSummary> one_by_one(const std::vector<TrainConfig>& members, cons
   ro.write_files = false;
   ro.data_parallel = false;
   ro.show_progress = opts.show_progress;
+  int64_t before = 0;
   for (const auto& m : members) {
+    if (opts.on_step) ro.on_step = [&](int64_t s) { opts.on_step(before + s); };
     out.push_back(train_run(m, ro));
-    if (opts.on_step) opts.on_step(m.train.steps);
+    before += m.train.steps;
   }
   return out;
 }
@@ -194,7 +196,7 @@ std::vector<RunSummary> train_ensemble(const std::vector<TrainConfig>& members, 
     opt->step(schedule_factor(c0.optim, step));
     const int64_t done = step + 1;
     if (bar) bar->update(done, fmt::format("{} / {} members alive", n_alive, E));
-    if (opts.on_step) opts.on_step(done);
+    if (opts.on_step) opts.on_step(done * E);
   }
   // Validation once, at the end (nothing logs intermediate evaluations of an ensemble).
   if (n_alive > 0 && step == c0.train.steps) evaluate();

@@ -27,8 +27,9 @@ enum class Batching { Auto, On, Off };
 struct EnsembleOptions {
   Batching batching = Batching::Auto;
   bool show_progress = false;   // the trainer's own bar (sweeps draw theirs over the grid instead)
-  // Called after every step with the number of steps done (e.g. to advance a sweep's bar).
-  std::function<void(int64_t steps_done)> on_step;
+  // Called after every step with the member-steps done so far: steps x members when batched;
+  // one by one, the finished members' steps plus the current member's (a sweep's bar).
+  std::function<void(int64_t member_steps_done)> on_step;
 };
 
 // The configuration with the per-member fields (lr, weight_decay, seeds) blanked, as a string:

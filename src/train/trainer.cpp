@@ -163,6 +163,7 @@ RunSummary train_run(const TrainConfig& cfg, const RunOptions& opts) {
       bar->update(done, fmt::format("loss {:.4f}{} | {} {}/s", lv,
                                     std::isnan(val) ? "" : fmt::format(" val {:.4f}", val), format_rate(rate),
                                     s.items_unit));
+    if (opts.on_step) opts.on_step(done);
   }
   s.steps_done = step;
   s.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

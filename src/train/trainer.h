@@ -1,6 +1,7 @@
 #pragma once
 // The training loop (llm.c style: readable top to bottom in trainer.cpp).
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,6 +21,8 @@ struct RunOptions {
   // Join the data-parallel ranks when WORLD_SIZE > 1 in the environment (dist/dist.h). Runs that
   // must stay one process whatever the environment (a sweep's points, measurements) set false.
   bool data_parallel = true;
+  // Called after every step with the number of steps done (e.g. a sweep's bar over many runs).
+  std::function<void(int64_t steps_done)> on_step;
 };
 
 struct RunSummary {
