@@ -5,8 +5,9 @@
 # peak. Ratios, not absolute times, are what count (the machine is shared).
 #
 #   bash bench/compare_peer.sh [extra bench options, e.g. --quick or --widths 64,512]
-# Environment: BUILD (build directory, default build), PEER (peer script), THREADS (both sides'
-# intra-op threads; default the machine's cores), PEER_STEPS (default 20), OUT (default out/bench).
+# Environment: BUILD (build directory, default build), PEER (peer script), THREADS (cores for
+# both sides: ours --threads, the peer's torch.set_num_threads; default the machine's cores),
+# PEER_STEPS (default 20), OUT (default out/bench).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -44,7 +45,8 @@ for line in open(sys.argv[2]):
     peer[int(f["width"])] = (int(f["params"]), float(f["tokens/s"]))
 peak = ours["sgemm_gflops"]
 L, T = 4, 128
-print(f"\nsgemm peak {peak:.1f} GFLOP/s ({ours['threads']} threads); flops/token = 6 N + 12 L T d for both sides")
+print(f"\nsgemm peak {peak:.1f} GFLOP/s; ours ran {ours['threads']} libtorch + {ours.get('blas_threads', 0)} BLAS threads; "
+      "flops/token = 6 N + 12 L T d for both sides")
 print(f"{'width':>6} {'ours tok/s':>11} {'peer tok/s':>11} {'ratio':>6} {'target':>7} {'ours GFLOP/s':>13} {'% sgemm':>8} {'peer % sgemm':>13}")
 for g in ours["gpt"]:
     w = g["width"]

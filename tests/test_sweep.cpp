@@ -18,7 +18,9 @@
 #include "cli_util.h"
 #include "core/errors.h"
 #include "core/sqlite_db.h"
+#include "core/threads.h"
 #include "sweep/shard.h"
+#include "sweep/sweep_runner.h"
 #include "sweep/sweep_spec.h"
 #include "sweep/sweep_store.h"
 
@@ -336,6 +338,35 @@ TEST(SweepCli, ShardsMergeIntoTheWholeGrid) {
   EXPECT_EQ(bad.code, 2);
   EXPECT_NE(bad.err.find("fingerprint"), std::string::npos) << bad.err;
   EXPECT_EQ(run_cli(fmt::format("sweep merge {0}/x.db {0}/none.db", dir)).code, 2);
+}
+
+TEST(SweepRunner, ParallelJobsGiveTheSameRowsAsOneJob) {
+  // Chunks on 2 worker threads (each run built under the init lock, models/model.h) store the
+  // same losses and curves, bit for bit, as one chunk after another.
+  const std::string dir = temp_dir("sweep_jobs");
+  const SweepSpec spec = inline_spec();
+  std::map<std::string, std::string> rows[2];
+  for (int jobs : {1, 2}) {
+    SweepRunOptions ro;
+    ro.db_path = fmt::format("{}/j{}.db", dir, jobs);
+    ro.show_progress = false;
+    ro.batching = Batching::Off;
+    ro.jobs = jobs;
+    const SweepRunSummary s = run_sweep(spec, ro);
+    EXPECT_EQ(s.jobs, jobs);
+    EXPECT_EQ(s.run, static_cast<int64_t>(spec.points.size()));
+    SqliteDb d(ro.db_path);
+    for (const auto& r : d.query("SELECT id, final_loss, curve, final_val_loss FROM points"))
+      rows[jobs - 1][std::get<std::string>(r[0])] =
+          fmt::format("{} {} {}", std::get<double>(r[1]), std::get<std::string>(r[2]), std::get<double>(r[3]));
+  }
+  ASSERT_EQ(rows[0].size(), spec.points.size());
+  EXPECT_EQ(rows[0], rows[1]);
+  // Auto: one job where chunks batch; on a CPU, one per core of the thread plan (1 in tests).
+  SweepRunOptions ro;
+  EXPECT_EQ(sweep_jobs(spec, ro), std::max(1, thread_plan().cores));
+  ro.batching = Batching::On;
+  EXPECT_EQ(sweep_jobs(spec, ro), 1);
 }
 
 TEST(SweepCli, DivergedPointsAreRecordedAndTheSweepGoesOn) {

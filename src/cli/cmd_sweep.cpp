@@ -23,6 +23,7 @@ void add_sweep_command(CLI::App& app, int& exit_code) {
   struct Opts {
     std::string config, out, shard = "0/1", batch = "auto";
     bool resume = false, quiet = false, no_batch = false;
+    int jobs = 0;
     std::vector<std::string> merge_paths;
   };
   auto o = std::make_shared<Opts>();
@@ -36,6 +37,9 @@ void add_sweep_command(CLI::App& app, int& exit_code) {
                     "auto (default: batched ensembles on a GPU, one point at a time on a CPU, where batching measured "
                     "slower), on, or off");
   sweep->add_flag("--no-batch", o->no_batch, "the same as --batch off");
+  sweep->add_option("--jobs", o->jobs,
+                    "chunks trained at once, one core each (default: 1 when chunks batch, else one per core)")
+      ->check(CLI::NonNegativeNumber);
   sweep->add_flag("--quiet", o->quiet, "no progress bar");
   sweep->require_subcommand(0, 1);
   auto* merge = sweep->add_subcommand("merge", "Combine shard databases of one sweep: merge OUT.db IN1.db IN2.db ...");
@@ -69,6 +73,7 @@ void add_sweep_command(CLI::App& app, int& exit_code) {
     if (!modes.count(o->batch))
       throw UserError("command line", "--batch", "is \"" + o->batch + "\"", "write --batch auto, on or off");
     ro.batching = o->no_batch ? Batching::Off : modes.at(o->batch);
+    ro.jobs = o->jobs;
     SweepRunSummary s = run_sweep(spec, ro);
     std::fputs(render_sweep_summary(s).c_str(), stdout);
     exit_code = 0;

@@ -1,4 +1,5 @@
 // build_model: validates the architecture config and builds the model (src/models/model.h).
+#include <mutex>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -73,6 +74,14 @@ std::shared_ptr<Model> build_model(const ModelConfig& cfg, const ScaleContext& c
   if (cfg.kind == "resmlp") return make_resmlp(cfg, ctx, hp);
   if (cfg.kind == "gpt") return make_gpt(cfg, ctx, hp);
   return make_vit(cfg, ctx, hp);
+}
+
+std::shared_ptr<Model> build_model_seeded(uint64_t seed, const ModelConfig& cfg, const ScaleContext& ctx,
+                                          const Hyper& hp) {
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  torch::manual_seed(seed);
+  return build_model(cfg, ctx, hp);
 }
 
 }  // namespace scaleinv

@@ -130,5 +130,10 @@ class Model : public TaggedModule {
 // Throws UserError (file "config", field "model.*") on an unknown kind or inconsistent shapes,
 // e.g. width not divisible by head_dim / n_heads.
 std::shared_ptr<Model> build_model(const ModelConfig& cfg, const ScaleContext& ctx, const Hyper& hp);
+// torch::manual_seed(seed), then build_model, under one process-wide lock: the init draws from
+// libtorch's global generator, so runs built on several threads at once (a sweep's --jobs) get
+// exactly the parameters they would get alone.
+std::shared_ptr<Model> build_model_seeded(uint64_t seed, const ModelConfig& cfg, const ScaleContext& ctx,
+                                          const Hyper& hp);
 
 }  // namespace scaleinv

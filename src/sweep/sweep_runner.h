@@ -1,7 +1,8 @@
 #pragma once
 // Running a sweep (issue 8): the shard's points not yet in the store, grouped by ensemble_key and
-// chunked to at most spec.ensemble members, each chunk trained by train_ensemble and written to
-// the store in one transaction as soon as it finishes. Diverged points are recorded, never fatal.
+// chunked to at most spec.ensemble members, each chunk trained by train_ensemble (up to `jobs`
+// chunks at once, on worker threads) and written to the store in one transaction as soon as it
+// finishes. Diverged points are recorded, never fatal.
 #include <cstdint>
 #include <string>
 
@@ -17,6 +18,7 @@ struct SweepRunOptions {
   bool resume = false;        // skip the points already in the store
   bool show_progress = true;  // a bar over the shard's points on stderr
   Batching batching = Batching::Auto;  // EnsembleOptions::batching
+  int jobs = 0;               // chunks trained at once, one core each; 0: sweep_jobs decides
 };
 
 struct SweepRunSummary {
@@ -27,12 +29,18 @@ struct SweepRunSummary {
   int64_t skipped = 0;         // already in the store (--resume)
   int64_t diverged = 0;        // of those trained now
   int64_t chunks = 0;          // train_ensemble calls
+  int jobs = 1;                // chunks trained at once
   double wall_s = 0;
 };
 
 // The database a sweep writes when --out is not given: [sweep] db, else runs/sweeps/NAME.db;
 // for --shard i/N with N > 1, STEM.shard-i-of-N.db beside it.
 std::string default_db_path(const SweepSpec& spec, const Shard& shard);
+
+// How many chunks train at once when opts.jobs is 0: 1 where chunks are batched (a GPU), else
+// one per core (threads.h), each worker on one thread, since one-by-one points on a CPU keep the
+// cores busier side by side than one run on all of them (measured; see the definition).
+int sweep_jobs(const SweepSpec& spec, const SweepRunOptions& opts);
 
 SweepRunSummary run_sweep(const SweepSpec& spec, const SweepRunOptions& opts);
 

@@ -105,14 +105,14 @@ std::vector<RunSummary> train_ensemble(const std::vector<TrainConfig>& members, 
   // --- the stacked model: member e starts from the tensors its own run would build -------------
   ScaleContext ectx = ctx;
   ectx.members = static_cast<int>(E);
-  std::shared_ptr<Model> model = build_model(c0.model, ectx, c0.hp);
+  // (Its own init is overwritten below; drawn under the lock all the same, see build_model_seeded.)
+  std::shared_ptr<Model> model = build_model_seeded(static_cast<uint64_t>(c0.train.seed), c0.model, ectx, c0.hp);
   std::vector<TaggedParam> params = model->tagged_parameters();
   int64_t member_params = 0;
   {
     std::vector<std::vector<TaggedParam>> singles;
     for (const auto& m : members) {
-      torch::manual_seed(static_cast<uint64_t>(m.train.seed));
-      singles.push_back(build_model(m.model, ctx, m.hp)->tagged_parameters());
+      singles.push_back(build_model_seeded(static_cast<uint64_t>(m.train.seed), m.model, ctx, m.hp)->tagged_parameters());
     }
     torch::NoGradGuard ng;
     for (size_t i = 0; i < params.size(); ++i) {

@@ -76,8 +76,8 @@ RunSummary train_run(const TrainConfig& cfg, const RunOptions& opts) {
   const OptFamily family = optimizer_family(cfg.optim.kind);
   ScaleContext ctx{table, family, cfg.model.width, cfg.model.depth};
   const torch::Device dev = pick_device(cfg, dp.local_rank());
-  torch::manual_seed(static_cast<uint64_t>(cfg.train.seed));
-  std::shared_ptr<Model> model = build_model(cfg.model, ctx, cfg.hp);  // validates model.*
+  std::shared_ptr<Model> model = build_model_seeded(static_cast<uint64_t>(cfg.train.seed), cfg.model, ctx,
+                                                     cfg.hp);  // validates model.*
   auto data = make_data(cfg.data);
   check_data_fits(cfg, *data);
   model->to(dev);
