@@ -36,8 +36,7 @@ int sweep_jobs(const SweepSpec& spec, const SweepRunOptions& opts) {
   // (batching_pays), one point per core: measured (README, Speed) two width-512 runs at 1 thread
   // each made 3.2k tok/s together against 2.3k for one run on both cores, because a run on both
   // cores leaves one idle through every elementwise op.
-  const bool batched = opts.batching == Batching::On || (opts.batching == Batching::Auto && batching_pays(c));
-  return batched ? 1 : std::max(1, thread_plan().cores);
+  return will_batch(c, opts.batching) ? 1 : std::max(1, thread_plan().cores);
 }
 
 SweepRunSummary run_sweep(const SweepSpec& spec, const SweepRunOptions& opts) {
@@ -58,7 +57,10 @@ SweepRunSummary run_sweep(const SweepSpec& spec, const SweepRunOptions& opts) {
     if (done.count(spec.points[i].id)) ++sum.skipped;
     else pending.push_back(i);
   }
-  const auto chunks = ensemble_chunks(spec.points, pending, spec.ensemble);
+  // Chunks exist for batching; where points run one by one anyway, each point is its own unit of
+  // work, so the workers share the grid evenly and every point reaches the store as it finishes.
+  const bool batched = !spec.points.empty() && will_batch(spec.points.front().config, opts.batching);
+  const auto chunks = ensemble_chunks(spec.points, pending, batched ? spec.ensemble : 1);
 
   // The bar counts member-steps (smooth ETA); its status shows points and divergences.
   int64_t total_steps = 0;

@@ -30,6 +30,11 @@ std::string ensemble_key(const TrainConfig& c) {
 
 bool batching_pays(const TrainConfig& c) { return c.train.device != "cpu"; }
 
+bool will_batch(const TrainConfig& c, Batching mode) {
+  if (mode == Batching::Off || !ensemble_supported(c)) return false;
+  return mode == Batching::On || batching_pays(c);
+}
+
 bool ensemble_supported(const TrainConfig& c) {
   const std::string& k = c.model.kind;
   const std::string& o = c.optim.kind;
@@ -77,8 +82,7 @@ std::vector<RunSummary> train_ensemble(const std::vector<TrainConfig>& members, 
   for (const auto& m : members)
     if (ensemble_key(m) != key)
       throw std::invalid_argument("train_ensemble: members differ in more than lr, weight_decay and seeds");
-  const bool batch = opts.batching == Batching::On || (opts.batching == Batching::Auto && batching_pays(members[0]));
-  if (!batch || members.size() == 1 || !ensemble_supported(members[0])) return one_by_one(members, opts);
+  if (members.size() == 1 || !will_batch(members[0], opts.batching)) return one_by_one(members, opts);
 
   // --- set up: one table and shape for all, each member's data ------------------------------
   const TrainConfig& c0 = members[0];

@@ -46,6 +46,8 @@ bool ensemble_supported(const TrainConfig& c);
 // 8.5-8.8x one member batched; at the demo's width 512, 171 vs 135 ms per member-step), because
 // one member's step there is already arithmetic, not per-op overhead.
 bool batching_pays(const TrainConfig& c);
+// Whether train_ensemble would batch several members of config c under `mode`.
+bool will_batch(const TrainConfig& c, Batching mode);
 
 // Trains every member (all must share ensemble_key; std::invalid_argument otherwise) and returns
 // one RunSummary per member, in order. Nothing is written to disk (no checkpoints, no metrics); the
