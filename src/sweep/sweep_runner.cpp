@@ -128,14 +128,14 @@ SweepRunSummary run_sweep(const SweepSpec& spec, const SweepRunOptions& opts) {
     worker(0);
   } else {
     // One core per worker: both pools at 1 thread while the workers run (threads.h), then back.
-    const ThreadPlan plan = thread_plan();
+    const int torch_before = torch::get_num_threads();
     const int blas_before = set_blas_threads(1);
     torch::set_num_threads(1);
     std::vector<std::thread> pool;
     for (int j = 0; j < sum.jobs; ++j) pool.emplace_back(worker, static_cast<size_t>(j));
     for (auto& t : pool) t.join();
     if (blas_before > 0) set_blas_threads(blas_before);
-    torch::set_num_threads(plan.torch_threads);
+    torch::set_num_threads(torch_before);
   }
   if (error) std::rethrow_exception(error);
   if (bar) bar->finish(status());
