@@ -27,9 +27,6 @@ namespace scaleinv {
 
 namespace {
 
-
-
-
 // Small defaults for a coordinate check (without --config). The check is sharp for widths well
 // above n = probe inputs + outputs (measure/coordcheck.h: the finite-size term), so the probe is
 // small: language models see 2 x 8 tokens of a 32-token Markov chain; resmlp 32 and vit 16

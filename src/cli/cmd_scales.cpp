@@ -23,8 +23,6 @@ namespace scaleinv {
 
 namespace {
 
-
-
 // Small defaults (without --config): language models read 8 x 32 tokens of the KJV; resmlp and vit
 // 32 Fashion-MNIST images.
 std::vector<std::string> scales_defaults(const std::string& kind) {

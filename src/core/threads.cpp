@@ -44,7 +44,6 @@ ThreadPlan configure_threads(int requested) {
   p.cores = requested > 0 ? requested : static_cast<int>(std::thread::hardware_concurrency());
   if (p.cores <= 0) p.cores = 1;
   const int blas = env_int("SCALEINV_BLAS_THREADS", p.cores);
-  p.blas_threads = 0;
   if (blas > 0 && set_blas_threads(blas) >= 0) p.blas_threads = blas;
   // With OpenBLAS holding the cores, libtorch's own pool stays on the calling thread.
   p.torch_threads = env_int("SCALEINV_TORCH_THREADS", p.blas_threads > 0 ? 1 : p.cores);

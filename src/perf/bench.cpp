@@ -207,7 +207,7 @@ BenchResult run_bench(const BenchConfig& in) {
   BenchResult r;
   r.device = cfg.device;
   r.threads = torch::get_num_threads();
-  r.blas_threads = std::max(0, thread_plan().blas_threads);
+  r.blas_threads = thread_plan().blas_threads;
   r.interop_threads = torch::get_num_interop_threads();
   const auto t_all = Clock::now();
   std::unique_ptr<Progress> bar;
@@ -222,11 +222,11 @@ BenchResult run_bench(const BenchConfig& in) {
 
   // --- sgemm peak ------------------------------------------------------------------------------
   r.sgemm_n = cfg.device == "cuda" ? 8192 : (cfg.quick ? 512 : 2048);
-  // The machine's peak: the better of the BLAS pool as configured (threads.cpp) and
-  // the BLAS pool on every core.
+  // The machine's peak: the better of the BLAS pool as configured (threads.cpp) and the BLAS pool
+  // on every core (measured again only where the configured pool is smaller, e.g. --threads 1).
   r.sgemm_gflops = sgemm_gflops(r.sgemm_n, cfg.quick ? 2 : 5, cfg.device);
-  if (cfg.device == "cpu") {
-    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (cfg.device == "cpu" && thread_plan().blas_threads != cores) {
     const int prev = set_blas_threads(cores);
     if (prev > 0) {
       r.sgemm_gflops = std::max(r.sgemm_gflops, sgemm_gflops(r.sgemm_n, cfg.quick ? 2 : 5, cfg.device));

@@ -28,8 +28,6 @@ std::string html_escape(const std::string& s) {
 
 namespace {
 
-std::string esc(const std::string& s) { return html_escape(s); }
-
 std::string f2(double v) {
   if (std::isnan(v)) return "n/a";
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
@@ -138,29 +136,29 @@ std::string figure_html(const ReportFigure& f) {
   } catch (...) {
     return "";
   }
-  return "<figure><img alt=\"" + esc(f.caption) + "\" src=\"data:image/png;base64," + base64_encode(png) +
-         "\"><figcaption class=\"note\">" + esc(f.caption) + "</figcaption></figure>\n";
+  return "<figure><img alt=\"" + html_escape(f.caption) + "\" src=\"data:image/png;base64," + base64_encode(png) +
+         "\"><figcaption class=\"note\">" + html_escape(f.caption) + "</figcaption></figure>\n";
 }
 }  // namespace
 
 std::string transfer_html(const TransferAnalysis& a, const std::vector<ReportFigure>& figures,
                           const std::vector<HtmlSection>& before, const std::string& title) {
   std::string h = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n";
-  h += "<title>scaleinv transfer report: " + esc(a.name) + "</title>\n" + kStyle + "\n" + kScript + "\n</head><body>\n";
-  h += "<h1>" + esc(title.empty() ? "Hyperparameter transfer: " + (a.name.empty() ? a.db : a.name) : title) + "</h1>\n";
+  h += "<title>scaleinv transfer report: " + html_escape(a.name) + "</title>\n" + kStyle + "\n" + kScript + "\n</head><body>\n";
+  h += "<h1>" + html_escape(title.empty() ? "Hyperparameter transfer: " + (a.name.empty() ? a.db : a.name) : title) + "</h1>\n";
   for (const auto& sec : before) {
-    h += "<h2>" + esc(sec.title) + "</h2>\n" + sec.html + "\n";
+    h += "<h2>" + html_escape(sec.title) + "</h2>\n" + sec.html + "\n";
     for (const auto& f : sec.figures) h += figure_html(f);
   }
-  h += fmt::format("<p class=\"note\">database {}: {} points, {} diverged.</p>\n", esc(a.db), a.rows, a.diverged_rows);
+  h += fmt::format("<p class=\"note\">database {}: {} points, {} diverged.</p>\n", html_escape(a.db), a.rows, a.diverged_rows);
   if (a.groups.empty())
     h += "<div class=\"verdict unknown\">no scaling axis: width and depth each take a single value in this "
          "database, so there is no transfer to judge</div>\n";
   for (const auto& g : a.groups) {
-    h += "<h2>" + esc(g.title()) + "</h2>\n";
+    h += "<h2>" + html_escape(g.title()) + "</h2>\n";
     for (const auto& p : g.params) {
       const char* cls = p.curves.size() < 2 || std::isnan(p.shift) ? "unknown" : p.holds ? "holds" : "fails";
-      h += fmt::format("<div class=\"verdict {}\">{}: {}</div>\n", cls, esc(p.param), esc(p.verdict));
+      h += fmt::format("<div class=\"verdict {}\">{}: {}</div>\n", cls, html_escape(p.param), html_escape(p.verdict));
     }
     // Summary table.
     h += "<table><tr><th class=\"l\">param</th><th>slope (doublings per doubling)</th><th>shift</th>"
@@ -169,12 +167,12 @@ std::string transfer_html(const TransferAnalysis& a, const std::vector<ReportFig
     for (const auto& p : g.params)
       h += fmt::format("<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} ({})</td>"
                        "<td>{}</td></tr>\n",
-                       esc(p.param), signed2(p.slope), signed2(p.shift), better_text(p), f2(p.transfer_lr_log2),
-                       f4(p.transfer_loss), f4(p.tuned_best_loss), esc(p.tuned_best_param), regret_text(p));
+                       html_escape(p.param), signed2(p.slope), signed2(p.shift), better_text(p), f2(p.transfer_lr_log2),
+                       f4(p.transfer_loss), f4(p.tuned_best_loss), html_escape(p.tuned_best_param), regret_text(p));
     h += "</table>\n";
     // Per parameterization: the optimum per scale and the loss grid.
     for (const auto& p : g.params) {
-      h += "<h3>" + esc(p.param) + "</h3>\n<table><tr><th class=\"l\">" + g.axis +
+      h += "<h3>" + html_escape(p.param) + "</h3>\n<table><tr><th class=\"l\">" + g.axis +
            "</th><th>seeds</th><th>optimum log2 LR</th><th>5-95% (bootstrap)</th><th>fit</th><th>loss at optimum</th>"
            "<th>loss at shared LR " + f2(p.shared_lr_log2) + "</th></tr>\n";
       for (size_t i = 0; i < p.curves.size(); ++i) {
