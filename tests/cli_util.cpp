@@ -1,4 +1,5 @@
 #include "cli_util.h"
+#include "core/atomic_file.h"
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -21,15 +22,24 @@ static std::string slurp(const std::string& path) {
 std::string temp_dir(const std::string& tag) {
   namespace fs = std::filesystem;
   fs::path p = fs::temp_directory_path() / ("scaleinv_test_" + tag + "_" + std::to_string(::getpid()));
-  fs::remove_all(p);
+  scaleinv::remove_tree(p);
   fs::create_directories(p);
   return p.string();
 }
 
-CliResult run_cli(const std::string& args) {
+CliResult run_cli(const std::string& args) { return run_cli_env("", args); }
+
+std::string cold_cache_env(const std::string& dir) {
+  std::filesystem::create_directories(dir + "/home");
+  std::filesystem::create_directories(dir + "/data");
+  return "HOME=" + dir + "/home SCALEINV_DATA_DIR=" + dir + "/data";
+}
+
+CliResult run_cli_env(const std::string& env, const std::string& args) {
   const std::string dir = temp_dir("cli");
   const std::string out = dir + "/out", err = dir + "/err";
-  const std::string cmd = std::string(SCALEINV_BIN) + " " + args + " >" + out + " 2>" + err;
+  const std::string cmd = (env.empty() ? "" : "env " + env + " ") + std::string(SCALEINV_BIN) + " " + args + " >" +
+                          out + " 2>" + err;
   int status = std::system(cmd.c_str());
   CliResult r;
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;

@@ -10,6 +10,11 @@ struct CliResult {
 };
 // Runs `scaleinv ARGS` (the binary CMake built, SCALEINV_BIN) through the shell.
 CliResult run_cli(const std::string& args);
+// The same with environment assignments first (e.g. "HOME=/tmp/h SCALEINV_DATA_DIR=/tmp/d").
+CliResult run_cli_env(const std::string& env, const std::string& args);
+// Creates DIR/home and DIR/data and returns the assignments of a cold cache: HOME and
+// SCALEINV_DATA_DIR pointing at those empty directories (a fresh machine's first run).
+std::string cold_cache_env(const std::string& dir);
 // A fresh temporary directory for one test.
 std::string temp_dir(const std::string& tag);
 }  // namespace scaleinv::testing

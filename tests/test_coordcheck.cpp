@@ -252,7 +252,7 @@ TEST(CoordCheck, Table2InitExponentsWithAndWithoutRmsNorm) {
         }
       EXPECT_EQ(judged, 4 + 4 + 4);  // h of h1..h3 and logits; h' of the same; W' of the 4 matrices
     }
-  std::filesystem::remove_all(dir);
+  scaleinv::remove_tree(dir);
 }
 
 TEST(CoordCheck, ResMlpAcrossDepth) {
@@ -356,7 +356,7 @@ TEST(CoordCheck, JsonAndPlots) {
   }
   const std::string svg = read_file(dir + "/width_L2_dh.svg");
   EXPECT_NE(svg.find("<svg"), std::string::npos);
-  std::filesystem::remove_all(dir);
+  scaleinv::remove_tree(dir);
 }
 
 // ---- the CLI -----------------------------------------------------------------------------------
@@ -376,7 +376,7 @@ TEST(CoordCli, ExitCodes) {
   EXPECT_NE(tail.find("FAILED dh logits (width, depth 2): unstable"), std::string::npos) << tail;
   const nlohmann::json j = nlohmann::json::parse(read_file(dir + "/cc.json"));
   EXPECT_FALSE(j.at("pass").get<bool>());
-  std::filesystem::remove_all(dir);
+  scaleinv::remove_tree(dir);
 
   // Without --strict the verdicts are reported but the exit code is 0.
   EXPECT_EQ(run_cli(base + " --param standard").code, 0);

@@ -12,6 +12,7 @@
 #include "cli_util.h"
 #include "core/errors.h"
 #include "data/data.h"
+#include "core/atomic_file.h"
 
 using namespace scaleinv;
 namespace fs = std::filesystem;
@@ -188,7 +189,7 @@ TEST(DataKjv, LoadsTheRealTextIntoTheCache) {
   auto again = make_data(cfg);
   EXPECT_EQ(fs::last_write_time(dir + "/kjv.txt"), mtime);
   EXPECT_TRUE(torch::equal(again->batch(Split::Val, 9, 4).x, d->batch(Split::Val, 9, 4).x));
-  fs::remove_all(dir);  // 4.4 MB
+  scaleinv::remove_tree(dir);  // 4.4 MB
 }
 
 TEST(DataKjv, MissingProgramIsAUserErrorWithTheFix) {

@@ -16,6 +16,7 @@
 #include "theory/depth_theory.h"
 #include "theory/theory_report.h"
 #include "theory/width_theory.h"
+#include "core/atomic_file.h"
 
 using namespace scaleinv;
 
@@ -502,5 +503,5 @@ TEST(TheoryCli, WritesJson) {
   const auto s = scaleinv::testing::run_cli("theory --param sp --omega-readout 1/2 --depth 2 --rmsnorm --optimizer sgd");
   EXPECT_EQ(s.code, 0) << s.err;
   EXPECT_EQ(s.out.find("failed conditions:\n"), std::string::npos) << s.out;
-  std::filesystem::remove_all(dir);
+  scaleinv::remove_tree(dir);
 }

@@ -19,8 +19,9 @@ namespace scaleinv {
 
 void add_bench_command(CLI::App& app, int& exit_code) {
   struct Opts {
-    std::string json, device = "cpu";
+    std::string json, device = "cpu", autocast = "auto";
     std::vector<int> widths;
+    int depth = 4, seq_len = 128, batch = 16;
     int64_t steps = -1;
     int profile = 0;
     bool quick = false, quiet = false, gpt_only = false;
@@ -33,6 +34,10 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--quick", o->quick, "few steps, widths 64 and 128 only (tests; timings are rough)");
   cmd->add_option("--widths", o->widths, "GPT widths, multiples of 64 (default 64 128 256 512)")->delimiter(',');
   cmd->add_option("--steps", o->steps, "measured training steps per width (default 20, quick 2)");
+  cmd->add_option("--depth", o->depth, "GPT depth (default 4, the CPU peer's)");
+  cmd->add_option("--seq-len", o->seq_len, "GPT context length (default 128)");
+  cmd->add_option("--batch", o->batch, "GPT batch size (default 16)");
+  cmd->add_option("--autocast", o->autocast, "auto (bf16 on cuda, off on cpu), bf16 or off");
   cmd->add_flag("--quiet", o->quiet, "no progress bar");
   cmd->add_flag("--gpt-only", o->gpt_only, "only the sgemm peak and GPT throughput (no ensemble, no coordcheck)");
   cmd->add_option("--profile", o->profile,
@@ -45,13 +50,20 @@ void add_bench_command(CLI::App& app, int& exit_code) {
         throw UserError("command line", "--profile", fmt::format("width {} is not a positive multiple of 64", o->profile),
                         "use e.g. --profile 64 or --profile 512");
       const int64_t steps = o->steps > 0 ? o->steps : (o->quick ? 2 : 10);
-      TrainConfig tc = bench_gpt_config(o->profile, 4, 128, 16, steps, o->device);
+      TrainConfig tc = bench_gpt_config(o->profile, o->depth, o->seq_len, o->batch, steps, o->device, o->autocast);
       std::fputs(profile_train(tc, o->quick ? 1 : 3, steps).c_str(), stdout);
       exit_code = 0;
       return;
     }
+    for (auto [name, v] : {std::pair<const char*, int>{"--depth", o->depth}, {"--seq-len", o->seq_len}, {"--batch", o->batch}})
+      if (v < 1 || v > 1 << 16)
+        throw UserError("command line", name, fmt::format("{} is out of range", v), "use a value from 1 to 65536");
     BenchConfig cfg;
     cfg.device = o->device;
+    cfg.depth = o->depth;
+    cfg.seq_len = o->seq_len;
+    cfg.batch = o->batch;
+    cfg.autocast = o->autocast;
     cfg.quick = o->quick;
     cfg.widths = o->widths;
     cfg.steps = o->steps;

@@ -3,8 +3,11 @@
 // RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR=127.0.0.1 and MASTER_PORT in its environment (and
 // --threads cores/N unless --threads was given). Rank 0 keeps the terminal; the other ranks'
 // lines are prefixed "[rank r] ". If a rank fails, the others get --grace seconds to end on their
-// own (they notice the lost rank and say so), then SIGTERM, then SIGKILL; launch exits with the
-// first failing rank's code (128 + signal for a rank killed by a signal).
+// own (they notice the lost rank and say so), then SIGTERM, then SIGKILL. launch exits with 4
+// (RankLost::kExitCode) when a rank was lost: killed by a signal launch did not send, or ended
+// with 4 itself; else with the first failing rank's code; 128 + signal when launch itself was
+// stopped. The code does not depend on whether the survivors noticed the loss before the grace
+// period ended.
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -27,6 +30,7 @@
 
 #include "cli/commands.h"
 #include "core/errors.h"
+#include "dist/dist.h"
 
 extern char** environ;
 
@@ -154,7 +158,7 @@ int launch(int nproc, int port, double grace_s, int threads, const std::vector<s
 
   using Clock = std::chrono::steady_clock;
   int first_failure = 0;
-  bool terminated = false, killed = false, forwarded = false;
+  bool terminated = false, killed = false, forwarded = false, lost = false;
   Clock::time_point deadline{};
   auto running = [&] {
     int n = 0;
@@ -202,6 +206,7 @@ int launch(int nproc, int port, double grace_s, int threads, const std::vector<s
       if (waitpid(r.pid, &status, WNOHANG) != r.pid) continue;
       r.running = false;
       r.code = exit_code_of(status);
+      if ((WIFSIGNALED(status) && !terminated) || r.code == RankLost::kExitCode) lost = true;
       if (r.code != 0 && first_failure == 0 && !terminated) {
         first_failure = r.code;
         deadline = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(grace_s * 1000));
@@ -230,6 +235,10 @@ int launch(int nproc, int port, double grace_s, int threads, const std::vector<s
         killed = true;
       }
     }
+  }
+  if (lost && !g_stop_signal) {
+    std::fprintf(stderr, "launch: a rank was lost; exit code %d\n", RankLost::kExitCode);
+    return RankLost::kExitCode;
   }
   return first_failure;
 }

@@ -1,8 +1,10 @@
 #include "core/atomic_file.h"
 
 #include <fcntl.h>
+#include <ftw.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -10,34 +12,65 @@
 #include <fstream>
 #include <sstream>
 
+#include <fmt/format.h>
+
 #include "core/errors.h"
 
 namespace scaleinv {
 
-void write_file_atomic(const std::string& path, const std::string& contents) {
+std::string unique_temp_path(const std::string& path) {
+  static std::atomic<unsigned long> counter{0};
+  return path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter.fetch_add(1));
+}
+
+void ensure_parent_dir(const std::string& path, const std::string& field) {
   namespace fs = std::filesystem;
   const fs::path p(path);
-  if (p.has_parent_path()) fs::create_directories(p.parent_path());
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (!p.has_parent_path()) return;
+  std::error_code ec;
+  fs::create_directories(p.parent_path(), ec);  // concurrent creators: an existing directory is fine
+  if (ec || !fs::is_directory(p.parent_path()))
+    throw UserError(path, field,
+                    fmt::format("cannot create the directory '{}': {}", p.parent_path().string(),
+                                ec ? ec.message() : "a file of that name exists"),
+                    "choose a writable path whose parents are directories");
+}
+
+void write_file_atomic(const std::string& path, const std::string& contents) {
+  ensure_parent_dir(path);
+  const std::string tmp = unique_temp_path(path);
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
   if (fd < 0) throw UserError(path, "", std::string("cannot write: ") + std::strerror(errno), "check the directory");
   size_t off = 0;
   while (off < contents.size()) {
     ssize_t n = ::write(fd, contents.data() + off, contents.size() - off);
     if (n < 0) {
       if (errno == EINTR) continue;
+      const int err = errno;
       ::close(fd);
-      throw UserError(path, "", std::string("write failed: ") + std::strerror(errno), "check free disk space");
+      ::unlink(tmp.c_str());
+      throw UserError(path, "", std::string("write failed: ") + std::strerror(err), "check free disk space");
     }
     off += static_cast<size_t>(n);
   }
   ::fsync(fd);
   ::close(fd);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    throw UserError(path, "", std::string("rename failed: ") + std::strerror(errno), "check the directory");
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    throw UserError(path, "", std::string("rename failed: ") + std::strerror(err), "check the directory");
+  }
+}
+
+void remove_tree(const std::string& path) {
+  auto rm = [](const char* p, const struct stat*, int, struct FTW*) { return ::remove(p); };
+  ::nftw(path.c_str(), rm, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 std::string read_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw UserError(path, "", "is a directory, not a file", "give the path of a file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw UserError(path, "", "cannot open file", "check the path");
   std::stringstream ss;

@@ -51,4 +51,8 @@ std::unique_ptr<DataSource> make_data(const DataConfig& cfg) {
                   "use one of kjv, text, fashion_mnist, markov");
 }
 
+void prepare_data(const DataConfig& cfg) {
+  if (cfg.source == "kjv") ensure_kjv_text(cfg.path.empty() ? kjv_cache_path() : cfg.path);
+}
+
 }  // namespace scaleinv

@@ -52,9 +52,14 @@ class DataSource {
 
 // Builds a source; missing files or programs throw UserError naming the file and the fix.
 std::unique_ptr<DataSource> make_data(const DataConfig& cfg);
+// Creates the on-disk cache a source needs (the KJV text) if it is missing, so that commands
+// which then build the source on several threads (sweep workers) only read it. Safe to call from
+// several processes at once (each writes a whole file under a unique temporary name and renames).
+void prepare_data(const DataConfig& cfg);
 
 // Where the KJV text is cached ($SCALEINV_DATA_DIR or ~/.cache/scaleinv, then kjv.txt); created
-// on first use from Debian's bible-kjv (`bible -f 'Gen1:1-Rev22:21'`), written atomically.
+// on first use from Debian's bible-kjv (`bible -f 'Gen1:1-Rev22:21'`), written atomically under a
+// writer-unique temporary name (core/atomic_file.h), so concurrent first uses all succeed.
 std::string kjv_cache_path();
 std::string ensure_kjv_text(const std::string& path);  // returns the path it ensured
 

@@ -71,8 +71,8 @@ std::string ensure_kjv_text(const std::string& path) {
                                 WIFEXITED(status) ? WEXITSTATUS(status) : -1, text.size()),
                     "reinstall bible-kjv (scripts/setup.sh)");
   try {
-    write_file_atomic(path, text);  // PATH.tmp.<pid>, then rename: never half a file
-  } catch (const std::filesystem::filesystem_error& e) {
+    write_file_atomic(path, text);  // a writer-unique temporary, then rename: never half a file
+  } catch (const UserError& e) {
     throw UserError(path, "SCALEINV_DATA_DIR", std::string("cannot create the cache: ") + e.what(),
                     "set SCALEINV_DATA_DIR (or data.path) to a writable place");
   }

@@ -255,7 +255,7 @@ struct DataParallel::Impl {
         fmt::format("its rendezvous store at {}:{} is unreachable", env.master_addr, env.master_port);
     try {
       store->setTimeout(grace + milliseconds(2000));
-      store->set(fmt::format("scaleinv/alive/{}", env.rank), {'1'});
+      store->set(fmt::format("scaleinv/alive/{}", env.rank), std::vector<uint8_t>{'1'});
     } catch (...) {
       *how = no_store;
       return {0};
@@ -264,7 +264,7 @@ struct DataParallel::Impl {
       try {
         store->wait({"scaleinv/verdict"}, 2 * grace + milliseconds(2000));
         auto v = store->get("scaleinv/verdict");
-        store->set(fmt::format("scaleinv/ack/{}", env.rank), {'1'});
+        store->set(fmt::format("scaleinv/ack/{}", env.rank), std::vector<uint8_t>{'1'});
         std::vector<int> lost;
         for (auto j : nlohmann::json::parse(std::string(v.begin(), v.end()))) lost.push_back(j.get<int>());
         *how = silent;
@@ -426,7 +426,7 @@ DataParallel::DataParallel(const DistEnv& env, double timeout_s) : env_(env) {
   std::vector<std::string> keys;
   for (int r = 0; r < env.world; ++r) keys.push_back(fmt::format("scaleinv/join/{}", r));
   try {
-    m.store->set(keys[env.rank], {'1'});
+    m.store->set(keys[env.rank], std::vector<uint8_t>{'1'});
     m.store->wait(keys, m.timeout);
   } catch (...) {
     std::vector<int> missing;

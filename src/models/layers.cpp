@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "core/errors.h"
+#include "core/torch_compat.h"
 #include "precision/quantize.h"
 #include "unit/probe.h"
 #include "unit/scaled_ops.h"
@@ -385,14 +386,9 @@ torch::Tensor Attention::forward(const torch::Tensor& x) {
     q = rms_norm(q) * scale_;
     k = rms_norm(k);
   }
-  torch::Tensor scores = torch::matmul(q, k.transpose(-2, -1));  // [B, H, T, T]
-  if (causal_) {
-    if (!mask_.defined() || mask_.size(0) != T || mask_.device() != scores.device())
-      mask_ = torch::ones({T, T}, torch::TensorOptions().dtype(torch::kBool).device(scores.device())).triu(1);
-    scores.masked_fill_(mask_, -std::numeric_limits<double>::infinity());  // (matmul keeps no output for backward)
-  }
-  torch::Tensor p = torch::softmax(scores, -1);
-  torch::Tensor out = torch::matmul(p, v).transpose(1, 2).reshape(x.sizes());
+  // The logit scale is already in q (folded into W_q, or applied after QK-norm): scale 1. Fused
+  // attention on CUDA where libtorch has it, the explicit path elsewhere (core/torch_compat.h).
+  torch::Tensor out = compat::attention(q, k, v, causal_, 1.0, &mask_).transpose(1, 2).reshape(x.sizes());
   return o_->forward(out);
 }
 

@@ -9,6 +9,7 @@
 // Records: "x0", "h{l}" (the block's first pre-activation), "g{l}" (block depth 2: the second),
 // "x{l}", "logits".
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/errors.h"
 #include "models/zoo.h"

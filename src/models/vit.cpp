@@ -7,6 +7,7 @@
 // Input [B, C, H, W] with H = W = image_size; patches are read row-major.
 // Records: "embed", "block{l}", "logits".
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/errors.h"
 #include "models/zoo.h"

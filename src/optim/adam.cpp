@@ -6,6 +6,10 @@
 #include <cmath>
 #include <limits>
 
+#include <map>
+#include <tuple>
+
+#include "core/torch_compat.h"
 #include "optim/optim_detail.h"
 
 namespace scaleinv::optim_detail {
@@ -21,6 +25,7 @@ class Adam final : public Optimizer {
   void step(double lr_factor = 1.0) override {
     torch::NoGradGuard no_grad;
     clip_gradients();
+    if (fused_step(lr_factor)) return;
     const double b1 = cfg_.beta1, b2 = cfg_.beta2;
     for (size_t i = 0; i < groups_.size(); ++i) {
       ParamGroup& g = groups_[i];
@@ -91,6 +96,50 @@ class Adam final : public Optimizer {
       }
     }
     ++steps_;
+  }
+
+  // AdamW on CUDA: one fused multi-tensor kernel per set of tensors that share LR, weight decay and
+  // epsilon multipliers (a handful of roles), the same update as the loop below: the decoupled
+  // decay fraction (coupled: base LR x schedule x wd; independent: wd) is passed as weight_decay
+  // divided by the tensor's LR, since the kernel multiplies the two. False where it does not apply
+  // (not adamw, ensembles, the CPU, beta1 = 0, eps = 0, libtorch 1.13): the loop runs.
+  bool fused_step(double lr_factor) {
+    if (cfg_.kind != "adamw" || !(cfg_.beta1 > 0) || !(cfg_.eps > 0) || groups_.empty()) return false;
+    for (const ParamGroup& g : groups_)
+      if (g.member_lr.defined() || !g.param.defined() || !g.param.is_cuda() || !g.param.grad().defined()) return false;
+    const int64_t t = states_.front().t + 1;
+    for (const GroupState& st : states_)
+      if (st.t + 1 != t) return false;
+    struct Set {
+      std::vector<torch::Tensor> p, g, m, v;
+      double lr = 0, wd = 0, eps = 0;
+    };
+    std::map<std::tuple<double, double, double>, Set> sets;
+    for (size_t i = 0; i < groups_.size(); ++i) {
+      ParamGroup& g = groups_[i];
+      GroupState& st = states_[i];
+      const double lr = cfg_.lr * lr_factor * g.lr_mult;
+      const double wd_t = cfg_.weight_decay * g.wd_mult;
+      const double frac = cfg_.wd_mode == "independent" ? wd_t : cfg_.lr * lr_factor * wd_t;  // decoupled_decay's
+      if (frac != 0 && !(lr > 0)) return false;
+      Set& s = sets[{g.lr_mult, g.wd_mult, g.eps_mult}];
+      s.lr = lr;
+      s.wd = frac == 0 ? 0.0 : frac / lr;
+      s.eps = cfg_.eps * g.eps_mult;
+      torch::Tensor& m = st.buf["m"];
+      if (!m.defined()) m = torch::zeros_like(g.param, torch::MemoryFormat::Contiguous);
+      torch::Tensor& v = st.buf["v"];
+      if (!v.defined()) v = torch::zeros_like(g.param, torch::MemoryFormat::Contiguous);
+      s.p.push_back(g.param);
+      s.g.push_back(g.param.grad());
+      s.m.push_back(m);
+      s.v.push_back(v);
+    }
+    for (auto& [key, s] : sets)
+      if (!compat::fused_adamw(s.p, s.g, s.m, s.v, t, s.lr, cfg_.beta1, cfg_.beta2, s.wd, s.eps)) return false;
+    for (GroupState& st : states_) st.t = t;
+    ++steps_;
+    return true;
   }
 
   void save(torch::serialize::OutputArchive& ar) const override { save_states(ar, cfg_.kind, steps_, groups_, states_); }

@@ -1,7 +1,6 @@
 // Speed benchmark: see bench.h.
 #include "perf/bench.h"
 
-#include <ATen/autocast_mode.h>
 
 #include <unistd.h>
 
@@ -16,6 +15,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "core/errors.h"
@@ -24,6 +24,7 @@
 #include "measure/coordcheck.h"
 #include "train/ensemble.h"
 #include "train/trainer.h"
+#include "core/atomic_file.h"
 
 namespace scaleinv {
 
@@ -45,32 +46,6 @@ void sync(const std::string& device) {
   if (device == "cuda") torch::cuda::synchronize();
 }
 
-// bf16 autocast for the forward pass on CUDA (libtorch 1.13's C++ autocast: thread-local, so it
-// covers train_run's forward; backward follows the dtypes forward chose). Restored on exit.
-class CudaAutocast {
- public:
-  explicit CudaAutocast(bool on) : on_(on) {
-    if (!on_) return;
-    prev_enabled_ = at::autocast::is_enabled();
-    prev_dtype_ = at::autocast::get_autocast_gpu_dtype();
-    at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
-    at::autocast::set_enabled(true);
-  }
-  ~CudaAutocast() {
-    if (!on_) return;
-    at::autocast::set_enabled(prev_enabled_);
-    at::autocast::set_autocast_gpu_dtype(prev_dtype_);
-    at::autocast::clear_cache();
-  }
-  CudaAutocast(const CudaAutocast&) = delete;
-  CudaAutocast& operator=(const CudaAutocast&) = delete;
-
- private:
-  bool on_;
-  bool prev_enabled_ = false;
-  at::ScalarType prev_dtype_ = at::kBFloat16;
-};
-
 RunOptions quiet_run() {
   RunOptions ro;
   ro.show_progress = false;
@@ -85,10 +60,9 @@ RunOptions quiet_run() {
 // and the final evaluation and checkpoint are outside it; the logging itself (a few lines) is inside.
 double measured_train_seconds(TrainConfig cfg, int64_t warmup, int64_t steps) {
   namespace fs = std::filesystem;
-  CudaAutocast ac(cfg.train.device == "cuda");
   const fs::path dir = fs::temp_directory_path() /
                        fmt::format("scaleinv_bench_{}_{}_{}", ::getpid(), cfg.model.width, cfg.train.seed);
-  fs::remove_all(dir);
+  scaleinv::remove_tree(dir);
   cfg.train.out_dir = dir.string();
   cfg.train.steps = warmup + steps;
   cfg.optim.total_steps = warmup + steps;
@@ -107,7 +81,7 @@ double measured_train_seconds(TrainConfig cfg, int64_t warmup, int64_t steps) {
         elapsed[j["step"].get<int64_t>()] = j["elapsed_s"].get<double>();
     }
   }
-  fs::remove_all(dir);
+  scaleinv::remove_tree(dir);
   if (!elapsed.count(warmup + steps) || (warmup > 0 && !elapsed.count(warmup)))
     throw std::runtime_error(fmt::format("bench: the run at width {} stopped early (diverged?)", cfg.model.width));
   const double t0 = warmup > 0 ? elapsed.at(warmup) : 0.0;
@@ -119,7 +93,6 @@ double measured_train_seconds(TrainConfig cfg, int64_t warmup, int64_t steps) {
 // member is timed through measured_train_seconds: train_ensemble runs a lone member as train_run.
 double measured_ensemble_seconds(std::vector<TrainConfig> members, int64_t warmup, int64_t steps) {
   if (members.size() == 1) return measured_train_seconds(members.front(), warmup, steps);
-  CudaAutocast ac(members.front().train.device == "cuda");
   for (auto& m : members) m.train.steps = warmup + steps, m.optim.total_steps = warmup + steps;
   Clock::time_point t_warm = Clock::now(), t_end = t_warm;
   EnsembleOptions eo;
@@ -137,7 +110,10 @@ double measured_ensemble_seconds(std::vector<TrainConfig> members, int64_t warmu
 
 }  // namespace
 
-TrainConfig bench_gpt_config(int width, int depth, int seq_len, int batch, int64_t steps, const std::string& device) {
+TrainConfig bench_gpt_config(int width, int depth, int seq_len, int batch, int64_t steps, const std::string& device,
+                             const std::string& autocast) {
+  if (autocast != "auto" && autocast != "bf16" && autocast != "off")
+    throw UserError("command line", "--autocast", fmt::format("unknown mode '{}'", autocast), "use auto, bf16 or off");
   const std::vector<std::string> sets = {
       "model.kind=\"gpt\"",
       fmt::format("model.width={}", width),
@@ -167,6 +143,7 @@ TrainConfig bench_gpt_config(int width, int depth, int seq_len, int batch, int64
       "train.checkpoint_every=0",
       "train.out_dir=\"\"",
       fmt::format("train.device=\"{}\"", device),
+      fmt::format("train.autocast=\"{}\"", autocast == "auto" ? (device == "cuda" ? "bf16" : "off") : autocast),
   };
   return load_train_config("", sets);
 }
@@ -209,6 +186,10 @@ BenchResult run_bench(const BenchConfig& in) {
   r.threads = torch::get_num_threads();
   r.blas_threads = thread_plan().blas_threads;
   r.interop_threads = torch::get_num_interop_threads();
+  r.depth = cfg.depth;
+  r.seq_len = cfg.seq_len;
+  r.batch = cfg.batch;
+  r.autocast = cfg.autocast == "auto" ? (cfg.device == "cuda" ? "bf16" : "off") : cfg.autocast;
   const auto t_all = Clock::now();
   std::unique_ptr<Progress> bar;
   const long parts = 1 + static_cast<long>(cfg.widths.size()) + (cfg.gpt_only ? 0 : 2);
@@ -238,7 +219,7 @@ BenchResult run_bench(const BenchConfig& in) {
   // --- GPT training throughput -----------------------------------------------------------------
   for (size_t i = 0; i < cfg.widths.size(); ++i) {
     const int w = cfg.widths[i];
-    TrainConfig tc = bench_gpt_config(w, cfg.depth, cfg.seq_len, cfg.batch, warmup + steps, cfg.device);
+    TrainConfig tc = bench_gpt_config(w, cfg.depth, cfg.seq_len, cfg.batch, warmup + steps, cfg.device, cfg.autocast);
     GptBench g;
     g.width = w;
     {
@@ -264,7 +245,8 @@ BenchResult run_bench(const BenchConfig& in) {
   {
     std::vector<TrainConfig> members;
     for (int e = 0; e < r.ensemble_members; ++e) {
-      TrainConfig tc = bench_gpt_config(r.ensemble_width, cfg.depth, cfg.seq_len, cfg.batch, warmup + steps, cfg.device);
+      TrainConfig tc = bench_gpt_config(r.ensemble_width, cfg.depth, cfg.seq_len, cfg.batch, warmup + steps, cfg.device,
+                                        cfg.autocast);
       tc.optim.lr = 1e-3 * std::pow(2.0, e - 4);  // a sweep's LR grid
       tc.train.seed = e;
       tc.data.seed = e;
@@ -309,7 +291,8 @@ std::string render_bench(const BenchResult& r) {
   std::string out = fmt::format("\nspeed benchmark ({}, {} intra-op thread{}, {} BLAS, {} inter-op)\n", r.device,
                                 r.threads, r.threads == 1 ? "" : "s", r.blas_threads, r.interop_threads);
   out += fmt::format("  sgemm {}^3 float32        {:.1f} GFLOP/s (best of a few)\n", r.sgemm_n, r.sgemm_gflops);
-  out += "  GPT training (depth 4, seq 128, batch 16, AdamW; flops/token = 6 N + 12 L T d)\n";
+  out += fmt::format("  GPT training (depth {}, seq {}, batch {}, AdamW, autocast {}; flops/token = 6 N + 12 L T d)\n",
+                     r.depth, r.seq_len, r.batch, r.autocast);
   out += fmt::format("  {:>6} {:>10} {:>9} {:>10} {:>9} {:>8}\n", "width", "params", "step ms", "tokens/s", "GFLOP/s",
                      "% sgemm");
   for (const GptBench& g : r.gpt)
@@ -334,7 +317,8 @@ nlohmann::json bench_to_json(const BenchResult& r) {
                    {"flops_per_token", g.flops_per_token},
                    {"step_ms", g.step_ms},
                    {"sgemm_fraction", g.gflops / std::max(r.sgemm_gflops, 1e-9)}});
-  nlohmann::json j = {{"sgemm_gflops", r.sgemm_gflops},
+  nlohmann::json j = {{"depth", r.depth}, {"seq_len", r.seq_len}, {"batch", r.batch}, {"autocast", r.autocast},
+                      {"sgemm_gflops", r.sgemm_gflops},
                       {"sgemm_n", r.sgemm_n},
                       {"gpt", gpt},
                       {"device", r.device},

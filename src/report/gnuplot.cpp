@@ -124,11 +124,10 @@ void render_figure(const PlotFigure& fig, const std::string& path_stem) {
   if (!gnuplot_available())
     throw UserError("command line", "--plot", "the gnuplot program is not installed",
                     "install gnuplot-nox (apt-get install gnuplot-nox) or leave out --plot");
-  const std::string pid = std::to_string(::getpid());
   for (const char* ext : {"svg", "png"}) {
     const std::string final_path = path_stem + "." + ext;
-    const std::string tmp_out = final_path + ".tmp." + pid;
-    const std::string script_path = path_stem + "." + ext + ".gp.tmp." + pid;
+    const std::string tmp_out = unique_temp_path(final_path);
+    const std::string script_path = unique_temp_path(path_stem + "." + ext + ".gp");
     const std::string err_path = script_path + ".err";
     write_file_atomic(script_path, gnuplot_script(fig, ext, tmp_out));
     const std::string cmd = "gnuplot " + shell_quote(script_path) + " 2>" + shell_quote(err_path);

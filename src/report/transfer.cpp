@@ -114,12 +114,12 @@ SweepTable read_sweep_rows(const std::string& db_path) {
   t.db = db_path;
   std::vector<std::vector<SqlValue>> rows;
   try {
-    SqliteDb db(db_path);
-    auto has = db.query("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'points'");
-    if (has.empty())
+    SqliteDb db(db_path, SqliteDb::Mode::ReadOnly);  // a report never modifies its input
+    db.check_integrity();
+    if (!db.has_table("points"))
       throw UserError(db_path, "--db", "not a sweep database (no points table)", "give the file written by scaleinv sweep");
     auto name = db.query("SELECT value FROM meta WHERE key = 'name'");
-    if (!name.empty()) t.name = std::get<std::string>(name[0][0]);
+    if (!name.empty()) t.name = sql_text(name[0][0], db_path, "meta.name");
     rows = db.query("SELECT id, param, width, depth, lr_log2, seed, final_loss, diverged, axes FROM points ORDER BY rowid");
   } catch (const UserError&) {
     throw;
@@ -137,7 +137,7 @@ SweepTable read_sweep_rows(const std::string& db_path) {
   };
   for (const auto& r : rows) {
     SweepRow s;
-    s.id = std::get<std::string>(r[0]);
+    s.id = sql_text(r[0], db_path, "points.id");
     s.param = std::holds_alternative<std::string>(r[1]) ? std::get<std::string>(r[1]) : "?";
     s.width = static_cast<int64_t>(num(r[2]));
     s.depth = static_cast<int64_t>(num(r[3]));

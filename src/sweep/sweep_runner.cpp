@@ -12,8 +12,10 @@
 
 #include <fmt/format.h>
 
+#include "core/errors.h"
 #include "core/progress.h"
 #include "core/threads.h"
+#include "data/data.h"
 #include "sweep/sweep_store.h"
 #include "train/ensemble.h"
 
@@ -56,6 +58,22 @@ SweepRunSummary run_sweep(const SweepSpec& spec, const SweepRunOptions& opts) {
   for (size_t i : mine) {
     if (done.count(spec.points[i].id)) ++sum.skipped;
     else pending.push_back(i);
+  }
+  if (opts.resume && done.empty() && store.meta("points_written").value_or("0") != "0")
+    throw UserError(opts.db_path, "--resume",
+                    fmt::format("the database recorded {} finished points but holds none (its -wal file was lost, "
+                                "or it was replaced)", *store.meta("points_written")),
+                    "restore the database with its -wal file, or start over without --resume under another --out");
+  if (opts.resume && done.empty() && opts.show_progress)
+    fmt::print(stderr, "note: {} holds no finished point of this sweep: all {} points run\n", opts.db_path,
+               pending.size());
+  // Every point's data cache (the KJV text) exists before any worker starts: workers only read.
+  {
+    std::set<std::string> prepared;
+    for (size_t i : pending) {
+      const DataConfig& d = spec.points[i].config.data;
+      if (prepared.insert(d.source + "\n" + d.path).second) prepare_data(d);
+    }
   }
   // Chunks exist for batching; where points run one by one anyway, each point is its own unit of
   // work, so the workers share the grid evenly and every point reaches the store as it finishes.
@@ -124,19 +142,24 @@ SweepRunSummary run_sweep(const SweepSpec& spec, const SweepRunOptions& opts) {
       failed = true;
     }
   };
+  // A point's numerics must not depend on --jobs: OpenBLAS and libtorch choose kernels and
+  // reduction orders by thread count (on some CPUs the last bits of a loss differ between 1 and 2
+  // BLAS threads). So where points run one by one on the CPU, every point runs with both pools at
+  // 1 thread, whatever the number of workers, and the pools are restored afterwards. Batched
+  // chunks (a GPU) are unaffected by the CPU pools.
+  const bool one_thread_points = !batched;
+  const int torch_before = torch::get_num_threads();
+  const int blas_before = one_thread_points ? set_blas_threads(1) : -1;
+  if (one_thread_points) torch::set_num_threads(1);
   if (sum.jobs == 1) {
     worker(0);
   } else {
-    // One core per worker: both pools at 1 thread while the workers run (threads.h), then back.
-    const int torch_before = torch::get_num_threads();
-    const int blas_before = set_blas_threads(1);
-    torch::set_num_threads(1);
     std::vector<std::thread> pool;
     for (int j = 0; j < sum.jobs; ++j) pool.emplace_back(worker, static_cast<size_t>(j));
     for (auto& t : pool) t.join();
-    if (blas_before > 0) set_blas_threads(blas_before);
-    torch::set_num_threads(torch_before);
   }
+  if (blas_before > 0) set_blas_threads(blas_before);
+  if (one_thread_points) torch::set_num_threads(torch_before);
   if (error) std::rethrow_exception(error);
   if (bar) bar->finish(status());
   sum.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

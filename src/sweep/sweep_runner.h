@@ -3,6 +3,11 @@
 // chunked to at most spec.ensemble members, each chunk trained by train_ensemble (up to `jobs`
 // chunks at once, on worker threads) and written to the store in one transaction as soon as it
 // finishes. Diverged points are recorded, never fatal.
+//
+// Determinism: where points run one by one on the CPU, every point trains with libtorch's and
+// OpenBLAS's pools at 1 thread whatever `jobs` is, so a point's losses are the same bit for bit
+// with --jobs 1 or N on a given machine (tested). Data caches (the KJV text) are created once
+// before any worker starts.
 #include <cstdint>
 #include <string>
 

@@ -1,13 +1,20 @@
 // The sweep results store (see sweep_store.h).
 #include "sweep/sweep_store.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/atomic_file.h"
 #include "core/errors.h"
 
 namespace scaleinv {
@@ -56,13 +63,10 @@ nlohmann::json curve_json(const std::vector<double>& losses) {
 }
 
 std::unique_ptr<SqliteDb> open_store(const std::string& path) {
-  const auto parent = std::filesystem::path(path).parent_path();
-  if (!parent.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(parent, ec);
-  }
+  ensure_parent_dir(path, "--out");
   try {
     auto db = std::make_unique<SqliteDb>(path);
+    db->check_integrity();  // a damaged page is refused here, not discovered (or missed) mid-sweep
     db->exec(kSchema);
     return db;
   } catch (const std::runtime_error& e) {
@@ -75,14 +79,39 @@ std::unique_ptr<SqliteDb> open_store(const std::string& path) {
 std::optional<std::string> read_meta(SqliteDb& db, const std::string& key) {
   auto rows = db.query("SELECT value FROM meta WHERE key = ?", {key});
   if (rows.empty()) return std::nullopt;
-  return std::get<std::string>(rows[0][0]);
+  return sql_text(rows[0][0], db.path(), "meta." + key);
 }
 
-int64_t count_rows(SqliteDb& db) { return std::get<int64_t>(db.query("SELECT COUNT(*) FROM points")[0][0]); }
+int64_t count_rows(SqliteDb& db) { return sql_int(db.query("SELECT COUNT(*) FROM points")[0][0], db.path(), "points"); }
 
 }  // namespace
 
 SweepStore::SweepStore(const std::string& path) : path_(path), db_(open_store(path)) {}
+
+SweepStore::~SweepStore() {
+  if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the flock (so does any exit, kill -9 included)
+}
+
+void SweepStore::lock_for_writing() {
+  if (lock_fd_ >= 0) return;
+  const std::string lock_path = path_ + ".lock";
+  const int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0)
+    throw UserError(lock_path, "--out", std::string("cannot create the lock file: ") + std::strerror(errno),
+                    "give an --out in a writable directory");
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    std::string holder = read_file(lock_path);
+    while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
+    ::close(fd);
+    throw UserError(path_, "--out",
+                    fmt::format("another scaleinv sweep{} is running on this database", holder.empty() ? "" : " (" + holder + ")"),
+                    "wait for it to finish, or split the grid with --shard i/N into separate databases");
+  }
+  const std::string me = fmt::format("pid {}", ::getpid());
+  if (::ftruncate(fd, 0) == 0 && ::write(fd, me.data(), me.size()) < 0) {
+  }  // who holds it, for the message above; the flock is what counts
+  lock_fd_ = fd;
+}
 
 int64_t SweepStore::count_points() { return count_rows(*db_); }
 
@@ -90,11 +119,12 @@ std::optional<std::string> SweepStore::meta(const std::string& key) { return rea
 
 std::set<std::string> SweepStore::finished_ids() {
   std::set<std::string> ids;
-  for (const auto& r : db_->query("SELECT id FROM points")) ids.insert(std::get<std::string>(r[0]));
+  for (const auto& r : db_->query("SELECT id FROM points")) ids.insert(sql_text(r[0], path_, "points.id"));
   return ids;
 }
 
 void SweepStore::begin_sweep(const SweepSpec& spec, const Shard& shard, bool resume) {
+  lock_for_writing();
   const int64_t n = count_points();
   const auto fp = meta("fingerprint");
   const std::string held = meta("name").value_or("?");
@@ -146,11 +176,13 @@ void SweepStore::write_points(const SweepSpec& spec, const Shard& shard, const s
                      num(s.wall_s), num(s.items_per_s), num(s.unigram_entropy), curve_json(s.losses).dump(),
                      shard.str(), now});
     }
+    db_->exec("INSERT OR REPLACE INTO meta(key, value) SELECT 'points_written', COUNT(*) FROM points");
   } catch (...) {
     db_->exec("ROLLBACK");
     throw;
   }
   db_->commit();
+  db_->checkpoint_wal();  // the finished points now live in the database file itself
 }
 
 MergeSummary merge_sweep_dbs(const std::string& out, const std::vector<std::string>& inputs) {
@@ -164,13 +196,10 @@ MergeSummary merge_sweep_dbs(const std::string& out, const std::vector<std::stri
     if (std::filesystem::exists(out) && std::filesystem::equivalent(in, out, ec))
       throw UserError(in, "", "is also the output", "give a new OUT.db as the first argument");
     std::optional<std::string> f;
-    try {  // read-only look: an input that is not a sweep database is left as it is
-      SqliteDb db(in);
-      if (!db.query("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'meta'").empty() &&
-          !db.query("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'points'").empty())
-        f = read_meta(db, "fingerprint");
-    } catch (const std::runtime_error&) {
-      f.reset();
+    {  // read-only: an input is never written, converted to WAL or given -wal/-shm files
+      SqliteDb db(in, SqliteDb::Mode::ReadOnly);
+      db.check_integrity();
+      if (db.has_table("meta") && db.has_table("points")) f = read_meta(db, "fingerprint");
     }
     if (!f) throw UserError(in, "meta.fingerprint", "not a sweep database", "give databases written by scaleinv sweep");
     if (fp.empty()) fp = *f;

@@ -11,8 +11,13 @@
 //                      unigram_entropy, curve (JSON [[step, loss]...], at most 200 points), shard,
 //                      created_at (UTC, ISO 8601).
 //
-// A finished ensemble chunk is written in one transaction, so a kill -9 at any moment loses only
-// the chunk in flight. The grid's fingerprint (sweep_spec.h) guards --resume and merge.
+// A finished ensemble chunk is written in one transaction and the WAL is then checkpointed into
+// the database file, so a kill -9 at any moment loses only the chunk in flight, and losing the
+// -wal file afterwards loses nothing. The grid's fingerprint (sweep_spec.h) guards --resume and
+// merge. Opening runs SQLite's quick_check: a damaged database is refused (UserError naming it).
+// One process writes a database at a time: begin_sweep takes an exclusive lock on PATH.lock
+// (flock, released when the process ends, however it ends); a second sweep on the same database
+// is refused naming the holder's pid.
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -31,10 +36,14 @@ class SweepStore {
  public:
   // Opens or creates the database and its tables (parent directories are created).
   explicit SweepStore(const std::string& path);
+  ~SweepStore();
+  SweepStore(const SweepStore&) = delete;
+  SweepStore& operator=(const SweepStore&) = delete;
 
   // Prepares the store for running `spec`: without `resume` a database that already holds points
   // is refused (UserError: use --resume or another --out); with it, the stored fingerprint must
-  // equal spec.fingerprint. Writes the meta table.
+  // equal spec.fingerprint. Writes the meta table. Takes the writer lock (UserError when another
+  // process holds it).
   void begin_sweep(const SweepSpec& spec, const Shard& shard, bool resume);
   std::set<std::string> finished_ids();
   int64_t count_points();
@@ -48,8 +57,10 @@ class SweepStore {
   const std::string& path() const { return path_; }
 
  private:
+  void lock_for_writing();
   std::string path_;
   std::unique_ptr<SqliteDb> db_;
+  int lock_fd_ = -1;
 };
 
 // (A point's windowed loss is window_mean in train/trainer.h with the sweep's window.)
@@ -62,7 +73,7 @@ struct MergeSummary {
 
 // Combines shard databases of one sweep into `out` (created if missing). Every input, and `out` if
 // it already holds a sweep, must carry the same fingerprint (UserError otherwise); a point present
-// in several inputs is kept once.
+// in several inputs is kept once. Inputs are opened read-only and never modified.
 MergeSummary merge_sweep_dbs(const std::string& out, const std::vector<std::string>& inputs);
 
 }  // namespace scaleinv

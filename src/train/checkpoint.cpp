@@ -2,13 +2,17 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <sstream>
 #include <filesystem>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
+#include <zlib.h>
 
+#include "core/atomic_file.h"
 #include "core/errors.h"
 
 namespace scaleinv {
@@ -25,14 +29,55 @@ std::string meta_json(const CheckpointMeta& m) {
   return j.dump();
 }
 
+// The file is the torch archive followed by a 20-byte trailer: kTrailerMagic, the archive's
+// length (8 bytes, little-endian) and its CRC-32 (4 bytes, zlib). Loading checks both before the
+// archive is parsed, so a torn or bit-flipped checkpoint is refused instead of loading garbage.
+constexpr char kTrailerMagic[8] = {'S', 'C', 'I', 'V', 'C', 'R', 'C', '1'};
+constexpr size_t kTrailerBytes = 20;
+
+uint32_t crc32_of(const char* data, size_t n) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  while (n > 0) {  // zlib's crc32 takes a uInt length
+    const uInt chunk = static_cast<uInt>(std::min<size_t>(n, 1u << 30));
+    crc = crc32(crc, reinterpret_cast<const Bytef*>(data), chunk);
+    data += chunk;
+    n -= chunk;
+  }
+  return static_cast<uint32_t>(crc);
+}
+
+std::string with_trailer(std::string archive) {
+  const uint64_t len = archive.size();
+  const uint32_t crc = crc32_of(archive.data(), archive.size());
+  archive.append(kTrailerMagic, sizeof kTrailerMagic);
+  for (int i = 0; i < 8; ++i) archive.push_back(static_cast<char>((len >> (8 * i)) & 0xff));
+  for (int i = 0; i < 4; ++i) archive.push_back(static_cast<char>((crc >> (8 * i)) & 0xff));
+  return archive;
+}
+
 torch::serialize::InputArchive open_archive(const std::string& path) {
   if (!std::filesystem::exists(path))
     throw UserError(path, "", "checkpoint not found", "train first, or point at an existing checkpoint.pt");
+  const std::string bytes = read_file(path);
+  const char* fix = "the file is damaged: delete it to start over, or restore a copy";
+  if (bytes.size() < kTrailerBytes ||
+      bytes.compare(bytes.size() - kTrailerBytes, sizeof kTrailerMagic, kTrailerMagic, sizeof kTrailerMagic) != 0)
+    throw UserError(path, "checksum", "no scaleinv checksum trailer (truncated, not a checkpoint, or written before checksums)", fix);
+  const auto* t = reinterpret_cast<const unsigned char*>(bytes.data() + bytes.size() - kTrailerBytes + 8);
+  uint64_t len = 0;
+  uint32_t crc = 0;
+  for (int i = 0; i < 8; ++i) len |= static_cast<uint64_t>(t[i]) << (8 * i);
+  for (int i = 0; i < 4; ++i) crc |= static_cast<uint32_t>(t[8 + i]) << (8 * i);
+  if (len != bytes.size() - kTrailerBytes)
+    throw UserError(path, "checksum", fmt::format("length {} in the trailer, {} bytes in the file", len,
+                                                  bytes.size() - kTrailerBytes), fix);
+  if (crc32_of(bytes.data(), len) != crc)
+    throw UserError(path, "checksum", "CRC-32 mismatch: the checkpoint's bytes changed after it was written", fix);
   torch::serialize::InputArchive ar;
   try {
-    ar.load_from(path);
+    ar.load_from(bytes.data(), static_cast<size_t>(len));
   } catch (const c10::Error& e) {
-    throw UserError(path, "", "not a readable checkpoint", "delete it to start over, or restore a copy");
+    throw UserError(path, "", "not a readable checkpoint", fix);
   }
   return ar;
 }
@@ -45,17 +90,15 @@ void save_checkpoint(const std::string& path, const CheckpointMeta& meta, Model&
   torch::serialize::OutputArchive params;
   for (const TaggedParam& p : model.tagged_parameters()) params.write(p.name, p.tensor.detach(), /*is_buffer=*/true);
   ar.write("params", params);
+  ar.write("losses", torch::tensor(meta.losses, torch::kFloat64), /*is_buffer=*/true);
   if (opt) {
     torch::serialize::OutputArchive os;
     opt->save(os);
     ar.write("optimizer", os);
   }
-  const std::filesystem::path target(path);
-  if (target.has_parent_path()) std::filesystem::create_directories(target.parent_path());
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  ar.save_to(tmp);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    throw UserError(path, "", "cannot replace checkpoint", "check the directory's permissions");
+  std::ostringstream archive;
+  ar.save_to(archive);
+  write_file_atomic(path, with_trailer(std::move(archive).str()));  // unique temporary name, renamed
 }
 
 CheckpointMeta read_checkpoint_meta(const std::string& path) {
@@ -69,6 +112,12 @@ CheckpointMeta read_checkpoint_meta(const std::string& path) {
   m.table = param_from_json(j.at("table"));
   m.config = train_config_from_json(j.at("config"));
   m.fingerprint = j.at("fingerprint").get<std::string>();
+  torch::Tensor losses;
+  if (!ar.try_read("losses", losses, /*is_buffer=*/true) || losses.dim() != 1 || losses.size(0) != m.step)
+    throw UserError(path, "losses", fmt::format("the loss history does not cover the {} steps done", m.step),
+                    "the file is damaged: delete it to start over, or restore a copy");
+  losses = losses.to(torch::kFloat64).contiguous();
+  m.losses.assign(losses.data_ptr<double>(), losses.data_ptr<double>() + losses.numel());
   if (m.fingerprint != param_fingerprint(m.table))
     throw UserError(path, "fingerprint", "the stored table does not match its fingerprint", "the file is corrupt");
   return m;

@@ -1,10 +1,12 @@
 #pragma once
 // Checkpoints: one file holding the parameterization table, the run config, the step, every
 // parameter (raw, as stored: multipliers live in the table, so loading applies nothing twice)
-// and the optimizer state. Written to a temporary name and renamed: a killed run leaves the
-// previous checkpoint intact.
+// and the optimizer state, followed by a CRC-32 trailer that every load checks (a damaged file is
+// a UserError, field "checksum", never a silent load). Written to a writer-unique temporary name
+// and renamed: a killed run leaves the previous checkpoint intact.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "models/model.h"
 #include "optim/optimizer.h"
@@ -17,6 +19,7 @@ struct CheckpointMeta {
   ParamTable table;
   TrainConfig config;
   std::string fingerprint;    // param_fingerprint(table)
+  std::vector<double> losses; // training loss of every step done (so a resumed run's summary covers the whole run)
 };
 
 void save_checkpoint(const std::string& path, const CheckpointMeta& meta, Model& model, const Optimizer* opt);

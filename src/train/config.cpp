@@ -1,5 +1,7 @@
 #include "train/config.h"
 
+#include <set>
+
 #include <nlohmann/json.hpp>
 
 #include "core/atomic_file.h"
@@ -92,6 +94,8 @@ void read_train(const TomlReader& r, TrainSettings& t) {
   r.get("out_dir", &t.out_dir);
   r.get("device", &t.device);
   r.get("precision", &t.precision);
+  r.get("autocast", &t.autocast);
+  r.get("tf32", &t.tf32);
   r.get("dist_timeout_s", &t.dist_timeout_s);
   r.reject_unknown();
   if (t.steps <= 0) r.fail("steps", "must be positive", "e.g. steps = 200");
@@ -102,6 +106,9 @@ void read_train(const TomlReader& r, TrainSettings& t) {
     r.fail("precision", "must be one of fp32, bf16, e4m3, e5m2, fp8 (E4M3 forward, E5M2 gradients)",
            "precision = \"fp32\" (simulated low precision)");
   if (!(t.dist_timeout_s > 0)) r.fail("dist_timeout_s", "must be positive", "e.g. dist_timeout_s = 60");
+  if (t.autocast != "off" && t.autocast != "bf16") r.fail("autocast", "must be off or bf16", "autocast = \"bf16\" (CUDA)");
+  if (t.autocast == "bf16" && t.device != "cuda")
+    r.fail("autocast", "bf16 autocast needs device = \"cuda\"", "set train.device = \"cuda\" or autocast = \"off\"");
 }
 
 }  // namespace
@@ -186,8 +193,24 @@ nlohmann::json train_config_to_json(const TrainConfig& c) {
   j["train"] = {{"steps", t.steps}, {"batch_size", t.batch_size}, {"seed", t.seed}, {"log_every", t.log_every},
                 {"eval_every", t.eval_every}, {"eval_batches", t.eval_batches},
                 {"checkpoint_every", t.checkpoint_every}, {"out_dir", t.out_dir}, {"device", t.device}, {"precision", t.precision},
-                {"dist_timeout_s", t.dist_timeout_s}};
+                {"autocast", t.autocast}, {"tf32", t.tf32}, {"dist_timeout_s", t.dist_timeout_s}};
   return j;
+}
+
+std::vector<std::string> run_altering_differences(const TrainConfig& saved, const TrainConfig& now) {
+  static const std::set<std::string> kFree = {"train.out_dir",    "train.log_every",        "train.eval_every",
+                                              "train.eval_batches", "train.checkpoint_every", "train.dist_timeout_s",
+                                              "train.steps",      "param.name"};
+  const bool constant = saved.optim.schedule == "constant" && now.optim.schedule == "constant";
+  const nlohmann::json a = train_config_to_json(saved), b = train_config_to_json(now);
+  std::vector<std::string> out;
+  for (const auto& [section, fields] : b.items())
+    for (const auto& [key, value] : fields.items()) {
+      const std::string name = section + "." + key;
+      if (kFree.count(name) || (constant && name == "optim.total_steps")) continue;
+      if (!a.contains(section) || !a[section].contains(key) || a[section][key] != value) out.push_back(name);
+    }
+  return out;
 }
 
 TrainConfig train_config_from_json(const nlohmann::json& j) {

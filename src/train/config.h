@@ -27,6 +27,12 @@ struct TrainSettings {
   // Simulated low precision (src/precision/quantize.h): each linear's input and weight rounded in
   // the forward pass, its output gradient in the backward pass. fp32 | bf16 | e4m3 | e5m2.
   std::string precision = "fp32";
+  // Native mixed precision on CUDA (distinct from the simulated rounding above): "bf16" runs every
+  // forward pass under bf16 autocast (matmuls and attention in bf16; weights, gradients and
+  // optimizer state in fp32); "off" keeps fp32. Needs device = "cuda".
+  std::string autocast = "off";
+  // TF32 tensor cores for fp32 matmuls on CUDA (no effect on the CPU).
+  bool tf32 = true;
   // Data-parallel runs (WORLD_SIZE > 1, docs/distributed.md): how long a rank waits for the
   // others (rendezvous, each collective) before it names the lost rank and exits.
   double dist_timeout_s = 60;
@@ -50,6 +56,12 @@ TrainConfig train_config_from_toml_text(const std::string& text, const std::stri
                                         const std::vector<std::string>& sets = {});
 nlohmann::json train_config_to_json(const TrainConfig& c);
 TrainConfig train_config_from_json(const nlohmann::json& j);  // inverse of the above (checkpoints)
+// The fields ("section.key") in which `now` differs from `saved` in a way that changes the run's
+// numerics, for --resume: everything except where files go and how often they are written
+// (train.out_dir, log_every, eval_every, eval_batches, checkpoint_every, dist_timeout_s), the
+// run's length (train.steps; optim.total_steps too while both schedules are constant) and the
+// table's name (param.name: the table itself is compared by its fingerprint).
+std::vector<std::string> run_altering_differences(const TrainConfig& saved, const TrainConfig& now);
 // The table with the config's base-shape overrides applied.
 ParamTable resolve_param(const TrainConfig& c);
 

@@ -14,6 +14,7 @@
 
 #include "core/errors.h"
 #include "core/progress.h"
+#include "core/torch_compat.h"
 
 namespace scaleinv {
 
@@ -94,6 +95,9 @@ std::vector<RunSummary> train_ensemble(const std::vector<TrainConfig>& members, 
     throw UserError(c0.source, "train.device", "cuda requested but no CUDA device is available",
                     "set train.device = \"cpu\" or build against a CUDA libtorch (README, GPU)");
   const torch::Device dev(c0.train.device == "cuda" ? torch::kCUDA : torch::kCPU);
+  // CUDA: bf16 autocast (train.autocast) and TF32 (train.tf32), as in train_run.
+  if (dev.is_cuda()) compat::set_tf32(c0.train.tf32);
+  compat::CudaAutocast autocast(dev.is_cuda() && c0.train.autocast == "bf16");
   std::map<int64_t, std::shared_ptr<DataSource>> by_seed;  // members sharing a data seed share the source
   std::vector<std::shared_ptr<DataSource>> data;
   for (const auto& m : members) {
@@ -153,7 +157,7 @@ std::vector<RunSummary> train_ensemble(const std::vector<TrainConfig>& members, 
       xs.push_back(b.x);
       ys.push_back(b.y);
     }
-    return std::make_pair(torch::stack(xs).to(dev), torch::stack(ys).to(dev));
+    return std::make_pair(compat::to_device_async(torch::stack(xs), dev), compat::to_device_async(torch::stack(ys), dev));
   };
   auto evaluate = [&] {
     torch::NoGradGuard ng;

@@ -10,8 +10,8 @@ namespace scaleinv {
 
 RunLog::RunLog(const std::string& dir) : dir_(dir) {
   if (dir_.empty()) return;
-  std::filesystem::create_directories(dir_);
   jsonl_path_ = dir_ + "/metrics.jsonl";
+  ensure_parent_dir(jsonl_path_, "train.out_dir");
   db_ = std::make_unique<SqliteDb>(dir_ + "/metrics.sqlite");
   db_->exec(
       "CREATE TABLE IF NOT EXISTS metrics (step INTEGER PRIMARY KEY, loss REAL, lr REAL, val_loss REAL,"

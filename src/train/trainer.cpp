@@ -11,6 +11,7 @@
 
 #include "core/errors.h"
 #include "core/progress.h"
+#include "core/torch_compat.h"
 #include "dist/dist.h"
 #include "train/checkpoint.h"
 #include "train/run_log.h"
@@ -113,8 +114,19 @@ RunSummary train_run(const TrainConfig& cfg, const RunOptions& opts) {
     if (meta.fingerprint != param_fingerprint(table))
       throw UserError(ckpt, "param", "the checkpoint was trained under a different parameterization table",
                       "resume with the checkpoint's param, or use another out_dir");
+    if (const auto diff = run_altering_differences(meta.config, cfg); !diff.empty()) {
+      const nlohmann::json was = train_config_to_json(meta.config);
+      const std::string& f = diff.front();
+      const size_t dot = f.find('.');
+      throw UserError(cfg.source, f,
+                      fmt::format("differs from the checkpoint's run in {} ({} was {}{})", cfg.train.out_dir, f,
+                                  was[f.substr(0, dot)][f.substr(dot + 1)].dump(),
+                                  diff.size() > 1 ? fmt::format("; {} more field(s) differ", diff.size() - 1) : ""),
+                      "resume with the config the run started with, or choose another out_dir");
+    }
     load_checkpoint(ckpt_in, *model, opt.get());
     start = meta.step;
+    s.losses = meta.losses;  // the summary (final_loss) covers the whole run, not only this process's part
   }
   // Every rank starts from rank 0's parameters; backward then all-reduces gradient buckets.
   std::vector<torch::Tensor> params;
@@ -124,41 +136,79 @@ RunSummary train_run(const TrainConfig& cfg, const RunOptions& opts) {
   log.start(start, cfg_json);
   auto save = [&](int64_t steps_done) {
     if (!writes) return;
-    save_checkpoint(ckpt, CheckpointMeta{steps_done, table, cfg, param_fingerprint(table)}, *model, opt.get());
+    save_checkpoint(ckpt, CheckpointMeta{steps_done, table, cfg, param_fingerprint(table), s.losses}, *model,
+                    opt.get());
   };
 
   // --- the step loop ---------------------------------------------------------------------------
   const int64_t end = opts.stop_after >= 0 ? std::min(cfg.train.steps, opts.stop_after) : cfg.train.steps;
   std::unique_ptr<Progress> bar;
   if (opts.show_progress && dp.is_root()) bar = std::make_unique<Progress>(cfg.train.steps, "train", "steps");
+  // CUDA: bf16 autocast over the forward passes (train.autocast), TF32 for fp32 matmuls (train.tf32).
+  if (dev.is_cuda()) compat::set_tf32(cfg.train.tf32);
+  compat::CudaAutocast autocast(dev.is_cuda() && cfg.train.autocast == "bf16");
+  // On one CUDA process the losses stay on the device and are read back only where a step is
+  // logged, evaluated, checkpointed or reported (no device sync per step). A non-finite loss is
+  // then found at the read-back: the run ends as diverged at that step, the steps after it are
+  // dropped, and no checkpoint is written after it (a read-back precedes every save). Elsewhere
+  // each loss is read at once and a diverged step takes no update, as before.
+  const bool deferred = dev.is_cuda() && dp.world() == 1 && !opts.on_step;
+  std::vector<torch::Tensor> pending;  // device losses of the steps since the last read-back
   const auto t0 = std::chrono::steady_clock::now();
   double val = std::numeric_limits<double>::quiet_NaN();
+  // Appends the pending losses to s.losses; false (and s.diverged set) at the first non-finite one.
+  auto read_back = [&](int64_t first_step) {
+    if (pending.empty()) return true;
+    const torch::Tensor host = torch::stack(pending).to(torch::kCPU, torch::kFloat64).contiguous();
+    pending.clear();
+    const double* v = host.data_ptr<double>();
+    for (int64_t i = 0; i < host.numel(); ++i) {
+      if (!std::isfinite(v[i])) {
+        s.diverged = true;
+        s.diverged_step = first_step + i;
+        return false;
+      }
+      s.losses.push_back(v[i]);
+    }
+    return true;
+  };
   int64_t step = start;
   for (; step < end; ++step) {
     Batch b = data->batch(Split::Train, step, cfg.train.batch_size, dp.rank(), dp.world());  // this rank's slice
-    torch::Tensor loss = model->loss(b.x.to(dev), b.y.to(dev));
-    const double lv = dp.mean(loss.item<double>());  // the global batch's loss, the same on every rank
-    if (!std::isfinite(lv)) {  // diverged: record it at this step, stop, never crash
-      s.diverged = true;
-      s.diverged_step = step;
-      break;
+    torch::Tensor loss = model->loss(compat::to_device_async(b.x, dev), compat::to_device_async(b.y, dev));
+    if (deferred) {
+      pending.push_back(loss.detach());
+    } else {
+      const double lv = dp.mean(loss.item<double>());  // the global batch's loss, the same on every rank
+      if (!std::isfinite(lv)) {  // diverged: record it at this step, stop, never crash
+        s.diverged = true;
+        s.diverged_step = step;
+        break;
+      }
+      s.losses.push_back(lv);
     }
     opt->zero_grad();
     loss.backward();          // with ranks: gradient buckets are all-reduced as backward fills them
     dp.average_gradients();   // every rank now holds the global batch's mean gradient
     const double lr_factor = schedule_factor(cfg.optim, step);
     opt->step(lr_factor);
-    s.losses.push_back(lv);
 
     const int64_t done = step + 1;
+    const bool eval_now = cfg.train.eval_every > 0 && done % cfg.train.eval_every == 0;
+    const bool log_now = done % std::max<int64_t>(1, cfg.train.log_every) == 0 || eval_now || done == cfg.train.steps;
+    const bool save_now = cfg.train.checkpoint_every > 0 && done % cfg.train.checkpoint_every == 0;
+    if (deferred && (log_now || save_now || done == end) && !read_back(done - static_cast<int64_t>(pending.size()))) {
+      step = s.diverged_step;
+      break;
+    }
+    if (deferred && !log_now && !save_now) continue;  // nothing to report until the next read-back
+    const double lv = s.losses.back();
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const double rate = static_cast<double>((done - start) * items_per_step) / std::max(elapsed, 1e-9);
-    const bool eval_now = cfg.train.eval_every > 0 && done % cfg.train.eval_every == 0;
     std::optional<double> val_now;
     if (eval_now) val = *(val_now = evaluate(*model, *data, cfg, dev, dp));
-    if (done % std::max<int64_t>(1, cfg.train.log_every) == 0 || eval_now || done == cfg.train.steps)
-      log.log({done, lv, cfg.optim.lr * lr_factor, val_now, elapsed, rate});
-    if (cfg.train.checkpoint_every > 0 && done % cfg.train.checkpoint_every == 0) save(done);
+    if (log_now) log.log({done, lv, cfg.optim.lr * lr_factor, val_now, elapsed, rate});
+    if (save_now) save(done);
     if (bar)
       bar->update(done, fmt::format("loss {:.4f}{} | {} {}/s", lv,
                                     std::isnan(val) ? "" : fmt::format(" val {:.4f}", val), format_rate(rate),
@@ -170,8 +220,8 @@ RunSummary train_run(const TrainConfig& cfg, const RunOptions& opts) {
   s.items_per_s = static_cast<double>((step - start) * items_per_step) / std::max(s.wall_s, 1e-9);
 
   // --- finish ----------------------------------------------------------------------------------
-  if (s.diverged) {
-    log.log({s.diverged_step, std::numeric_limits<double>::quiet_NaN(), cfg.optim.lr, std::nullopt, s.wall_s, 0});
+  if (s.diverged) {  // one row for the step that diverged (steps are counted 1-based in the log)
+    log.log({s.diverged_step + 1, std::numeric_limits<double>::quiet_NaN(), cfg.optim.lr, std::nullopt, s.wall_s, 0});
   } else {
     if (step == cfg.train.steps) val = evaluate(*model, *data, cfg, dev, dp);
     save(step);

@@ -29,13 +29,13 @@ struct RunSummary {
   int64_t steps_done = 0;
   bool diverged = false;
   int64_t diverged_step = -1;   // the step whose loss was NaN/inf
-  double final_loss = 0;        // mean training loss over the last 10% of steps (at least 1)
+  double final_loss = 0;        // mean training loss over the last 10% of the run's steps (at least 1), resumed or not
   double final_val_loss = 0;    // NaN when no evaluation ran
   double unigram_entropy = 0;   // nats/token of the training text (language data), else 0
   int64_t params = 0;
   double items_per_s = 0;       // tokens/s for language models, samples/s otherwise
   double wall_s = 0;
-  std::vector<double> losses;   // training loss of every step run in this process
+  std::vector<double> losses;   // training loss of every step of the run (a resumed run: from the checkpoint's history on)
   std::string items_unit;       // "tok" or "samples"
   int rank = 0;                 // data-parallel rank of this process, and the number of ranks
   int world = 1;

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The GPU check (README, GPU): on a CUDA machine, build against its libtorch 2.x
+# (scripts/build_cuda.sh), run the test suite of that build, check CUDA training against the CPU,
+# and time GPT training against the plain-PyTorch peer in the same run. Writes logs under $OUT
+# (default out/gpu) and prints a short table last.
+#   bench/gpu_check.sh [PEER.py] [--no-tests]    (deps: scripts/build_cuda.sh's --debs .deps/debs if present)
+set -uo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$here"
+OUT="${OUT:-$here/out/gpu}"
+mkdir -p "$OUT"
+peer="${1:-.deps/peer/gpt_peer_gpu.py}"
+tests=1; [ "${2:-}" = "--no-tests" ] && tests=0
+{ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader; python3 -c 'import torch; print("torch", torch.__version__)'; } | tee "$OUT/gpu.txt"
+debs=(); [ -d .deps/debs ] && debs=(--debs .deps/debs)
+t0=$(date +%s)
+if ! bash scripts/build_cuda.sh "${debs[@]}" --tests >"$OUT/build.log" 2>&1; then
+  grep -E "error|Error" "$OUT/build.log" | head -40; tail -20 "$OUT/build.log"; exit 1
+fi
+echo "build: $(( $(date +%s) - t0 )) s"
+B=build-cuda/scaleinv
+summary="$OUT/summary.txt"; : >"$summary"
+if [ $tests = 1 ]; then
+  (cd build-cuda && timeout 420 ctest -j 16 --timeout 300 >"$OUT/ctest.log" 2>&1)
+  grep -E "tests passed|tests failed" "$OUT/ctest.log" | tee -a "$summary"
+  grep -E "^\s+[0-9]+ - " "$OUT/ctest.log" | head -40 | tee -a "$summary"
+fi
+# CUDA training against the CPU: the same small GPT, fp32 (TF32 off) and bf16 autocast.
+cfg="--config examples/gpt_kjv.toml --set data.source=\"markov\" --set data.vocab=256 --set train.steps=30 --set train.eval_every=0 --set train.log_every=1 --quiet"
+$B train $cfg --set train.out_dir=\"$OUT/t_cpu\" >/dev/null 2>"$OUT/t_cpu.err"; echo "train cpu: exit $?" | tee -a "$summary"
+$B train $cfg --set train.device=\"cuda\" --set train.tf32=false --set train.out_dir=\"$OUT/t_f32\" >/dev/null 2>"$OUT/t_f32.err"; echo "train cuda fp32: exit $?" | tee -a "$summary"
+$B train $cfg --set train.device=\"cuda\" --set train.autocast=\"bf16\" --set train.out_dir=\"$OUT/t_bf16\" >/dev/null 2>"$OUT/t_bf16.err"; echo "train cuda bf16: exit $?" | tee -a "$summary"
+python3 - "$OUT" <<'PY' | tee -a "$summary"
+import json, sys
+out = sys.argv[1]
+def curve(d):
+    try: return [json.loads(l)["loss"] for l in open(f"{out}/{d}/metrics.jsonl")]
+    except Exception as e: return []
+c, f, b = curve("t_cpu"), curve("t_f32"), curve("t_bf16")
+def rel(a, r): return max((abs(x - y) / abs(y) for x, y in zip(a, r)), default=float("nan"))
+print(f"loss curve vs cpu over {len(c)} steps: cuda fp32 max rel diff {rel(f, c):.2e}, cuda bf16 {rel(b, c):.2e}")
+PY
+# Speed against the peer, same card, same run: (width depth seq batch steps autocast peer-env)
+run_pair() {
+  local w=$1 d=$2 t=$3 bs=$4 n=$5 ac=$6 amp=$7
+  local ours; ours=$($B bench --device cuda --gpt-only --quiet --widths "$w" --depth "$d" --seq-len "$t" --batch "$bs" --steps "$n" --autocast "$ac" --json "$OUT/bench_${w}_${d}_${t}_${ac}.json" 2>"$OUT/bench_${w}_${ac}.err" >/dev/null; echo $?)
+  local tps; tps=$(python3 -c "import json;print(round(json.load(open('$OUT/bench_${w}_${d}_${t}_${ac}.json'))['gpt'][0]['tokens_per_s']))" 2>/dev/null || echo "exit $ours")
+  local peer_line; peer_line=$(AMP=$amp python3 "$peer" "$w" "$d" "$t" "$bs" "$n" sdpa 989 2>&1 | tail -1)
+  local ptps; ptps=$(echo "$peer_line" | sed -n 's/.*tokens\/s=\([0-9]*\).*/\1/p')
+  echo "width $w depth $d seq $t batch $bs $ac: scaleinv $tps tok/s, peer eager+sdpa $ptps tok/s, ratio $(python3 -c "print(round($tps/$ptps, 2))" 2>/dev/null)" | tee -a "$summary"
+}
+run_pair 2048 8 1024 16 20 bf16 1
+run_pair 512 4 128 16 50 bf16 1
+run_pair 2048 8 512 16 10 off 0
+echo "--- summary"; cat "$summary"

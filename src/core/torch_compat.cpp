@@ -1,0 +1,95 @@
+// The libtorch version differences (see torch_compat.h). The only file that reads TORCH_VERSION.
+#include "core/torch_compat.h"
+
+#include <ATen/autocast_mode.h>
+#include <torch/version.h>
+
+#include <limits>
+
+#include <fmt/format.h>
+
+// Fused attention with an explicit scale: 2.1. Device-typed autocast calls: 2.4 (the older
+// CUDA-only calls are deprecated there and crash in 2.11's bench path).
+#define SCALEINV_TORCH_AT_LEAST(MAJ, MIN) \
+  (TORCH_VERSION_MAJOR > (MAJ) || (TORCH_VERSION_MAJOR == (MAJ) && TORCH_VERSION_MINOR >= (MIN)))
+
+namespace scaleinv::compat {
+
+std::string torch_version() {
+  return fmt::format("{}.{}.{}", TORCH_VERSION_MAJOR, TORCH_VERSION_MINOR, TORCH_VERSION_PATCH);
+}
+
+bool has_fused_attention() { return SCALEINV_TORCH_AT_LEAST(2, 1); }
+
+torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, bool causal,
+                        double scale, torch::Tensor* mask) {
+#if SCALEINV_TORCH_AT_LEAST(2, 1)
+  if (q.is_cuda()) return at::scaled_dot_product_attention(q, k, v, /*attn_mask=*/{}, /*dropout_p=*/0.0, causal, scale);
+#endif
+  torch::Tensor scores = torch::matmul(q, k.transpose(-2, -1));  // [B, H, T, T]
+  if (scale != 1.0) scores.mul_(scale);
+  if (causal) {
+    const int64_t T = q.size(-2);
+    if (!mask->defined() || mask->size(0) != T || mask->device() != scores.device())
+      *mask = torch::ones({T, T}, torch::TensorOptions().dtype(torch::kBool).device(scores.device())).triu(1);
+    scores.masked_fill_(*mask, -std::numeric_limits<double>::infinity());  // (matmul keeps no output for backward)
+  }
+  return torch::matmul(torch::softmax(scores, -1), v);
+}
+
+CudaAutocast::CudaAutocast(bool on) : on_(on) {
+  if (!on_) return;
+#if SCALEINV_TORCH_AT_LEAST(2, 4)
+  prev_enabled_ = at::autocast::is_autocast_enabled(at::kCUDA);
+  prev_dtype_ = at::autocast::get_autocast_dtype(at::kCUDA);
+  at::autocast::set_autocast_dtype(at::kCUDA, at::kBFloat16);
+  at::autocast::set_autocast_enabled(at::kCUDA, true);
+#else
+  prev_enabled_ = at::autocast::is_enabled();
+  prev_dtype_ = at::autocast::get_autocast_gpu_dtype();
+  at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
+  at::autocast::set_enabled(true);
+#endif
+}
+
+CudaAutocast::~CudaAutocast() {
+  if (!on_) return;
+#if SCALEINV_TORCH_AT_LEAST(2, 4)
+  at::autocast::set_autocast_enabled(at::kCUDA, prev_enabled_);
+  at::autocast::set_autocast_dtype(at::kCUDA, prev_dtype_);
+#else
+  at::autocast::set_enabled(prev_enabled_);
+  at::autocast::set_autocast_gpu_dtype(prev_dtype_);
+#endif
+  at::autocast::clear_cache();
+}
+
+bool fused_adamw(const std::vector<torch::Tensor>& params, const std::vector<torch::Tensor>& grads,
+                 const std::vector<torch::Tensor>& exp_avgs, const std::vector<torch::Tensor>& exp_avg_sqs, int64_t t,
+                 double lr, double beta1, double beta2, double weight_decay, double eps) {
+#if SCALEINV_TORCH_AT_LEAST(2, 4)
+  if (params.empty()) return true;
+  for (const auto& p : params)
+    if (!p.is_cuda() || p.scalar_type() != torch::kFloat32) return false;
+  // The kernel reads each tensor's step count from a device scalar; they all share t here.
+  const torch::Tensor step = torch::full({}, static_cast<double>(t), params.front().options());
+  const std::vector<torch::Tensor> steps(params.size(), step);
+  at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, lr, beta1, beta2,
+                    weight_decay, eps, /*amsgrad=*/false, /*maximize=*/false);
+  return true;
+#else
+  return false;
+#endif
+}
+
+torch::Tensor to_device_async(const torch::Tensor& host, const torch::Device& dev) {
+  if (!dev.is_cuda() || !host.device().is_cpu()) return host.to(dev);
+  return host.pin_memory().to(dev, /*non_blocking=*/true);
+}
+
+void set_tf32(bool on) {
+  at::globalContext().setAllowTF32CuBLAS(on);
+  at::globalContext().setAllowTF32CuDNN(on);
+}
+
+}  // namespace scaleinv::compat

@@ -1,0 +1,61 @@
+#pragma once
+// What differs between the libtorch versions scaleinv builds against: Debian's 1.13 (the CPU
+// build) and a CUDA libtorch 2.x (2.4 or newer, the GPU build). Every version test in src/ lives in
+// torch_compat.cpp behind these named helpers; no other file checks TORCH_VERSION.
+#include <torch/torch.h>
+
+#include <string>
+#include <vector>
+
+namespace scaleinv::compat {
+
+// "MAJOR.MINOR.PATCH" of the libtorch this binary was built against.
+std::string torch_version();
+
+// True where fused scaled-dot-product attention (at::scaled_dot_product_attention with an explicit
+// scale: libtorch >= 2.1) is compiled in.
+bool has_fused_attention();
+
+// softmax(scale q k^T + causal mask) v for q, k, v of shape [B, H, T, d_head]. On CUDA tensors
+// with fused attention compiled in: at::scaled_dot_product_attention (flash attention on Hopper),
+// `scale` passed as its scale. Otherwise (the CPU, libtorch 1.13) the explicit product, softmax
+// and product, with the causal mask cached in *mask (rebuilt when T or the device changes), so
+// CPU numerics are the same in every build.
+torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, bool causal,
+                        double scale, torch::Tensor* mask);
+
+// bf16 autocast on CUDA for the scope's forward passes (thread-local; backward follows the dtypes
+// forward chose). Weights, gradients and optimizer state stay fp32. Restores the previous state.
+class CudaAutocast {
+ public:
+  explicit CudaAutocast(bool on);
+  ~CudaAutocast();
+  CudaAutocast(const CudaAutocast&) = delete;
+  CudaAutocast& operator=(const CudaAutocast&) = delete;
+
+ private:
+  bool on_;
+  bool prev_enabled_ = false;
+  at::ScalarType prev_dtype_ = at::kHalf;
+};
+
+// One fused AdamW step (PyTorch's multi-tensor CUDA kernel, libtorch >= 2.4) over tensors that
+// share one step count t (1-based), LR, weight decay and epsilon: for each i,
+//   p *= 1 - lr * weight_decay;  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
+//   p -= lr / (1 - b1^t) * m / (sqrt(v / (1 - b2^t)) + eps)
+// Returns false (and touches nothing) where the kernel is not compiled in or a tensor is not on
+// CUDA: the caller then takes its own per-tensor path.
+bool fused_adamw(const std::vector<torch::Tensor>& params, const std::vector<torch::Tensor>& grads,
+                 const std::vector<torch::Tensor>& exp_avgs, const std::vector<torch::Tensor>& exp_avg_sqs, int64_t t,
+                 double lr, double beta1, double beta2, double weight_decay, double eps);
+
+// A host tensor on `dev` without blocking the host: on CUDA through pinned (page-locked) memory and
+// an asynchronous copy (a copy from pageable memory would wait for the stream's earlier work, a
+// device sync per batch); elsewhere a plain .to(dev).
+torch::Tensor to_device_async(const torch::Tensor& host, const torch::Device& dev);
+
+// TF32 tensor cores for fp32 matmuls and convolutions on CUDA (cuBLAS and cuDNN); no effect on
+// the CPU.
+void set_tf32(bool on);
+
+}  // namespace scaleinv::compat

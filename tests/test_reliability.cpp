@@ -1,0 +1,383 @@
+// Faults a user of a long-running tool meets (issue 13): a cold data cache created by several
+// threads and processes at once, resume after kill -9 keeping the whole run's summary, changed
+// configs refused on resume, damaged checkpoints and databases refused, inputs that are only read
+// left untouched, one writer per sweep database, and a launch that lost a rank.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli_util.h"
+#include "core/errors.h"
+#include "core/sqlite_db.h"
+#include "train/trainer.h"
+
+using namespace scaleinv;
+using scaleinv::testing::run_cli;
+using scaleinv::testing::temp_dir;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kTiny = std::string(SCALEINV_SOURCE_DIR) + "/examples/sweeps/tiny_markov.toml";
+
+// A tiny byte-level sweep on the KJV text: 4 points of 3 steps.
+const char* kKjvSweep = R"(
+[sweep]
+name = "kjv-cold"
+ensemble = 4
+[model]
+kind = "bigram"
+width = 16
+depth = 1
+vocab = 256
+seq_len = 16
+[data]
+source = "kjv"
+[train]
+steps = 3
+batch_size = 4
+eval_every = 0
+eval_batches = 1
+[grid]
+lr_log2 = [-8, -7, -6, -5]
+)";
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string write(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary) << text;
+  return path;
+}
+
+// `scaleinv ARGS` with a cold cache: HOME and SCALEINV_DATA_DIR point at empty directories.
+std::string cold_env(const std::string& dir) {
+  fs::create_directories(dir + "/home");
+  fs::create_directories(dir + "/data");
+  return fmt::format("env HOME={0}/home SCALEINV_DATA_DIR={0}/data ", dir);
+}
+
+int exit_code(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : -1; }
+
+// Runs a bash script (written to DIR/name.sh) and returns its exit code.
+int run_script(const std::string& dir, const std::string& name, const std::string& script) {
+  const std::string path = dir + "/" + name + ".sh";
+  std::ofstream(path) << script << "\n";
+  return exit_code(std::system(("bash " + path).c_str()));
+}
+
+std::vector<std::string> leftovers(const std::string& dir) {  // temporary files of atomic writes
+  std::vector<std::string> out;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (e.path().filename().string().find(".tmp.") != std::string::npos) out.push_back(e.path().string());
+  return out;
+}
+
+const char* kSmall = R"(
+[model]
+kind = "bigram"
+width = 32
+depth = 2
+vocab = 16
+seq_len = 8
+[param]
+name = "mup"
+[optim]
+kind = "adam"
+lr = 0.01
+[data]
+source = "markov"
+vocab = 16
+markov_length = 20000
+[train]
+steps = 20
+batch_size = 4
+eval_every = 0
+eval_batches = 1
+log_every = 1
+checkpoint_every = 5
+)";
+
+TrainConfig small(const std::string& out_dir, std::vector<std::string> sets = {}) {
+  sets.push_back("train.out_dir=\"" + out_dir + "\"");
+  return train_config_from_toml_text(kSmall, "small.toml", sets);
+}
+
+RunOptions quiet() {
+  RunOptions o;
+  o.show_progress = false;
+  return o;
+}
+
+}  // namespace
+
+// The demo's failure on a fresh machine: two sweep processes, each with two worker threads, build
+// the KJV cache at the same moment. Every one must succeed and leave one whole cache file.
+TEST(ColdCache, ConcurrentSweepsOnKjvCreateTheCacheOnce) {
+  const std::string dir = temp_dir("cold_kjv");
+  const std::string env = cold_env(dir);
+  const std::string cfg = write(dir + "/kjv.toml", kKjvSweep);
+  const int code = run_script(dir, "two", fmt::format(
+      "{0}{1} --threads 2 sweep --quiet --jobs 2 --config {2} --out {3}/a.db >{3}/a.log 2>&1 & pa=$!\n"
+      "{0}{1} --threads 2 sweep --quiet --jobs 2 --config {2} --out {3}/b.db >{3}/b.log 2>&1 & pb=$!\n"
+      "wait $pa; a=$?; wait $pb; b=$?; exit $((a * 16 + b))",
+      env, SCALEINV_BIN, cfg, dir));
+  EXPECT_EQ(code, 0) << slurp(dir + "/a.log") << slurp(dir + "/b.log");
+  const std::string cache = dir + "/data/kjv.txt";
+  ASSERT_TRUE(fs::exists(cache));
+  EXPECT_EQ(fs::file_size(cache), 4404412u);  // the whole Bible (README, Data)
+  EXPECT_TRUE(leftovers(dir).empty()) << leftovers(dir).front();
+  for (const char* db : {"a.db", "b.db"}) {
+    SqliteDb d(dir + "/" + db, SqliteDb::Mode::ReadOnly);
+    EXPECT_EQ(std::get<int64_t>(d.query("SELECT COUNT(*) FROM points")[0][0]), 4) << db;
+  }
+}
+
+TEST(Resume, FinalLossCoversTheWholeRunAfterAResume) {
+  const std::string dir = temp_dir("resume_final");
+  const RunSummary full = train_run(small(dir + "/full"), quiet());
+  RunOptions first = quiet();
+  first.stop_after = 12;
+  train_run(small(dir + "/part"), first);
+  RunOptions again = quiet();
+  again.resume = true;
+  const RunSummary resumed = train_run(small(dir + "/part"), again);
+  ASSERT_EQ(resumed.losses.size(), 20u);
+  EXPECT_EQ(resumed.losses, full.losses);
+  EXPECT_EQ(resumed.final_loss, full.final_loss);
+  const auto j = nlohmann::json::parse(slurp(dir + "/part/run.json"));
+  const auto k = nlohmann::json::parse(slurp(dir + "/full/run.json"));
+  EXPECT_EQ(j.at("final_loss").get<double>(), k.at("final_loss").get<double>());
+}
+
+TEST(Resume, AChangedFieldThatAltersTheRunIsRefusedByName) {
+  const std::string dir = temp_dir("resume_changed");
+  RunOptions first = quiet();
+  first.stop_after = 5;
+  train_run(small(dir + "/r"), first);
+  RunOptions again = quiet();
+  again.resume = true;
+  for (const char* set : {"optim.lr=0.02", "data.seed=3", "train.batch_size=8", "hp.output_mult=2.0",
+                          "optim.schedule=\"cosine\"", "train.seed=1"}) {
+    const std::string field = std::string(set).substr(0, std::string(set).find('='));
+    try {
+      train_run(small(dir + "/r", {set}), again);
+      ADD_FAILURE() << set << " was accepted";
+    } catch (const UserError& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find(field), std::string::npos) << msg;
+      EXPECT_NE(msg.find("fix:"), std::string::npos) << msg;
+    }
+  }
+  // Where files go, how often they are written and the run's length may change.
+  const RunSummary s = train_run(small(dir + "/r", {"train.log_every=2", "train.steps=8"}), again);
+  EXPECT_EQ(s.steps_done, 8);
+}
+
+TEST(Resume, ADivergedRunWritesOneRowForItsLastStep) {
+  const std::string dir = temp_dir("diverged_rows");
+  auto r = run_cli("train --quiet --config /dev/null --set model.kind=\\\"bigram\\\" --set data.source=\\\"markov\\\" "
+                   "--set data.vocab=16 --set optim.kind=\\\"sgd\\\" --set optim.lr=1e6 --set param.name=\\\"standard\\\" "
+                   "--set train.steps=50 --set train.log_every=1 --set train.out_dir=\\\"" + dir + "\\\"");
+  ASSERT_EQ(r.code, 3) << r.err;
+  const auto run = nlohmann::json::parse(slurp(dir + "/run.json"));
+  const int64_t at = run.at("diverged_step").get<int64_t>();
+  std::set<int64_t> steps;
+  int rows = 0;
+  std::ifstream in(dir + "/metrics.jsonl");
+  for (std::string line; std::getline(in, line); ++rows) steps.insert(nlohmann::json::parse(line).at("step").get<int64_t>());
+  EXPECT_EQ(steps.size(), static_cast<size_t>(rows)) << "a step is logged twice";
+  EXPECT_EQ(*steps.rbegin(), at + 1);  // the diverged step, 1-based like every row
+  SqliteDb db(dir + "/metrics.sqlite", SqliteDb::Mode::ReadOnly);
+  // Every step before the divergence keeps its (finite) loss.
+  EXPECT_EQ(std::get<int64_t>(db.query("SELECT COUNT(*) FROM metrics WHERE loss IS NULL")[0][0]), 1);
+  EXPECT_EQ(std::get<int64_t>(db.query("SELECT COUNT(*) FROM metrics WHERE loss IS NOT NULL")[0][0]), at);
+}
+
+TEST(Checkpoint, DamagedBytesAreRefusedNotLoaded) {
+  const std::string dir = temp_dir("ckpt_damage");
+  RunOptions first = quiet();
+  first.stop_after = 5;
+  train_run(small(dir + "/r"), first);
+  const std::string ckpt = dir + "/r/checkpoint.pt";
+  std::string bytes = slurp(ckpt);
+  ASSERT_GT(bytes.size(), 3 * 4096u);
+  std::mt19937 rng(7);
+  for (size_t i = bytes.size() / 2; i < bytes.size() / 2 + 4096; ++i) bytes[i] = static_cast<char>(rng());
+  write(ckpt, bytes);
+  auto s = run_cli("sample --checkpoint " + ckpt + " --tokens 4");
+  EXPECT_EQ(s.code, 2) << s.err;
+  EXPECT_NE(s.err.find("checksum"), std::string::npos) << s.err;
+  RunOptions again = quiet();
+  again.resume = true;
+  EXPECT_THROW(train_run(small(dir + "/r"), again), UserError);
+  // A truncated one too.
+  write(ckpt, bytes.substr(0, bytes.size() / 3));
+  EXPECT_EQ(run_cli("sample --checkpoint " + ckpt + " --tokens 4").code, 2);
+}
+
+// A killed sweep's finished points live in the database file itself (the WAL is checkpointed after
+// every chunk): a copy without its -wal file still holds them, and --resume skips them.
+TEST(SweepFaults, FinishedPointsSurviveTheLossOfTheWalFile) {
+  const std::string dir = temp_dir("sweep_wal");
+  const std::string db = dir + "/s.db";
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const int devnull = ::open("/dev/null", O_WRONLY);
+    dup2(devnull, 1);
+    dup2(devnull, 2);
+    execl(SCALEINV_BIN, SCALEINV_BIN, "--threads", "1", "sweep", "--quiet", "--config", kTiny.c_str(), "--out",
+          db.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int64_t rows = 0;
+  bool exited = false;
+  for (int i = 0; i < 12000 && rows < 3; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    if (waitpid(pid, nullptr, WNOHANG) == pid) {
+      exited = true;
+      break;
+    }
+    if (!fs::exists(db)) continue;
+    try {
+      SqliteDb d(db, SqliteDb::Mode::ReadOnly);
+      rows = std::get<int64_t>(d.query("SELECT COUNT(*) FROM points")[0][0]);
+    } catch (const std::exception&) {
+      rows = 0;
+    }
+  }
+  if (!exited) {
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+  }
+  ASSERT_FALSE(exited) << "the sweep finished before the kill";
+  fs::copy_file(db, dir + "/lost.db");  // the database file alone: its -wal is lost
+  int64_t kept = 0;
+  {
+    SqliteDb d(dir + "/lost.db", SqliteDb::Mode::ReadOnly);
+    kept = std::get<int64_t>(d.query("SELECT COUNT(*) FROM points")[0][0]);
+  }
+  // At most the chunk committed in the instant before the kill may still be in the WAL only.
+  EXPECT_GE(kept, rows - 1);
+  auto r = run_cli("--threads 1 sweep --quiet --config " + kTiny + " --out " + dir + "/lost.db --resume");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find(fmt::format("{} (already in the db)", kept)), std::string::npos) << r.out;
+}
+
+TEST(SweepFaults, ASecondProcessOnTheSameDatabaseIsRefused) {
+  const std::string dir = temp_dir("sweep_lock");
+  const std::string db = dir + "/s.db";
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const int devnull = ::open("/dev/null", O_WRONLY);
+    dup2(devnull, 1);
+    dup2(devnull, 2);
+    execl(SCALEINV_BIN, SCALEINV_BIN, "--threads", "1", "sweep", "--quiet", "--config", kTiny.c_str(), "--out",
+          db.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  bool exited = false;
+  for (int i = 0; i < 6000 && !fs::exists(db + ".lock"); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    if (waitpid(pid, nullptr, WNOHANG) == pid) {
+      exited = true;
+      break;
+    }
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the first holds the lock from begin_sweep on
+  auto second = run_cli("--threads 1 sweep --quiet --config " + kTiny + " --out " + db + " --resume");
+  if (!exited) {
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+  }
+  ASSERT_FALSE(exited) << "the first sweep finished before the second started";
+  EXPECT_EQ(second.code, 2) << second.err;
+  EXPECT_NE(second.err.find("another scaleinv sweep"), std::string::npos) << second.err;
+  // Once the first is gone (killed: the lock goes with it), the database resumes.
+  auto third = run_cli("--threads 1 sweep --quiet --config " + kTiny + " --out " + db + " --resume");
+  EXPECT_EQ(third.code, 0) << third.err;
+}
+
+TEST(SweepFaults, ADamagedDatabaseIsRefusedOnResume) {
+  const std::string dir = temp_dir("sweep_corrupt");
+  const std::string db = dir + "/s.db";
+  ASSERT_EQ(run_cli("--threads 1 sweep --quiet --config " + kTiny + " --out " + db).code, 0);
+  int64_t root = 0, page = 0;
+  {
+    SqliteDb d(db, SqliteDb::Mode::ReadOnly);
+    root = std::get<int64_t>(d.query("SELECT rootpage FROM sqlite_master WHERE name = 'points_by_axes'")[0][0]);
+    page = std::get<int64_t>(d.query("PRAGMA page_size")[0][0]);
+  }
+  std::string bytes = slurp(db);
+  std::mt19937 rng(3);
+  for (int64_t i = (root - 1) * page; i < root * page; ++i) bytes[static_cast<size_t>(i)] = static_cast<char>(rng());
+  write(db, bytes);
+  auto r = run_cli("--threads 1 sweep --quiet --config " + kTiny + " --out " + db + " --resume");
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("damaged"), std::string::npos) << r.err;
+  auto t = run_cli("transfer-report --db " + db + " --out " + dir + "/rep");
+  EXPECT_EQ(t.code, 2) << t.err;
+  EXPECT_FALSE(fs::exists(dir + "/rep"));
+}
+
+TEST(SweepFaults, InputsThatAreOnlyReadAreNotModified) {
+  const std::string dir = temp_dir("sweep_readonly");
+  write(dir + "/empty.db", "");
+  ASSERT_EQ(run_cli("--threads 1 sweep --quiet --config " + kTiny + " --out " + dir + "/good.db").code, 0);
+  const std::string good = slurp(dir + "/good.db");
+  write(dir + "/trunc.db", good.substr(0, good.size() / 2));
+  for (const char* f : {"empty.db", "trunc.db"}) {
+    const std::string path = dir + "/" + f;
+    const std::string before = slurp(path);
+    auto t = run_cli("transfer-report --db " + path + " --out " + dir + "/rep");
+    EXPECT_EQ(t.code, 2) << f << ": " << t.err;
+    auto m = run_cli("sweep merge " + dir + "/merged.db " + path);
+    EXPECT_EQ(m.code, 2) << f << ": " << m.err;
+    EXPECT_EQ(slurp(path), before) << f << " was modified";
+    EXPECT_FALSE(fs::exists(path + "-wal")) << f;
+    EXPECT_FALSE(fs::exists(path + "-shm")) << f;
+  }
+  // The good database, read by the report, is not modified either.
+  ASSERT_EQ(run_cli("transfer-report --db " + dir + "/good.db --out " + dir + "/rep").code, 0);
+  EXPECT_EQ(slurp(dir + "/good.db"), good);
+}
+
+// kill -9 of one rank: launch reports a lost rank (4), whether the survivor noticed it before
+// launch's grace period ended (here --grace 0.2 s, far below the survivor's 3 s timeout) or not.
+TEST(LaunchFaults, AKilledRankEndsTheLaunchWithTheLostRankCode) {
+  const std::string dir = temp_dir("launch_kill");
+  write(dir + "/c.toml", std::string(kSmall) + "dist_timeout_s = 3\n");
+  const int code = run_script(dir, "kill", fmt::format(
+      "{0} launch --nproc 2 --grace 0.2 -- train --quiet --config {1}/c.toml --set train.steps=100000 "
+      "--set train.checkpoint_every=0 --set train.out_dir=\\\"{1}/run\\\" >{1}/log 2>&1 & l=$!\n"
+      "for i in $(seq 1 400); do\n"
+      "  for p in $(pgrep -P $l); do grep -qz '^RANK=1$' /proc/$p/environ 2>/dev/null && r1=$p; done\n"
+      "  [ -n \"$r1\" ] && [ -s {1}/run/metrics.jsonl ] && break; sleep 0.05\n"
+      "done\n"
+      "[ -n \"$r1\" ] || {{ echo 'rank 1 not found' >>{1}/log; kill $l; exit 99; }}\n"
+      "kill -9 $r1; wait $l",
+      SCALEINV_BIN, dir));
+  EXPECT_EQ(code, 4) << slurp(dir + "/log");
+}
