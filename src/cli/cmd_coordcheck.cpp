@@ -111,8 +111,8 @@ void add_coordcheck_command(CLI::App& app, int& exit_code) {
     if (!o->widths.empty()) cc.widths = parse_int_list("--widths", o->widths);
     if (!o->depths.empty()) cc.depths = parse_int_list("--depths", o->depths);
     cc.steps = o->steps;
-    if (o->seeds < 1)
-      throw UserError("command line", "--seeds", fmt::format("{} seeds", o->seeds), "use at least 2 seeds");
+    if (o->seeds < 2)  // the interval over seeds needs two
+      throw UserError("command line", "--seeds", fmt::format("{} seed(s)", o->seeds), "use at least 2 seeds");
     cc.seeds.clear();
     for (int s = 0; s < o->seeds; ++s) cc.seeds.push_back(s);
     cc.train_batches = o->train_batches;

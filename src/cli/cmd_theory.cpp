@@ -47,9 +47,9 @@ void add_theory_command(CLI::App& app, int& exit_code) {
     if (!parse_family(opt, &family))
       throw UserError("command line", "--optimizer", fmt::format("unknown optimizer '{}'", o->optimizer),
                       "use sgd, adam or adafactor");
-    if (o->depth < 1)
+    if (o->depth < 1 || o->depth > 10000)
       throw UserError("command line", "--depth", fmt::format("L = {} hidden layers", o->depth),
-                      "give at least 1 hidden layer");
+                      "give from 1 to 10000 hidden layers");
     Alignment al;
     al.omega_hidden = alignment_value("--omega-hidden", o->omega_hidden);
     al.omega_readout = alignment_value("--omega-readout", o->omega_readout);

@@ -89,6 +89,11 @@ void add_train_command(CLI::App& app, int& exit_code) {
   sample->add_option("--temperature", o->temperature, "softmax temperature (0: greedy)");
   sample->add_option("--seed", o->seed, "sampling seed");
   sample->callback([o, &exit_code] {
+    if (o->tokens < 1 || o->tokens > 1000000)
+      throw UserError("command line", "--tokens", fmt::format("{} tokens", o->tokens), "use from 1 to 1000000");
+    if (!std::isfinite(o->temperature) || o->temperature < 0)
+      throw UserError("command line", "--temperature", fmt::format("{} is not a finite number >= 0", o->temperature),
+                      "use e.g. --temperature 0.8 (0: greedy)");
     CheckpointMeta meta = read_checkpoint_meta(o->checkpoint);
     if (meta.config.model.kind != "gpt" && meta.config.model.kind != "bigram")
       throw UserError(o->checkpoint, "model.kind", "only language models (gpt, bigram) can be sampled",

@@ -1,6 +1,8 @@
 // scaleinv: scale-invariant parameterizations of neural networks (DESIGN.md).
 #include <cstdio>
 #include <exception>
+#include <filesystem>
+#include <new>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -28,7 +30,12 @@ int main(int argc, char** argv) {
   scaleinv::add_transfer_report_command(app, exit_code);
   scaleinv::add_scales_command(app, exit_code);
   scaleinv::add_precision_command(app, exit_code);
-  app.parse_complete_callback([&] { scaleinv::configure_threads(threads); });
+  app.parse_complete_callback([&] {
+    if (threads < 0 || threads > 4096)
+      throw scaleinv::UserError("command line", "--threads", fmt::format("{} cores", threads),
+                                "use 0 (all cores) or a positive count");
+    scaleinv::configure_threads(threads);
+  });
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -47,9 +54,24 @@ int main(int argc, char** argv) {
   } catch (const scaleinv::Diverged& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return scaleinv::Diverged::kExitCode;
+  } catch (const std::bad_alloc&) {  // sizes the config asks for that this machine cannot hold
+    std::fprintf(stderr, "error: out of memory (fix: use a smaller model.width, model.depth or train.batch_size)\n");
+    return scaleinv::UserError::kExitCode;
+  } catch (const std::filesystem::filesystem_error& e) {  // an output path a user gave
+    std::fprintf(stderr, "error: %s: %s (fix: give a writable path whose parents are directories)\n",
+                 e.path1().string().c_str(), e.code().message().c_str());
+    return scaleinv::UserError::kExitCode;
   } catch (const c10::Error& e) {
-    // A libtorch error that escaped the library's own checks: keep it to one line.
-    std::fprintf(stderr, "error: libtorch: %s\n", e.what_without_backtrace());
+    // A libtorch error that escaped the library's own checks: keep it to one line. An allocation
+    // that failed is the user's size; anything else is ours (exit 1).
+    std::string msg = e.what_without_backtrace();
+    if (const auto nl = msg.find('\n'); nl != std::string::npos) msg.resize(nl);
+    if (msg.find("alloc") != std::string::npos || msg.find("out of memory") != std::string::npos) {
+      std::fprintf(stderr, "error: out of memory: %s (fix: use a smaller model.width, model.depth or train.batch_size)\n",
+                   msg.c_str());
+      return scaleinv::UserError::kExitCode;
+    }
+    std::fprintf(stderr, "error: libtorch: %s\n", msg.c_str());
     return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

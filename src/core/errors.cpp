@@ -4,8 +4,18 @@
 
 namespace scaleinv {
 
-static std::string one_line(const std::string& where, const std::string& field,
+namespace {
+thread_local const std::string* t_config_source = nullptr;
+}  // namespace
+
+ConfigSource::ConfigSource(std::string file) : prev_(t_config_source), file_(std::move(file)) {
+  t_config_source = &file_;
+}
+ConfigSource::~ConfigSource() { t_config_source = prev_; }
+
+static std::string one_line(const std::string& where_in, const std::string& field,
                             const std::string& problem, const std::string& fix) {
+  const std::string& where = where_in == "config" && t_config_source != nullptr ? *t_config_source : where_in;
   std::string msg = where.empty() ? std::string() : where + ": ";
   if (!field.empty()) msg += "field '" + field + "': ";
   msg += problem;

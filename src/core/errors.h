@@ -16,6 +16,22 @@ class UserError : public std::runtime_error {
   explicit UserError(const std::string& message) : std::runtime_error(message) {}
 };
 
+// The config file that config-level checks refer to. Checks deep in the library (model shapes,
+// optimizer and schedule settings, data sizes) throw UserError("config", field, ...) without
+// knowing the file; while a ConfigSource is alive on the thread, those errors name its file
+// instead (train_run, train_ensemble and the coordinate check open one for cfg.source).
+class ConfigSource {
+ public:
+  explicit ConfigSource(std::string file);
+  ~ConfigSource();
+  ConfigSource(const ConfigSource&) = delete;
+  ConfigSource& operator=(const ConfigSource&) = delete;
+
+ private:
+  const std::string* prev_;
+  std::string file_;
+};
+
 // A training run whose loss became NaN/inf. Recorded, never a crash (exit code 3 from `train`).
 class Diverged : public std::runtime_error {
  public:

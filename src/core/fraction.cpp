@@ -13,7 +13,7 @@ bool parse_fraction(const std::string& s, double* out) {
   const auto slash = s.find('/');
   if (slash == std::string::npos) {
     double v = std::strtod(s.c_str(), &end);
-    if (end == s.c_str() || *end != '\0') return false;
+    if (end == s.c_str() || *end != '\0' || !std::isfinite(v)) return false;
     *out = v;
     return true;
   }
@@ -21,7 +21,7 @@ bool parse_fraction(const std::string& s, double* out) {
   double p = std::strtod(num.c_str(), &end);
   if (num.empty() || *end != '\0') return false;
   double q = std::strtod(den.c_str(), &end);
-  if (den.empty() || *end != '\0' || q == 0) return false;
+  if (den.empty() || *end != '\0' || q == 0 || !std::isfinite(p / q)) return false;
   *out = p / q;
   return true;
 }

@@ -1,5 +1,8 @@
 #include "core/toml_reader.h"
 
+#include <cmath>
+#include <limits>
+
 #include <fmt/format.h>
 
 #include "core/errors.h"
@@ -30,7 +33,8 @@ void TomlReader::get(const char* key, int64_t* dst) const {
     *dst = *v;
     return;
   }
-  if (auto d = n->value_exact<double>(); d && *d == static_cast<double>(static_cast<int64_t>(*d))) {
+  // A float that is a whole number within int64's range (2^63 itself is not).
+  if (auto d = n->value_exact<double>(); d && std::isfinite(*d) && std::fabs(*d) < 9.2e18 && *d == std::trunc(*d)) {
     *dst = static_cast<int64_t>(*d);
     return;
   }
@@ -40,6 +44,9 @@ void TomlReader::get(const char* key, int64_t* dst) const {
 void TomlReader::get(const char* key, int* dst) const {
   int64_t v = *dst;
   get(key, &v);
+  if (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max())
+    fail(key, fmt::format("value {} does not fit a 32-bit integer", v),
+         fmt::format("use a value from {} to {}", std::numeric_limits<int>::min(), std::numeric_limits<int>::max()));
   *dst = static_cast<int>(v);
 }
 
@@ -47,6 +54,7 @@ void TomlReader::get(const char* key, double* dst) const {
   const toml::node* n = node(key);
   if (!n) return;
   if (auto v = n->value<double>()) {
+    if (!std::isfinite(*v)) fail(key, fmt::format("value {} is not a finite number", *v), "use a finite number");
     *dst = *v;
     return;
   }
@@ -77,11 +85,12 @@ void TomlReader::get_exponent(const char* key, double* dst) const {
   const toml::node* n = node(key);
   if (!n) return;
   if (auto v = n->value<double>()) {
+    if (!std::isfinite(*v)) fail(key, fmt::format("exponent {} is not a finite number", *v), "use a finite number such as 0.5 or \"-1/2\"");
     *dst = *v;
     return;
   }
   if (auto str = n->value_exact<std::string>(); str && parse_fraction(*str, dst)) return;
-  fail(key, "expected a number (or a fraction such as \"-1/2\")", fmt::format("write e.g. {} = 0.5", key));
+  fail(key, "expected a finite number (or a fraction such as \"-1/2\")", fmt::format("write e.g. {} = 0.5", key));
 }
 
 TomlReader TomlReader::sub(const char* key) const {

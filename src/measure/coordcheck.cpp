@@ -592,6 +592,7 @@ bool is_activation_quantity(CoordQuantity q) {
 // ============================================================================================
 
 CoordCheckResult run_coordcheck(const CoordCheckConfig& cc_in) {
+  const ConfigSource config_source(cc_in.train.source);  // library checks name this file
   const auto t0 = std::chrono::steady_clock::now();
   CoordCheckResult res;
   res.config = cc_in;

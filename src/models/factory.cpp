@@ -1,4 +1,7 @@
 // build_model: validates the architecture config and builds the model (src/models/model.h).
+#include <unistd.h>
+
+#include <algorithm>
 #include <mutex>
 #include <stdexcept>
 
@@ -61,10 +64,38 @@ void validate(const ModelConfig& cfg, const ScaleContext& ctx) {
   }
 }
 
+// Parameters the config asks for, from its shapes (an estimate within a small factor: matrices
+// only), so that a width or depth this machine cannot hold is refused before anything allocates.
+double estimated_parameters(const ModelConfig& c) {
+  const double d = c.width, L = c.depth;
+  const double r = std::max(1, c.mlp_ratio);
+  if (c.kind == "gpt") return L * (4 + 2 * r) * d * d + 2.0 * c.vocab * d + static_cast<double>(c.seq_len) * d;
+  if (c.kind == "vit") {
+    const double patch_in = static_cast<double>(c.channels) * c.patch * c.patch;
+    return L * (4 + 2 * r) * d * d + patch_in * d + static_cast<double>(c.n_classes) * d;
+  }
+  if (c.kind == "resmlp") return L * c.block_depth * d * d + static_cast<double>(c.in_dim + c.n_classes) * d;
+  return L * d * d + 2.0 * c.vocab * d;  // bigram
+}
+
+void check_fits_in_memory(const ModelConfig& cfg) {
+  const double pages = static_cast<double>(::sysconf(_SC_PHYS_PAGES)), page = static_cast<double>(::sysconf(_SC_PAGESIZE));
+  if (!(pages > 0 && page > 0)) return;
+  // Training holds each parameter about 4 times (value, gradient, two Adam moments) in float32.
+  const double need = 16.0 * estimated_parameters(cfg), have = pages * page;
+  if (need > have)
+    throw UserError("config", "model.width",
+                    fmt::format("a {} of width {} and depth {} needs about {:.0f} GB for its parameters alone; this "
+                                "machine has {:.0f} GB",
+                                cfg.kind, cfg.width, cfg.depth, need / 1e9, have / 1e9),
+                    "use a smaller model.width or model.depth");
+}
+
 }  // namespace
 
 std::shared_ptr<Model> build_model(const ModelConfig& cfg, const ScaleContext& ctx, const Hyper& hp) {
   validate(cfg, ctx);
+  check_fits_in_memory(cfg);
   if (ctx.width != cfg.width || ctx.depth != cfg.depth)
     throw std::invalid_argument(fmt::format("build_model: ScaleContext shape {}x{} differs from the model's {}x{}",
                                             ctx.width, ctx.depth, cfg.width, cfg.depth));

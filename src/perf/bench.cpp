@@ -141,7 +141,7 @@ TrainConfig bench_gpt_config(int width, int depth, int seq_len, int batch, int64
       "train.eval_batches=1",
       "train.log_every=1000000",
       "train.checkpoint_every=0",
-      "train.out_dir=\"\"",
+      "train.out_dir=\"runs/bench\"",  // (bench runs write only to a temporary directory)
       fmt::format("train.device=\"{}\"", device),
       fmt::format("train.autocast=\"{}\"", autocast == "auto" ? (device == "cuda" ? "bf16" : "off") : autocast),
   };

@@ -295,6 +295,16 @@ SweepSpec sweep_from_toml_text(const std::string& text, const std::string& where
   for (size_t i : order) sorted_targets.push_back(targets[i]);
 
   // The Cartesian product, last axis fastest; every point loaded through the config loader.
+  // Bounded before expanding: a grid of 10^8 points would otherwise expand for hours, silently.
+  {
+    constexpr double kMaxPoints = 100000;
+    double product = 1;
+    for (const auto& ax : spec.axes) product *= static_cast<double>(ax.values.size());
+    if (product > kMaxPoints)
+      throw UserError(spec.path.empty() ? std::string("sweep") : spec.path, "grid",
+                      fmt::format("the grid has {:.0f} points, more than {:.0f}", product, kMaxPoints),
+                      "use fewer values per axis, or split it into several sweep files");
+  }
   std::vector<size_t> idx(spec.axes.size(), 0);
   std::set<std::string> ids, checked_params;
   bool done = false;

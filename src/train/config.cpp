@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "core/atomic_file.h"
@@ -106,6 +107,12 @@ void read_train(const TomlReader& r, TrainSettings& t) {
     r.fail("precision", "must be one of fp32, bf16, e4m3, e5m2, fp8 (E4M3 forward, E5M2 gradients)",
            "precision = \"fp32\" (simulated low precision)");
   if (!(t.dist_timeout_s > 0)) r.fail("dist_timeout_s", "must be positive", "e.g. dist_timeout_s = 60");
+  if (t.out_dir.empty()) r.fail("out_dir", "is empty", "e.g. out_dir = \"runs/my-run\"");
+  if (t.eval_batches < 1) r.fail("eval_batches", fmt::format("value {} is below 1", t.eval_batches), "e.g. eval_batches = 4");
+  if (t.log_every < 1) r.fail("log_every", fmt::format("value {} is below 1", t.log_every), "e.g. log_every = 10");
+  if (t.eval_every < 0) r.fail("eval_every", fmt::format("value {} is negative", t.eval_every), "0 (only at the end) or a positive interval");
+  if (t.checkpoint_every < 0)
+    r.fail("checkpoint_every", fmt::format("value {} is negative", t.checkpoint_every), "0 (only at the end) or a positive interval");
   if (t.autocast != "off" && t.autocast != "bf16") r.fail("autocast", "must be off or bf16", "autocast = \"bf16\" (CUDA)");
   if (t.autocast == "bf16" && t.device != "cuda")
     r.fail("autocast", "bf16 autocast needs device = \"cuda\"", "set train.device = \"cuda\" or autocast = \"off\"");
@@ -127,6 +134,8 @@ TrainConfig train_config_from_toml_text(const std::string& text, const std::stri
     p.get("name", &c.param);
     p.get("base_width", &c.param_base_width);
     p.get("base_depth", &c.param_base_depth);
+    if (c.param_base_width < 0) p.fail("base_width", fmt::format("value {} is negative", c.param_base_width), "0 (the table's own) or a positive width");
+    if (c.param_base_depth < 0) p.fail("base_depth", fmt::format("value {} is negative", c.param_base_depth), "0 (the table's own) or a positive depth");
     p.reject_unknown();
   }
   read_hp(r.sub("hp"), c.hp);

@@ -79,6 +79,7 @@ torch::Tensor per_member(const std::vector<double>& v, int64_t dims, const torch
 
 std::vector<RunSummary> train_ensemble(const std::vector<TrainConfig>& members, const EnsembleOptions& opts) {
   if (members.empty()) return {};
+  const ConfigSource config_source(members[0].source);  // library checks name this file
   const std::string key = ensemble_key(members[0]);
   for (const auto& m : members)
     if (ensemble_key(m) != key)

@@ -67,6 +67,7 @@ void check_data_fits(const TrainConfig& cfg, const DataSource& data) {
 }
 
 RunSummary train_run(const TrainConfig& cfg, const RunOptions& opts) {
+  const ConfigSource config_source(cfg.source);  // library checks name this file
   // --- set up: ranks, table, data, model, optimizer ------------------------------------------
   // One process unless WORLD_SIZE > 1 (dist/dist.h); then cfg.train.batch_size is the global batch.
   DataParallel dp(opts.data_parallel ? dist_env_from_environment() : DistEnv{}, cfg.train.dist_timeout_s);
