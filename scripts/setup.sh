@@ -5,12 +5,13 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
 
-# chromium: the tests render the HTML reports headless and check every image loads.
+# chromium: the tests render the HTML reports headless and check every image loads; procps:
+# pgrep, which the launch fault test uses to find a rank.
 PKGS=(build-essential cmake ninja-build pkg-config
       libtorch-dev libopenblas0-pthread libgloo-dev
       libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libfmt-dev
       libsqlite3-dev sqlite3 zlib1g-dev libgtest-dev libgmock-dev libbenchmark-dev
-      gnuplot-nox bible-kjv dataset-fashion-mnist chromium)
+      gnuplot-nox bible-kjv dataset-fashion-mnist chromium procps)
 
 missing=()
 for p in "${PKGS[@]}"; do
