@@ -505,3 +505,45 @@ TEST(TheoryCli, WritesJson) {
   EXPECT_EQ(s.out.find("failed conditions:\n"), std::string::npos) << s.out;
   scaleinv::remove_tree(dir);
 }
+
+// Section 5 of issue 13: verdicts that rest on an earlier one say so.
+TEST(TheoryReport, FeatureLearningLineSaysItIsJudgedOnlyWhenStable) {
+  Alignment al;
+  al.omega_readout = 1.0;  // sp is unstable in training at omega_readout = 1 (eq. 27)
+  const WidthTheory w = width_theory(preset("sp"), OptFamily::Adam, 3, al);
+  ASSERT_TRUE(w.stable_init);
+  ASSERT_FALSE(w.stable_train);
+  const std::string s = theory_table(w, depth_theory(preset("sp"), OptFamily::Adam));
+  const auto at = s.find("feature learning, RMS(dh_4) ~ 1");
+  ASSERT_NE(at, std::string::npos) << s;
+  const std::string line = s.substr(at, s.find('\n', at) - at);
+  EXPECT_NE(line.find("NO (unstable in training; 1.2.3 judges it only for stable parameterizations)"),
+            std::string::npos) << line;
+  const auto nt = s.find("nontrivial, logits move");
+  EXPECT_NE(s.substr(nt, s.find('\n', nt) - nt).find("unstable in training"), std::string::npos) << s;
+  // A stable one keeps the plain verdict.
+  const std::string m = theory_table(width_theory(preset("mup"), OptFamily::Adam, 3, al),
+                                     depth_theory(preset("mup"), OptFamily::Adam));
+  EXPECT_NE(m.find("feature learning, RMS(dh_4) ~ 1 (1.2.3)     yes\n"), std::string::npos) << m;
+  // And the CLI prints the same line.
+  const auto r = scaleinv::testing::run_cli("theory --param sp --omega-readout 1");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("NO (unstable in training; 1.2.3 judges it only for stable parameterizations)"),
+            std::string::npos) << r.out;
+}
+
+TEST(TheoryReport, TrainingIsNotJudgedWhenTheInitIsUnstable) {
+  ParamTable t = preset("mup");
+  t.row(Role::Embedding).b += 0.5;  // a+b = 1/2 != 0: RMS(h_1) vanishes (eq. 8)
+  const WidthTheory w = width_theory(t, OptFamily::Adam, 3);
+  ASSERT_FALSE(w.stable_init);
+  const std::string s = theory_table(w, depth_theory(t, OptFamily::Adam));
+  const auto at = s.find("stable in training (eqs. 13-14, 24-27)");
+  ASSERT_NE(at, std::string::npos) << s;
+  const std::string line = s.substr(at, s.find('\n', at) - at);
+  EXPECT_NE(line.find("not judged (unstable at init)"), std::string::npos) << line;
+  EXPECT_EQ(line.find("yes"), std::string::npos) << line;
+  const auto fl = s.find("feature learning, RMS");
+  EXPECT_NE(s.substr(fl, s.find('\n', fl) - fl).find("NO (unstable at init"), std::string::npos) << s;
+  EXPECT_FALSE(theory_json(w, depth_theory(t, OptFamily::Adam))["stable_train_judged"].get<bool>());
+}

@@ -102,6 +102,7 @@ void add_coordcheck_command(CLI::App& app, int& exit_code) {
 
     CoordCheckConfig cc;
     cc.train = load_train_config(o->config, sets);
+    if (o->config.empty()) cc.train.source = "command line";  // flags only: errors name the command line
     try {
       optimizer_family(cc.train.optim.kind);
     } catch (const UserError&) {

@@ -58,6 +58,7 @@ void add_scales_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--config", o->config, "TOML config as for train");
   cmd->add_option("--set", o->sets, "override a config field: section.key=value (repeatable)");
   cmd->callback([o, &exit_code] {
+    const ConfigSource source(o->config.empty() ? "command line" : o->config);  // model.* checks name it
     std::vector<std::string> sets;
     if (o->config.empty()) sets = scales_defaults(o->model.empty() ? TrainConfig{}.model.kind : o->model);
     if (!o->model.empty()) sets.push_back("model.kind=" + toml_quote(o->model));

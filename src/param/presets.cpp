@@ -188,8 +188,13 @@ ParamTable build(const std::string& name) {
   if (name == "dinan-mup") return dinan("dinan-mup", "seed 002 strategy s = 1 (maximal update)", 1.0);
   std::string known;
   for (const auto& n : preset_names()) known += (known.empty() ? "" : ", ") + n;
-  throw UserError("--param", "", fmt::format("unknown preset '{}'", name),
-                  fmt::format("use one of {} or a path to a .toml file", known));
+  const std::string problem = fmt::format("unknown preset '{}'", name);
+  const std::string fix = fmt::format("use one of {} or a path to a .toml file", known);
+  // Inside a config (a ConfigSource is active, core/errors.h) the error names that file and
+  // param.name; from a command's --param flag, the command line.
+  UserError in_config("config", "param.name", problem, fix);
+  if (std::string(in_config.what()).rfind("config:", 0) != 0) throw in_config;
+  throw UserError("command line", "--param", problem, fix);
 }
 
 }  // namespace

@@ -324,7 +324,10 @@ SweepSpec sweep_from_toml_text(const std::string& text, const std::string& where
     SweepPoint p;
     try {
       p.config = train_config_from_toml_text(to_toml_text(pt), label);
-      if (checked_params.insert(p.config.param).second) resolve_param(p.config);  // unknown preset, bad file
+      if (checked_params.insert(p.config.param).second) {  // unknown preset, bad file: named in this file
+        const ConfigSource source(p.config.source);
+        resolve_param(p.config);
+      }
     } catch (const UserError& e) {
       throw UserError(where, "grid", fmt::format("the point ({}) is not a valid config: {}", desc, e.what()),
                       "change the grid value or the base config");

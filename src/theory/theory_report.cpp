@@ -2,6 +2,7 @@
 #include "theory/theory_report.h"
 
 #include <cmath>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -42,9 +43,18 @@ std::string theory_table(const WidthTheory& w, const DepthTheory& d) {
                      cell(r.w_grad), cell(r.dw), cell(r.dh), u_col ? fmt::format(" {:>6}", cell(r.u_rms)) : "");
   s += "verdicts:\n";
   s += fmt::format("  stable at init (eqs. 6-10)                  {}\n", yes(w.stable_init));
-  s += fmt::format("  stable in training (eqs. 13-14, 24-27)      {}\n", yes(w.stable_train));
-  s += fmt::format("  feature learning, RMS(dh_{}) ~ 1 (1.2.3)     {}\n", L + 1, yes(w.feature_learning));
-  s += fmt::format("  nontrivial, logits move ~ 1 (1.2.3)         {}\n", yes(w.nontrivial));
+  // The training conditions (13)-(14), (24)-(27) assume a stable init; feature learning and
+  // nontriviality are judged (1.2.3, "stronger conditions") only for a parameterization stable at
+  // init and in training. Each line says which of these it is.
+  const std::string train_verdict = w.stable_init ? yes(w.stable_train) : "not judged (unstable at init)";
+  auto stronger = [&](bool v) -> std::string {
+    if (!w.stable_init) return "NO (unstable at init; 1.2.3 judges it only for stable parameterizations)";
+    if (!w.stable_train) return "NO (unstable in training; 1.2.3 judges it only for stable parameterizations)";
+    return yes(v);
+  };
+  s += fmt::format("  stable in training (eqs. 13-14, 24-27)      {}\n", train_verdict);
+  s += fmt::format("  feature learning, RMS(dh_{}) ~ 1 (1.2.3)     {}\n", L + 1, stronger(w.feature_learning));
+  s += fmt::format("  nontrivial, logits move ~ 1 (1.2.3)         {}\n", stronger(w.nontrivial));
   if (w.failed_conditions.empty()) {
     s += "failed conditions: none\n";
   } else {
@@ -75,6 +85,7 @@ nlohmann::json theory_json(const WidthTheory& w, const DepthTheory& d) {
   nlohmann::json j;
   j["stable_init"] = w.stable_init;
   j["stable_train"] = w.stable_train;
+  j["stable_train_judged"] = w.stable_init;  // the training conditions assume a stable init
   j["feature_learning"] = w.feature_learning;
   j["nontrivial"] = w.nontrivial;
   nlohmann::json layers = nlohmann::json::array();

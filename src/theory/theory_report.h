@@ -29,9 +29,13 @@ namespace scaleinv {
 std::string format_exponent(double e);
 
 // The readable report: header, one row per layer (exponents of d), verdicts, failed conditions,
-// notes and the depth classification (transport bound evaluated at L = w.depth).
+// notes and the depth classification (transport bound evaluated at L = w.depth). Verdicts that
+// rest on an earlier one say so: unstable at init, "stable in training" reads "not judged
+// (unstable at init)"; feature learning and nontriviality (1.2.3, stronger than stability) read
+// "NO (unstable at init/in training; ...)" when the parameterization is not stable.
 std::string theory_table(const WidthTheory& w, const DepthTheory& d);
 
+// Every exponent and verdict; "stable_train_judged" is false when the init is unstable.
 nlohmann::json theory_json(const WidthTheory& w, const DepthTheory& d);
 
 }  // namespace scaleinv

@@ -1,0 +1,268 @@
+// Issue 13 section 3: every mistake is one line on stderr naming the file (or "command line"),
+// the field and a fix, exit code 2, and nothing written. One table of bad inputs across the
+// subcommands; each case runs the CLI in its own directory (its working directory, where every
+// output path of the case points), whose listing must be the same before and after.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "cli_util.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct BadCase {
+  std::string name;
+  std::vector<std::pair<std::string, std::string>> files;  // name in the case directory -> contents
+  std::string args;                                        // "{D}" is the case directory
+  std::string where;                                       // expected in the line ("{D}" expanded)
+  std::string field;                                       // expected in the line
+};
+
+// A tiny bigram run on the Markov chain, with one TOML line added to `section`.
+std::string tiny(const std::string& section = "", const std::string& line = "") {
+  std::string model = "kind = \"bigram\"\nwidth = 16\ndepth = 1\nseq_len = 8\n";
+  std::string param = "name = \"mup\"\n";
+  std::string optim = "kind = \"adam\"\nlr = 0.01\n";
+  std::string data = "source = \"markov\"\nvocab = 16\nmarkov_length = 2000\n";
+  std::string train = "steps = 2\nbatch_size = 2\neval_every = 0\neval_batches = 1\nout_dir = \"out/run\"\n";
+  std::string hp;
+  auto add = [&](std::string& s) {
+    const std::string key = line.substr(0, line.find(' '));
+    std::string kept;
+    std::istringstream in(s);
+    for (std::string l; std::getline(in, l);)
+      if (l.substr(0, l.find(' ')) != key) kept += l + "\n";
+    s = kept + line + "\n";
+  };
+  if (section == "model") add(model);
+  if (section == "param") add(param);
+  if (section == "optim") add(optim);
+  if (section == "data") add(data);
+  if (section == "train") add(train);
+  if (section == "hp") add(hp);
+  return "[model]\n" + model + "[param]\n" + param + "[optim]\n" + optim + "[data]\n" + data + "[train]\n" + train +
+         (hp.empty() ? "" : "[hp]\n" + hp);
+}
+
+// A parameterization file with the hidden role's row replaced.
+std::string table_file(const std::string& hidden) {
+  const std::string row = "a = 0\nb = \"1/2\"\nlr = { sgd = 0, adam = 1, adafactor = \"1/2\" }\n";
+  return "name = \"bad\"\nbase_width = 64\nbase_depth = 4\n[roles.embedding]\n" + row + "[roles.hidden]\n" + hidden +
+         "\n[roles.readout]\n" + row + "[roles.vector]\n" + row;
+}
+
+std::vector<BadCase> cases() {
+  std::vector<BadCase> out;
+  // --- config fields, in a file and through --set ------------------------------------------------
+  const std::vector<std::tuple<std::string, std::string, std::string>> fields = {
+      // section, key, bad TOML value
+      {"model", "width", "0"},           {"model", "width", "-8"},          {"model", "width", "4294967328"},
+      {"model", "width", "1.5"},         {"model", "width", "\"wide\""},    {"model", "width", "1000000000"},
+      {"model", "depth", "0"},           {"model", "depth", "-1"},          {"model", "depth", "2.5"},
+      {"model", "kind", "\"nosuch\""},   {"model", "kind", "3"},            {"model", "widht", "16"},          {"model", "activation", "\"swish\""}, {"param", "name", "\"nosuch\""},   {"param", "base_width", "-8"},
+      {"param", "base_depth", "-1"},     {"param", "base_width", "\"x\""},  {"optim", "kind", "\"rmsprop\""},
+      {"optim", "lr", "nan"},            {"optim", "lr", "inf"},            {"optim", "lr", "\"fast\""},
+      {"optim", "schedule", "\"step\""}, {"optim", "wd_mode", "\"weird\""}, {"optim", "beta2", "nan"},
+      {"optim", "warmup_steps", "-3"},   {"optim", "eps", "-inf"},          {"optim", "momentum", "\"a\""},
+      {"data", "source", "\"nosuch\""},  {"data", "vocab", "1.5"},          {"data", "seed", "\"s\""},
+      {"data", "markov_temperature", "nan"}, {"train", "steps", "0"},      {"train", "steps", "-5"},
+      {"train", "steps", "1e30"},        {"train", "batch_size", "0"},      {"train", "batch_size", "-2"},
+      {"train", "eval_batches", "0"},    {"train", "log_every", "0"},       {"train", "eval_every", "-1"},
+      {"train", "checkpoint_every", "-1"}, {"train", "out_dir", "\"\""},    {"train", "device", "\"tpu\""},
+      {"train", "precision", "\"fp4\""}, {"train", "autocast", "\"fp16\""}, {"train", "autocast", "\"bf16\""},
+      {"train", "tf32", "\"yes\""},      {"train", "dist_timeout_s", "0"},  {"train", "seed", "\"x\""},
+      {"hp", "init_scale", "nan"},       {"hp", "output_mult", "inf"},      {"hp", "attn_mult", "\"big\""},
+  };
+  for (const auto& [sec, key, value] : fields) {
+    const std::string field = sec + "." + key;
+    // autocast bf16 on the CPU names the autocast field; a width of 1e9 fails the memory check.
+    out.push_back({fmt::format("file_{}_{}", field, value), {{"c.toml", tiny(sec, key + " = " + value)}},
+                   "train --config {D}/c.toml", "{D}/c.toml", field});
+    out.push_back({fmt::format("set_{}_{}", field, value), {{"c.toml", tiny()}},
+                   fmt::format("train --config {{D}}/c.toml --set '{}={}'", field, value), "{D}/c.toml", field});
+  }
+  // --- config files that are not usable --------------------------------------------------------
+  out.push_back({"config_missing", {}, "train --config {D}/none.toml", "{D}/none.toml", ""});
+  out.push_back({"config_is_a_directory", {{"sub/x", ""}}, "train --config {D}/sub", "{D}/sub", ""});
+  out.push_back({"config_bad_syntax", {{"c.toml", "[model\nwidth = 3\n"}}, "train --config {D}/c.toml", "{D}/c.toml", ""});
+  out.push_back({"config_section_not_a_table", {{"c.toml", "model = 3\n"}}, "train --config {D}/c.toml", "{D}/c.toml", "model"});
+  out.push_back({"set_without_equals", {{"c.toml", tiny()}}, "train --config {D}/c.toml --set model.width", "", "--set"});
+  out.push_back({"data_does_not_fit_model", {{"c.toml", tiny("data", "source = \"fashion_mnist\"")}},
+                 "train --config {D}/c.toml", "{D}/c.toml", "data.source"});
+  out.push_back({"gpt_heads_do_not_split",
+                 {{"c.toml", tiny("model", "kind = \"gpt\"") + "\n"}},
+                 "train --config {D}/c.toml --set model.head_dim=5", "{D}/c.toml", "model."});
+  // --- parameterization tables -----------------------------------------------------------------
+  for (const auto& [n, hidden, field] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"a_nan_string", "a = \"nan\"\nb = 0\nlr = { sgd = 0, adam = 1, adafactor = 0 }", "roles.hidden.a"},
+           {"b_inf_string", "a = 0\nb = \"inf\"\nlr = { sgd = 0, adam = 1, adafactor = 0 }", "roles.hidden.b"},
+           {"a_1e999", "a = \"1e999\"\nb = 0\nlr = { sgd = 0, adam = 1, adafactor = 0 }", "roles.hidden.a"},
+           {"a_toml_nan", "a = nan\nb = 0\nlr = { sgd = 0, adam = 1, adafactor = 0 }", "roles.hidden.a"},
+           {"b_toml_inf", "a = 0\nb = inf\nlr = { sgd = 0, adam = 1, adafactor = 0 }", "roles.hidden.b"},
+           {"a_div_zero", "a = \"1/0\"\nb = 0\nlr = { sgd = 0, adam = 1, adafactor = 0 }", "roles.hidden.a"},
+           {"a_word", "a = \"half\"\nb = 0\nlr = { sgd = 0, adam = 1, adafactor = 0 }", "roles.hidden.a"},
+           {"missing_b", "a = 0\nlr = { sgd = 0, adam = 1, adafactor = 0 }", "roles.hidden.b"},
+       }) {
+    out.push_back({"table_show_" + n, {{"p.toml", table_file(hidden)}}, "param show {D}/p.toml", "{D}/p.toml", field});
+    out.push_back({"table_theory_" + n, {{"p.toml", table_file(hidden)}}, "theory --param {D}/p.toml", "{D}/p.toml", field});
+    out.push_back({"table_train_" + n, {{"p.toml", table_file(hidden)}, {"c.toml", tiny()}},
+                   "train --config {D}/c.toml --set 'param.name=\"{D}/p.toml\"'", "{D}/p.toml", field});
+  }
+  // --- command-line flags ------------------------------------------------------------------------
+  const std::vector<std::pair<std::string, std::string>> flags = {
+      {"param show nosuch", "--param"},
+      {"param shift sp --theta hidden=nan", "--theta"},
+      {"param shift sp --theta bogus=1", "--theta"},
+      {"param shift sp --theta hidden=1e999", "--theta"},
+      {"--threads -1 theory --param mup", "--threads"},
+      {"theory --param nosuch", "--param"},
+      {"theory --param mup --depth 0", "--depth"},
+      {"theory --param mup --depth 100000000", "--depth"},
+      {"theory --param mup --optimizer rmsprop", "--optimizer"},
+      {"theory --param mup --omega-readout 2", "--omega-readout"},
+      {"theory --param mup --align-u x", "--align-u"},
+      {"coordcheck --model bigram --param mup --seeds 1", "--seeds"},
+      {"coordcheck --model bigram --param mup --seeds 0", "--seeds"},
+      {"coordcheck --model nosuch --param mup", "--model"},
+      {"coordcheck --model bigram --param nosuch", "param.name"},
+      {"coordcheck --model bigram --param mup --widths 0,64", "--widths"},
+      {"coordcheck --model bigram --param mup --steps 0", "--steps"},
+      {"sample --checkpoint {D}/none.pt", ""},
+      {"sample --checkpoint {D}/none.pt --tokens -5", "--tokens"},
+      {"sample --checkpoint {D}/none.pt --temperature nan", "--temperature"},
+      {"sample --checkpoint {D}/none.pt --temperature -1", "--temperature"},
+      {"sweep --config {D}/none.toml", ""},
+      {"sweep merge {D}/out.db {D}/none.db", ""},
+      {"transfer-report --db {D}/none.db --out {D}/rep", "--db"},
+      {"bench --quick --quiet --device tpu", "--device"},
+      {"bench --quick --quiet --widths 100", "--widths"},
+      {"bench --quick --quiet --steps 0", "--steps"},
+      {"bench --quick --quiet --depth 0", "--depth"},
+      {"bench --quick --quiet --autocast fp16", "--autocast"},
+      {"scales --model nosuch --param mup --widths 64", "model.kind"},
+      {"diagnose alignment --param nosuch", "--param"},
+      {"launch --nproc 0 -- train --config {D}/none.toml", "--nproc"},
+      {"train --config {D}/none.toml --resume", ""},
+  };
+  // Flags name "command line", except where the mistake is a missing file, which is named.
+  const std::set<std::string> names_file = {"sample --checkpoint {D}/none.pt", "sweep --config {D}/none.toml",
+                                            "sweep merge {D}/out.db {D}/none.db",
+                                            "transfer-report --db {D}/none.db --out {D}/rep",
+                                            "train --config {D}/none.toml --resume"};
+  for (size_t i = 0; i < flags.size(); ++i)
+    out.push_back({fmt::format("flag_{}", i), {}, flags[i].first,
+                   names_file.count(flags[i].first) ? "{D}/none" : "command line", flags[i].second});
+  // --- sweep files ---------------------------------------------------------------------------------
+  auto sweep = [](const std::string& grid) {
+    return "[sweep]\nname = \"s\"\n" + tiny() + "[grid]\n" + grid + "\n";
+  };
+  for (const auto& [n, grid, field] : std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"unknown_key", "\"model.widht\" = [16, 32]", "model.widht"},
+           {"empty_axis", "lr_log2 = []", "lr_log2"},
+           {"wrong_type", "\"model.width\" = [\"a\", \"b\"]", "model.width"},
+           {"huge_grid", "a1 = {from = 0, to = 999, step = 1}\n\"seed\" = {from = 0, to = 999, step = 1}", "grid"},
+           {"bad_range", "lr_log2 = {from = 0, to = -5, step = 1}", "lr_log2"},
+           {"zero_step", "lr_log2 = {from = 0, to = 5, step = 0}", "lr_log2"},
+           {"nan_lr", "lr_log2 = [nan]", "lr"},
+           {"bad_width_value", "\"model.width\" = [0]", "model.width"},
+       })
+    out.push_back({"sweep_" + n, {{"s.toml", sweep(grid)}}, "sweep --config {D}/s.toml --out {D}/s.db", "{D}/s.toml",
+                   field});
+  out.push_back({"sweep_bad_shard", {{"s.toml", sweep("lr_log2 = [-8, -6]")}},
+                 "sweep --config {D}/s.toml --out {D}/s.db --shard 3/2", "command line", "--shard"});
+  out.push_back({"sweep_bad_shard_text", {{"s.toml", sweep("lr_log2 = [-8, -6]")}},
+                 "sweep --config {D}/s.toml --out {D}/s.db --shard x", "command line", "--shard"});
+  out.push_back({"sweep_bad_jobs", {{"s.toml", sweep("lr_log2 = [-8, -6]")}},
+                 "sweep --config {D}/s.toml --out {D}/s.db --jobs -2", "command line", "--jobs"});
+  // --- databases that are not sweep databases (read, never modified) -----------------------------
+  out.push_back({"report_empty_db", {{"e.db", ""}}, "transfer-report --db {D}/e.db --out {D}/rep", "{D}/e.db", ""});
+  out.push_back({"report_junk_db", {{"j.db", std::string(5000, 'j')}}, "transfer-report --db {D}/j.db --out {D}/rep",
+                 "{D}/j.db", ""});
+  out.push_back({"merge_empty_db", {{"e.db", ""}}, "sweep merge {D}/m.db {D}/e.db", "{D}/e.db", ""});
+  out.push_back({"merge_junk_db", {{"j.db", std::string(5000, 'j')}}, "sweep merge {D}/m.db {D}/j.db", "{D}/j.db", ""});
+  out.push_back({"sample_junk_checkpoint", {{"c.pt", std::string(5000, 'j')}}, "sample --checkpoint {D}/c.pt", "{D}/c.pt",
+                 "checksum"});
+  return out;
+}
+
+std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+  for (size_t p = 0; (p = s.find(from, p)) != std::string::npos; p += to.size()) s.replace(p, from.size(), to);
+  return s;
+}
+
+std::set<std::string> listing(const std::string& dir) {
+  std::set<std::string> out;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) out.insert(e.path().string());
+  return out;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+TEST(BadInput, EveryMistakeIsOneLineNamingFileFieldAndFixWithExitCode2AndNothingWritten) {
+  const std::vector<BadCase> all = cases();
+  ASSERT_GE(all.size(), 150u);
+  const std::string root = scaleinv::testing::temp_dir("bad_input");
+  struct Outcome {
+    int code = -1;
+    std::string err, where, field;
+    std::set<std::string> before, after;
+  };
+  std::vector<Outcome> res(all.size());
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i = next++; i < all.size(); i = next++) {
+      const BadCase& c = all[i];
+      const std::string dir = fmt::format("{}/c{:03d}", root, i), io = fmt::format("{}/io{:03d}", root, i);
+      fs::create_directories(dir);
+      fs::create_directories(io);
+      for (const auto& [name, text] : c.files) {
+        fs::create_directories(fs::path(dir + "/" + name).parent_path());
+        std::ofstream(dir + "/" + name, std::ios::binary) << text;
+      }
+      Outcome& o = res[i];
+      o.before = listing(dir);
+      const std::string cmd = fmt::format("cd {0} && env HOME={3} SCALEINV_DATA_DIR={3} {1} {2} >{3}/out 2>{3}/err", dir,
+                                          SCALEINV_BIN, replace_all(c.args, "{D}", dir), io);
+      const int st = std::system(cmd.c_str());
+      o.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+      o.err = slurp(io + "/err");
+      o.after = listing(dir);
+      o.where = replace_all(c.where, "{D}", dir);
+      o.field = c.field;
+    }
+  };
+  std::thread a(worker), b(worker);
+  a.join();
+  b.join();
+  for (size_t i = 0; i < all.size(); ++i) {
+    const Outcome& o = res[i];
+    SCOPED_TRACE(all[i].name + ": " + all[i].args);
+    EXPECT_EQ(o.code, 2) << o.err;
+    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
+    EXPECT_NE(o.err.find(o.where), std::string::npos) << "file/where '" << o.where << "' not named: " << o.err;
+    if (!o.field.empty()) EXPECT_NE(o.err.find(o.field), std::string::npos) << "field not named: " << o.err;
+    EXPECT_NE(o.err.find("fix:"), std::string::npos) << o.err;
+    EXPECT_EQ(o.before, o.after) << "the failed command wrote something";
+  }
+}
