@@ -12,8 +12,8 @@
 
 namespace scaleinv::testing {
 
-static std::string slurp(const std::string& path) {
-  std::ifstream in(path);
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();

@@ -15,6 +15,8 @@ CliResult run_cli_env(const std::string& env, const std::string& args);
 // Creates DIR/home and DIR/data and returns the assignments of a cold cache: HOME and
 // SCALEINV_DATA_DIR pointing at those empty directories (a fresh machine's first run).
 std::string cold_cache_env(const std::string& dir);
+// The bytes of a file ("" when it cannot be read).
+std::string slurp(const std::string& path);
 // A fresh temporary directory for one test.
 std::string temp_dir(const std::string& tag);
 }  // namespace scaleinv::testing

@@ -21,6 +21,7 @@
 #include "cli_util.h"
 
 namespace fs = std::filesystem;
+using scaleinv::testing::slurp;
 
 namespace {
 
@@ -210,12 +211,6 @@ std::set<std::string> listing(const std::string& dir) {
   return out;
 }
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 }  // namespace
 

@@ -19,15 +19,10 @@
 
 using namespace scaleinv;
 using scaleinv::testing::temp_dir;
+using scaleinv::testing::slurp;
 namespace fs = std::filesystem;
 
 namespace {
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 }  // namespace
 
 // Many threads of two processes write the same path at once (a cold cache, a shared report): every

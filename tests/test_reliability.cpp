@@ -30,6 +30,7 @@
 using namespace scaleinv;
 using scaleinv::testing::run_cli;
 using scaleinv::testing::temp_dir;
+using scaleinv::testing::slurp;
 namespace fs = std::filesystem;
 
 namespace {
@@ -58,12 +59,6 @@ eval_batches = 1
 lr_log2 = [-8, -7, -6, -5]
 )";
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 std::string write(const std::string& path, const std::string& text) {
   std::ofstream(path, std::ios::binary) << text;
@@ -91,6 +86,21 @@ std::vector<std::string> leftovers(const std::string& dir) {  // temporary files
   for (const auto& e : fs::recursive_directory_iterator(dir))
     if (e.path().filename().string().find(".tmp.") != std::string::npos) out.push_back(e.path().string());
   return out;
+}
+
+// Starts `scaleinv sweep` of examples/sweeps/tiny_markov.toml into `db` in the background
+// (output discarded); returns its pid (-1 when fork fails).
+pid_t start_tiny_sweep(const std::string& db) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int devnull = ::open("/dev/null", O_WRONLY);
+    dup2(devnull, 1);
+    dup2(devnull, 2);
+    execl(SCALEINV_BIN, SCALEINV_BIN, "--threads", "1", "sweep", "--quiet", "--config", kTiny.c_str(), "--out",
+          db.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  return pid;
 }
 
 const char* kSmall = R"(
@@ -241,16 +251,8 @@ TEST(Checkpoint, DamagedBytesAreRefusedNotLoaded) {
 TEST(SweepFaults, FinishedPointsSurviveTheLossOfTheWalFile) {
   const std::string dir = temp_dir("sweep_wal");
   const std::string db = dir + "/s.db";
-  const pid_t pid = fork();
+  const pid_t pid = start_tiny_sweep(db);
   ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    const int devnull = ::open("/dev/null", O_WRONLY);
-    dup2(devnull, 1);
-    dup2(devnull, 2);
-    execl(SCALEINV_BIN, SCALEINV_BIN, "--threads", "1", "sweep", "--quiet", "--config", kTiny.c_str(), "--out",
-          db.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
   int64_t rows = 0;
   bool exited = false;
   for (int i = 0; i < 12000 && rows < 3; ++i) {
@@ -288,16 +290,8 @@ TEST(SweepFaults, FinishedPointsSurviveTheLossOfTheWalFile) {
 TEST(SweepFaults, ASecondProcessOnTheSameDatabaseIsRefused) {
   const std::string dir = temp_dir("sweep_lock");
   const std::string db = dir + "/s.db";
-  const pid_t pid = fork();
+  const pid_t pid = start_tiny_sweep(db);
   ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    const int devnull = ::open("/dev/null", O_WRONLY);
-    dup2(devnull, 1);
-    dup2(devnull, 2);
-    execl(SCALEINV_BIN, SCALEINV_BIN, "--threads", "1", "sweep", "--quiet", "--config", kTiny.c_str(), "--out",
-          db.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
   bool exited = false;
   for (int i = 0; i < 6000 && !fs::exists(db + ".lock"); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
