@@ -244,13 +244,14 @@ TEST(CoordCheck, Table2InitExponentsWithAndWithoutRmsNorm) {
       const CoordCheckResult r = run_coordcheck(cc);
       int judged = 0;
       for (const auto& rr : r.rows)
-        if (rr.step == 0 && rr.q != CoordQuantity::DW && rr.q != CoordQuantity::DH) {
+        if (rr.step == 0 && rr.q != CoordQuantity::DW && rr.q != CoordQuantity::DH && rr.q != CoordQuantity::DWSpec) {
           ASSERT_TRUE(rr.predicted.has_value()) << rr.layer;
           EXPECT_TRUE(rr.matches.value_or(false))
               << coord_quantity_name(rr.q) << " " << rr.layer << ": " << rr.fit.slope << " vs " << *rr.predicted;
           ++judged;
         }
-      EXPECT_EQ(judged, 4 + 4 + 4);  // h of h1..h3 and logits; h' of the same; W' of the 4 matrices
+      // h of h1..h3 and logits; h' of the same; W' and ||W|| of the 4 matrices
+      EXPECT_EQ(judged, 4 + 4 + 4 + 4);
     }
   scaleinv::remove_tree(dir);
 }
@@ -349,7 +350,7 @@ TEST(CoordCheck, JsonAndPlots) {
   if (!gnuplot_available()) GTEST_SKIP() << "gnuplot not installed";
   const std::string dir = temp_dir("coordplot");
   const auto stems = plot_coordcheck(r, dir);
-  ASSERT_EQ(stems.size(), 5u);  // h, dh, h', W', dW
+  ASSERT_EQ(stems.size(), 7u);  // h, dh, h', W', dW, ||W||, ||dW||
   for (const auto& stem : stems) {
     EXPECT_GT(std::filesystem::file_size(stem + ".svg"), 1000u) << stem;
     EXPECT_GT(std::filesystem::file_size(stem + ".png"), 1000u) << stem;

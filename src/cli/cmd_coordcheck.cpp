@@ -1,4 +1,4 @@
-// `scaleinv coordcheck --model bigram|resmlp|gpt|vit --param NAME|FILE --optimizer sgd|adam|adamw|sign|adafactor
+// `scaleinv coordcheck --model bigram|resmlp|gpt|vit --param NAME|FILE --optimizer sgd|adam|adamw|sign|adafactor|muon
 //                     --widths 64,128,... [--depths 4,8,...] --steps T --seeds S [--lr X]
 //                     [--json PATH] [--plot DIR] [--strict] [--config FILE] [--set key=value]...
 //                     [--break readout-multiplier] [--omega-hidden X] [--omega-readout X]
@@ -58,7 +58,7 @@ void add_coordcheck_command(CLI::App& app, int& exit_code) {
                                  "slopes against the theory");
   cmd->add_option("--model", o->model, "bigram, resmlp, gpt or vit (default: the config's, gpt)");
   cmd->add_option("--param", o->param, "preset name or .toml file (default: the config's, mup)");
-  cmd->add_option("--optimizer", o->optimizer, "sgd, adam, adamw, sign or adafactor (default: the config's, adamw)");
+  cmd->add_option("--optimizer", o->optimizer, "sgd, adam, adamw, sign, adafactor or muon (default: the config's, adamw)");
   cmd->add_option("--widths", o->widths, "comma-separated widths, e.g. 64,128,256 (default: the config's width)");
   cmd->add_option("--depths", o->depths, "comma-separated depths (default: the config's depth)");
   cmd->add_option("--steps", o->steps, "training steps T; quantities are recorded at steps 0..T (default 3)");
@@ -107,7 +107,7 @@ void add_coordcheck_command(CLI::App& app, int& exit_code) {
       optimizer_family(cc.train.optim.kind);
     } catch (const UserError&) {
       throw UserError("command line", "--optimizer", fmt::format("unknown optimizer '{}'", cc.train.optim.kind),
-                      "use one of sgd, adam, adamw, sign, adafactor");
+                      std::string("use one of ") + optimizer_kinds());
     }
     if (!o->widths.empty()) cc.widths = parse_int_list("--widths", o->widths);
     if (!o->depths.empty()) cc.depths = parse_int_list("--depths", o->depths);

@@ -50,7 +50,7 @@ void add_diagnose_command(CLI::App& app, int& exit_code) {
     auto* s = cmd->add_subcommand("alignment", "omega, alpha, u of seed 000 eqs. (18)-(20) across widths");
     s->add_option("--model", o->model, "bigram (every layer) or gpt (the readout)");
     s->add_option("--param", o->params, "presets or TOML files, comma-separated (default sp)")->delimiter(',');
-    s->add_option("--optimizer", o->optimizer, "sgd, adam, adamw, sign, adafactor (default adam)");
+    s->add_option("--optimizer", o->optimizer, "sgd, adam, adamw, sign, adafactor, muon (default adam)");
     s->add_option("--lr", o->lr, "base LR at the table's base width (default 0.01)");
     s->add_option("--beta1", o->beta1, "Adam beta1 (default 0.9)");
     s->add_option("--widths", o->widths, "widths, comma-separated (default 64,...,1024)")->delimiter(',');

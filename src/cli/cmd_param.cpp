@@ -23,17 +23,20 @@ std::string render_table(const ParamTable& t) {
                               t.name, t.source, t.base_width, t.base_depth, format_fraction(t.branch),
                               format_fraction(t.shortcut), format_fraction(t.attn_logit));
   s += "exponents of m = width/base_width (and, inside residual blocks, k = depth/base_depth):\n";
-  s += fmt::format("{:<10} {:>5} {:>5} | {:>5} {:>5} {:>5} | {:>5} {:>5} | {:>5} {:>5} {:>5} {:>5} {:>5}\n", "role",
-                   "a", "b", "c_sgd", "c_adm", "c_afc", "wd", "eps", "k_sgd", "k_adm", "k_afc", "k_wd", "k_eps");
-  s += std::string(96, '-') + "\n";
+  s += fmt::format("{:<10} {:>5} {:>5} | {:>5} {:>5} {:>5} {:>5} | {:>5} {:>5} | {:>5} {:>5} {:>5} {:>5} {:>5} {:>5}\n",
+                   "role", "a", "b", "c_sgd", "c_adm", "c_afc", "c_muo", "wd", "eps", "k_sgd", "k_adm", "k_afc", "k_muo",
+                   "k_wd", "k_eps");
+  s += std::string(108, '-') + "\n";
   auto f = format_fraction;
   for (Role r : all_roles()) {
     const RoleExponents& e = t.row(r);
-    s += fmt::format("{:<10} {:>5} {:>5} | {:>5} {:>5} {:>5} | {:>5} {:>5} | {:>5} {:>5} {:>5} {:>5} {:>5}\n",
-                     role_name(r), f(e.a), f(e.b), f(e.c[0]), f(e.c[1]), f(e.c[2]), f(e.wd), f(e.eps),
-                     f(e.depth_lr[0]), f(e.depth_lr[1]), f(e.depth_lr[2]), f(e.depth_wd), f(e.depth_eps));
+    s += fmt::format("{:<10} {:>5} {:>5} | {:>5} {:>5} {:>5} {:>5} | {:>5} {:>5} | {:>5} {:>5} {:>5} {:>5} {:>5} {:>5}\n",
+                     role_name(r), f(e.a), f(e.b), f(e.c[0]), f(e.c[1]), f(e.c[2]), f(e.c[3]), f(e.wd), f(e.eps),
+                     f(e.depth_lr[0]), f(e.depth_lr[1]), f(e.depth_lr[2]), f(e.depth_lr[3]), f(e.depth_wd),
+                     f(e.depth_eps));
   }
-  s += "multiplier m^-a, init std m^-b, LR m^-c (per optimizer), weight-decay fraction m^-wd, Adam eps m^-eps\n";
+  s += "multiplier m^-a, init std m^-b, LR m^-c (per optimizer), weight-decay fraction m^-wd, Adam eps m^-eps\n"
+       "c_muo: Muon's LR on the hidden and attention matrices, AdamW's on the other roles (docs/muon.md)\n";
   bool carried = false;
   for (Role r : all_roles()) carried = carried || t.row(r).unit != 0;
   if (carried || t.unit.any()) {

@@ -71,7 +71,7 @@ void add_scales_command(CLI::App& app, int& exit_code) {
       optimizer_family(sc.train.optim.kind);
     } catch (const UserError&) {
       throw UserError("command line", "--optimizer", fmt::format("unknown optimizer '{}'", sc.train.optim.kind),
-                      "use one of sgd, adam, adamw, sign, adafactor");
+                      std::string("use one of ") + optimizer_kinds());
     }
     if (!o->widths.empty()) sc.widths = parse_int_list("--widths", o->widths);
     if (!o->depths.empty()) sc.depths = parse_int_list("--depths", o->depths);

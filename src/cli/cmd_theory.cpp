@@ -1,4 +1,4 @@
-// `scaleinv theory --param NAME|FILE [--optimizer sgd|adam|adafactor] [--depth L]
+// `scaleinv theory --param NAME|FILE [--optimizer sgd|adam|adafactor|muon] [--muon-scale spectral|rms] [--depth L]
 //                  [--omega-hidden X] [--omega-readout X] [--align-alpha X] [--align-u X]
 //                  [--rmsnorm] [--json PATH]`
 // Prints the predicted width exponents (seed 000 section 1), verdicts and the depth classification
@@ -23,7 +23,7 @@ namespace scaleinv {
 
 void add_theory_command(CLI::App& app, int& exit_code) {
   struct Opts {
-    std::string param, optimizer = "adam", json;
+    std::string param, optimizer = "adam", json, muon_scale = "spectral";
     int depth = 3;
     std::string omega_hidden = "1/2", omega_readout = "1", align_alpha = "1", align_u = "1";
     bool rmsnorm = false;
@@ -32,7 +32,9 @@ void add_theory_command(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand(
       "theory", "Predict how activations, gradients and updates scale with width and depth (seed 000, seed 004)");
   cmd->add_option("--param", o->param, "preset name or .toml file")->required();
-  cmd->add_option("--optimizer", o->optimizer, "sgd, adam or adafactor (default adam)");
+  cmd->add_option("--optimizer", o->optimizer, "sgd, adam, adafactor or muon (default adam)");
+  cmd->add_option("--muon-scale", o->muon_scale,
+                  "muon's update scale: spectral, max(1, fan_out/fan_in)^1/2, or rms, 0.2 sqrt(max fan) (default spectral)");
   cmd->add_option("--depth", o->depth, "L, the number of hidden layers of the bigram model (default 3)");
   cmd->add_option("--omega-hidden", o->omega_hidden, "alignment of W_l with dh_l, hidden layers (eq. 18; default 1/2)");
   cmd->add_option("--omega-readout", o->omega_readout, "alignment at the readout (eq. 18; default 1, as muP)");
@@ -46,7 +48,11 @@ void add_theory_command(CLI::App& app, int& exit_code) {
     if (opt == "adamw") opt = "adam";  // same LR exponents (table.h: Adam covers AdamW)
     if (!parse_family(opt, &family))
       throw UserError("command line", "--optimizer", fmt::format("unknown optimizer '{}'", o->optimizer),
-                      "use sgd, adam or adafactor");
+                      "use sgd, adam, adafactor or muon");
+    MuonScale ms;
+    if (!parse_muon_scale(o->muon_scale, &ms))
+      throw UserError("command line", "--muon-scale", fmt::format("unknown scale rule '{}'", o->muon_scale),
+                      "use spectral or rms");
     if (o->depth < 1 || o->depth > 10000)
       throw UserError("command line", "--depth", fmt::format("L = {} hidden layers", o->depth),
                       "give from 1 to 10000 hidden layers");
@@ -57,7 +63,7 @@ void add_theory_command(CLI::App& app, int& exit_code) {
     al.u = alignment_value("--align-u", o->align_u);
     const ParamTable t = load_param(o->param);
 
-    const WidthTheory w = width_theory(t, family, o->depth, al, o->rmsnorm);
+    const WidthTheory w = width_theory(t, family, o->depth, al, o->rmsnorm, ms);
     const DepthTheory d = depth_theory(t, family);
     std::fputs(theory_table(w, d).c_str(), stdout);
     if (!o->json.empty()) write_file_atomic(o->json, theory_json(w, d).dump(2) + "\n");

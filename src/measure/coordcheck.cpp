@@ -144,6 +144,7 @@ std::optional<double> max_opt(std::optional<double> a, std::optional<double> b) 
 
 // The one-step exponents a target has in the width theory.
 struct BaseExponents {
+  std::optional<double> ws, dws;  // ||W|| at init, ||dW|| of one update
   std::optional<double> h, dh, hg, wg, dw;
   // dh is fed by an update that already grows with width (row `fed_row`, exponent `fed_e`): the
   // theory then compounds (W dh_l, dW dh_l with e(dh_l) > 0), exponents reached only once that
@@ -176,6 +177,8 @@ BaseExponents base_exponents(const WidthTheory& w, const Mapping& m) {
       b.hg = row(m.row).h_grad;
       b.wg = row(m.row).w_grad;
       b.dw = row(m.row).dw;
+      b.ws = row(m.row).w_spec;
+      b.dws = row(m.row).dw_spec;
       check_fed(w, m.row, b);
       break;
     case Target::Stream:
@@ -189,17 +192,23 @@ BaseExponents base_exponents(const WidthTheory& w, const Mapping& m) {
     case Target::EmbeddingW:
       b.wg = row(0).w_grad;
       b.dw = row(0).dw;
+      b.ws = row(0).w_spec;
+      b.dws = row(0).dw_spec;
       break;
     case Target::HiddenW:
     case Target::HiddenWQK:
       for (int l = 1; l <= L; ++l) {
         b.wg = max_opt(b.wg, row(l).w_grad);
         b.dw = max_opt(b.dw, row(l).dw);
+        b.ws = max_opt(b.ws, row(l).w_spec);
+        b.dws = max_opt(b.dws, row(l).dw_spec);
       }
       break;
     case Target::ReadoutW:
       b.wg = row(L + 1).w_grad;
       b.dw = row(L + 1).dw;
+      b.ws = row(L + 1).w_spec;
+      b.dws = row(L + 1).dw_spec;
       break;
     case Target::Logits:
       b.h = row(L + 2).h;
@@ -226,7 +235,8 @@ BaseExponents base_exponents(const WidthTheory& w, const Mapping& m) {
 Pred width_prediction(const WidthTheory& w, const Mapping& m, CoordQuantity q, int step, bool qk_unmodelled) {
   Pred p;
   if (m.target == Target::HiddenWQK && qk_unmodelled &&
-      (q == CoordQuantity::WGrad || (q == CoordQuantity::DW && w.family == OptFamily::SGD))) {
+      (q == CoordQuantity::WGrad ||
+       ((q == CoordQuantity::DW || q == CoordQuantity::DWSpec) && w.family == OptFamily::SGD))) {
     p.why = "no prediction: d_head grows with width and the logit scale is not d_head^-1/2, so W_q, W_k's "
             "gradient carries d_head^(1/2-p), outside the bigram theory";
     return p;
@@ -273,12 +283,25 @@ Pred width_prediction(const WidthTheory& w, const Mapping& m, CoordQuantity q, i
       break;
     }
     case CoordQuantity::DW:
+    case CoordQuantity::DWSpec: {
       // (Adam's update is normalised, but its size at t >= 2 depends on how consistent the
       // gradients of successive steps are, which an unstable update changes with width.)
+      const auto e = q == CoordQuantity::DW ? b.dw : b.dws;
       if (step == 1 || (step >= 2 && stable)) {
-        p.e = b.dw;
-      } else if (step >= 2 && b.dw) {
+        p.e = e;
+      } else if (step >= 2 && e) {
         p.why = unstable_note;
+        return p;
+      }
+      break;
+    }
+    case CoordQuantity::WSpec:
+      // W_t = W_0 + the updates: one power law when both spectral norms share the exponent (as under
+      // the spectral condition), otherwise judged at step 0 (and the updates as ||dW||).
+      if (step == 0 || (stable && b.dws && b.ws && std::fabs(*b.dws - *b.ws) <= kExponentTol)) {
+        p.e = b.ws;
+      } else if (b.ws) {
+        p.why = "no prediction: W_t = W_0 + updates mixes two exponents; see ||W|| at step 0 and ||dW||";
         return p;
       }
       break;
@@ -361,6 +384,27 @@ TheoryShape theory_shape(const ModelConfig& mc, int depth) {
 // One run: build, train T steps on fixed data, record on the probe batch at every step.
 // ============================================================================================
 
+}  // namespace
+
+double spectral_norm(const torch::Tensor& w, int iters) {
+  if (!w.defined() || w.dim() < 2 || w.numel() == 0) return kNaN;
+  const torch::Tensor m = w.detach().reshape({w.size(0), -1});
+  // A fixed, generic start: cos(0.7 i + 0.3), no generator involved.
+  torch::Tensor v = torch::cos(torch::arange(m.size(1), m.options()) * 0.7 + 0.3);
+  double sigma = 0;
+  for (int i = 0; i < iters; ++i) {
+    const double nv = v.norm().item<double>();
+    if (!(nv > 0) || !std::isfinite(nv)) return nv == 0 ? 0.0 : kNaN;
+    v = v / nv;
+    const torch::Tensor u = torch::mv(m, v);
+    sigma = u.norm().item<double>();
+    v = torch::mv(m.t(), u);
+  }
+  return sigma;
+}
+
+namespace {
+
 double rms(const torch::Tensor& t) {
   if (!t.defined() || t.numel() == 0) return kNaN;
   return std::sqrt(t.detach().to(torch::kDouble).square().mean().item<double>());
@@ -394,6 +438,7 @@ CoordRun measure_run(const CoordCheckConfig& cc, const ParamTable& model_table, 
       run.series.push_back({q, layer, std::vector<double>(static_cast<size_t>(T + 1), kNaN)});
     }
     run.series[it->second].rms[static_cast<size_t>(t)] = v;
+    return &run.series[it->second];
   };
 
   std::vector<torch::Tensor> h0;    // activations at step 0
@@ -427,6 +472,11 @@ CoordRun measure_run(const CoordCheckConfig& cc, const ParamTable& model_table, 
       const torch::Tensor& p = params[i].tensor;
       put(CoordQuantity::WGrad, params[i].name, t, p.grad().defined() ? rms(p.grad()) : 0.0);
       put(CoordQuantity::DW, params[i].name, t, t == 0 ? kNaN : rms(p.detach() - prev[i]));
+      if (p.dim() >= 2) {  // matrices only: a vector's "spectral norm" is its L2 norm, not Condition 1's
+        put(CoordQuantity::WSpec, params[i].name, t, spectral_norm(p.detach()))->shape = {p.size(0),
+                                                                                             p.numel() / p.size(0)};
+        put(CoordQuantity::DWSpec, params[i].name, t, t == 0 ? kNaN : spectral_norm(p.detach() - prev[i]));
+      }
     }
     model->set_recording(false);
     if (t == T) break;
@@ -579,6 +629,8 @@ const char* coord_quantity_name(CoordQuantity q) {
     case CoordQuantity::HGrad: return "h'";
     case CoordQuantity::WGrad: return "W'";
     case CoordQuantity::DW: return "dW";
+    case CoordQuantity::WSpec: return "||W||";
+    case CoordQuantity::DWSpec: return "||dW||";
   }
   return "?";
 }
@@ -610,7 +662,7 @@ CoordCheckResult run_coordcheck(const CoordCheckConfig& cc_in) {
   std::map<int, WidthTheory> width_theories;  // by depth
   for (int d : res.depths) {
     const TheoryShape s = theory_shape(mc, d);
-    width_theories.emplace(d, width_theory(res.table, res.family, s.L, cc.align, s.rmsnorm));
+    width_theories.emplace(d, width_theory(res.table, res.family, s.L, cc.align, s.rmsnorm, muon_scale_of(cc.train.optim)));
   }
   {
     const TheoryShape s = theory_shape(mc, res.depths.front());
@@ -697,7 +749,7 @@ CoordCheckResult run_coordcheck(const CoordCheckConfig& cc_in) {
       const bool weight = !is_activation_quantity(q);
       const Mapping m = find_mapping(mc.kind, axis, weight, name, mc.tied);
       for (int t = 0; t <= cc.steps; ++t) {
-        if ((q == CoordQuantity::DH || q == CoordQuantity::DW) && t == 0) continue;
+        if ((q == CoordQuantity::DH || q == CoordQuantity::DW || q == CoordQuantity::DWSpec) && t == 0) continue;
         CoordRow row;
         row.axis = axis;
         row.at = at;
@@ -724,7 +776,19 @@ CoordCheckResult run_coordcheck(const CoordCheckConfig& cc_in) {
         if (!complete) continue;  // a layer that does not exist at every depth
         row.fit = fit_loglog_slope(row.x, row.y);
         row.finite_term = fin;
-        row.tolerance = row.fit.half_width + fin;
+        if (q == CoordQuantity::WSpec && axis == "width") {
+          // One fan fixed (the same at the smallest and largest width): the Bai-Yin term (header).
+          const CoordSeries* lo = lookup(*grid.front().front(), q, name);
+          const CoordSeries* hi = lookup(*grid.front().back(), q, name);
+          if (lo && hi && lo->shape.size() == 2 && hi->shape.size() == 2)
+            for (int k = 0; k < 2; ++k)
+              if (lo->shape[k] == hi->shape[k] && lo->shape[1 - k] != hi->shape[1 - k]) {
+                const double f = static_cast<double>(lo->shape[k]);
+                row.finite_term += (std::log1p(std::sqrt(f / xs.front())) - std::log1p(std::sqrt(f / xs.back()))) /
+                                   std::log(static_cast<double>(xs.back()) / xs.front());
+              }
+        }
+        row.tolerance = row.fit.half_width + row.finite_term;
         Pred p;
         if (!m.found) {
           p.why = weight && (name.find("gain") != std::string::npos || name.find("bias") != std::string::npos)
@@ -976,7 +1040,8 @@ nlohmann::json coordcheck_to_json(const CoordCheckResult& r) {
 
 std::vector<std::string> plot_coordcheck(const CoordCheckResult& r, const std::string& dir) {
   static const char* kFileName[] = {"h", "dh", "hgrad", "wgrad", "dw"};
-  static const char* kLong[] = {"RMS(h)", "RMS(h_t - h_0)", "RMS(dLoss/dh)", "RMS(dLoss/dW)", "RMS(W_t - W_t-1)"};
+  static const char* kLong[] = {"RMS(h)",           "RMS(h_t - h_0)", "RMS(dLoss/dh)",       "RMS(dLoss/dW)",
+                                "RMS(W_t - W_t-1)", "||W_t||_2",      "||W_t - W_t-1||_2"};
   std::vector<std::string> written;
   // (axis, at) pairs in row order
   std::vector<std::pair<std::string, int>> fits;

@@ -11,6 +11,8 @@
 //   h'  RMS of dLoss/dh_l (retain_grad)
 //   W'  RMS of dLoss/dW for every trainable tensor W
 //   dW  RMS of W(t) - W(t-1), the t-th update                   (t >= 1)
+//   ||W||   spectral norm of every matrix W (ref. [spectral]; spectral_norm below)
+//   ||dW||  spectral norm of W(t) - W(t-1)                      (t >= 1)
 // with RMS(v) = sqrt(mean v^2). W', dW are those of the *stored* tensor W: the forward multiplier
 // d^-a of the table is applied in forward, exactly as in seed 000 eqs. (1), (5), (15), whose
 // exponents the theory engine computes (W'_l "multiplier included" = the stored tensor's gradient).
@@ -28,6 +30,9 @@
 // probe inputs (B*T positions, or B samples) and the n_out outputs, of relative size sqrt(n/d)
 // against the aligned part the theory's exponents describe (slope_fit.h). So the check is sharp
 // only for d_min >> n: small probe batches. The same formula for every parameterization and model.
+// ||W|| of a matrix with one fan fixed at f (embedding, readout) adds the Bai-Yin finite-size term:
+// an iid matrix has ||W||_2 ~ sigma (sqrt(d) + sqrt(f)), whose slope differs from 1/2 by
+//   [ln(1 + sqrt(f/d_min)) - ln(1 + sqrt(f/d_max))] / ln(d_max / d_min).
 //
 // Predictions come from one table (coordcheck.cpp, kLayerMap): the bigram maps exactly onto the
 // rows of width_theory; the residual models (gpt, vit, resmlp) map the embedding output onto h_1,
@@ -51,6 +56,7 @@
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
+#include <torch/torch.h>
 
 #include "measure/slope_fit.h"
 #include "theory/depth_theory.h"
@@ -59,9 +65,9 @@
 
 namespace scaleinv {
 
-enum class CoordQuantity : int { H = 0, DH, HGrad, WGrad, DW };
-inline constexpr int kNumCoordQuantities = 5;
-const char* coord_quantity_name(CoordQuantity q);  // "h", "dh", "h'", "W'", "dW"
+enum class CoordQuantity : int { H = 0, DH, HGrad, WGrad, DW, WSpec, DWSpec };
+inline constexpr int kNumCoordQuantities = 7;
+const char* coord_quantity_name(CoordQuantity q);  // "h", "dh", "h'", "W'", "dW", "||W||", "||dW||"
 bool is_activation_quantity(CoordQuantity q);      // h, dh, h'
 
 struct CoordCheckConfig {
@@ -83,6 +89,7 @@ struct CoordSeries {
   CoordQuantity q = CoordQuantity::H;
   std::string layer;          // the recorded activation's name or the parameter's name
   std::vector<double> rms;    // steps 0..T; NaN where undefined (dh, dW at step 0) or after divergence
+  std::vector<int64_t> shape; // ||W||, ||dW||: the matrix's [rows, cols] (trailing dims flattened)
 };
 struct CoordRun {
   int width = 0, depth = 0;
@@ -128,6 +135,12 @@ struct CoordCheckResult {
   double wall_s = 0;
   bool pass() const { return failures.empty(); }
 };
+
+// The spectral norm (largest singular value) of a matrix [rows, cols] (trailing dims flattened) by
+// `iters` power iterations on W^T W from a fixed start vector (no random draw: the caller's generator
+// is untouched), in the tensor's dtype and device. Underestimates by a width-independent ~1% at 30
+// iterations on an iid matrix, whose top singular values crowd together; exact for a bounded rank.
+double spectral_norm(const torch::Tensor& w, int iters = 30);
 
 // Validates the configuration (UserError, exit 2: no widths, a width or depth < 1, a width that
 // does not split into heads, fewer than 2 widths and 2 depths, unknown model/param/optimizer,

@@ -152,8 +152,13 @@ void require_grid(const std::vector<int>& v, const std::string& option, size_t m
 }
 
 void require_optimizer(const std::string& kind) {
-  require(kind == "sgd" || kind == "adam" || kind == "adamw" || kind == "sign" || kind == "adafactor", "--optimizer",
-          fmt::format("unknown optimizer '{}'", kind), "use one of sgd, adam, adamw, sign, adafactor");
+  bool known = true;
+  try {
+    optimizer_family(kind);
+  } catch (const UserError&) {
+    known = false;
+  }
+  require(known, "--optimizer", fmt::format("unknown optimizer '{}'", kind), std::string("use one of ") + optimizer_kinds());
 }
 
 void require_activation(const std::string& name) {

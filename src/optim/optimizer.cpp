@@ -13,7 +13,8 @@
 namespace scaleinv {
 
 namespace {
-const char* kKinds = "use one of sgd, adam, adamw, sign, adafactor";
+const char* kKindList = "sgd, adam, adamw, sign, adafactor, muon";
+std::string kinds_fix() { return std::string("use one of ") + kKindList; }
 
 void check_range(bool ok, const std::string& field, double value, const std::string& want) {
   if (!ok) throw UserError("config", field, fmt::format("value {} is out of range", value), "use " + want);
@@ -24,7 +25,18 @@ OptFamily optimizer_family(const std::string& kind) {
   if (kind == "sgd") return OptFamily::SGD;
   if (kind == "adam" || kind == "adamw" || kind == "sign") return OptFamily::Adam;
   if (kind == "adafactor") return OptFamily::Adafactor;
-  throw UserError("config", "optim.kind", "unknown optimizer '" + kind + "'", kKinds);
+  if (kind == "muon") return OptFamily::Muon;
+  throw UserError("config", "optim.kind", "unknown optimizer '" + kind + "'", kinds_fix());
+}
+
+const char* optimizer_kinds() { return kKindList; }
+
+MuonScale muon_scale_of(const OptimConfig& cfg) {
+  MuonScale s;
+  if (!parse_muon_scale(cfg.muon_scale, &s))
+    throw UserError("config", "optim.muon_scale", "unknown Muon scale rule '" + cfg.muon_scale + "'",
+                    "use spectral (max(1, fan_out/fan_in)^1/2) or rms (0.2 sqrt(max(fan_in, fan_out)))");
+  return s;
 }
 
 std::vector<ParamGroup> param_groups(const std::vector<TaggedParam>& params, const ScaleContext& ctx) {
@@ -35,6 +47,7 @@ std::vector<ParamGroup> param_groups(const std::vector<TaggedParam>& params, con
     ParamGroup g;
     g.name = tp.name;
     g.param = tp.tensor;
+    g.role = tp.tag.role;
     g.lr_mult = s.lr;
     g.wd_mult = s.wd;
     g.eps_mult = s.eps;
@@ -59,6 +72,13 @@ void validate_optim_config(const OptimConfig& cfg) {
               "a finite value >= 0");
   check_range(std::isfinite(cfg.clip_grad_norm) && cfg.clip_grad_norm >= 0, "optim.clip_grad_norm",
               cfg.clip_grad_norm, "0 (off) or a positive norm");
+  check_range(cfg.muon_momentum >= 0 && cfg.muon_momentum < 1, "optim.muon_momentum", cfg.muon_momentum,
+              "a value in [0, 1) (reference: 0.95)");
+  check_range(cfg.ns_steps >= 1 && cfg.ns_steps <= 100, "optim.ns_steps", static_cast<double>(cfg.ns_steps),
+              "an integer in [1, 100] (reference: 5)");
+  muon_scale_of(cfg);
+  check_range(std::isfinite(cfg.muon_eps) && cfg.muon_eps >= 0, "optim.muon_eps", cfg.muon_eps,
+              "a finite value >= 0 (reference: 1e-7)");
   validate_schedule(cfg);
 }
 
@@ -90,8 +110,9 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimConfig& cfg, std::vector<Pa
     case OptFamily::SGD: return optim_detail::make_sgd(cfg, std::move(groups));
     case OptFamily::Adam: return optim_detail::make_adam(cfg, std::move(groups));
     case OptFamily::Adafactor: return optim_detail::make_adafactor(cfg, std::move(groups));
+    case OptFamily::Muon: return optim_detail::make_muon(cfg, std::move(groups));
   }
-  throw UserError("config", "optim.kind", "unknown optimizer '" + cfg.kind + "'", kKinds);
+  throw UserError("config", "optim.kind", "unknown optimizer '" + cfg.kind + "'", kinds_fix());
 }
 
 namespace optim_detail {

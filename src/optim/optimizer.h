@@ -2,7 +2,7 @@
 // Optimizers with per-tensor LR, weight decay and epsilon from the parameterization table
 // (DESIGN.md "Optimizers"). Modelled on libtorch's optimizers with one param group per tensor,
 // but written here because the table needs what torch::optim lacks: momentumless Adam and sign
-// descent, Adafactor, independent weight decay (seed 000 A.2.2), per-tensor epsilon.
+// descent, Adafactor, Muon (ref. [muon]), independent weight decay (seed 000 A.2.2), per-tensor epsilon.
 #include <torch/torch.h>
 
 #include <memory>
@@ -15,7 +15,7 @@
 namespace scaleinv {
 
 struct OptimConfig {
-  std::string kind = "adamw";   // sgd | adam | adamw | sign | adafactor
+  std::string kind = "adamw";   // sgd | adam | adamw | sign | adafactor | muon
   double lr = 1e-3;             // base LR (at the base shape)
   double momentum = 0.0;        // sgd
   double beta1 = 0.9;           // adam/adamw (0: momentumless Adam), adafactor (0: no first moment)
@@ -30,6 +30,17 @@ struct OptimConfig {
   // the gradient instead (L2), as torch does.
   std::string wd_mode = "coupled";
   double clip_grad_norm = 0.0;  // 0: off; else step() first scales all gradients to this global norm
+  // muon (ref. [muon]; optim/muon.cpp): on the hidden and attention matrices (muon_orthogonalized)
+  //   B = mu B + (1 - mu) g;  M = nesterov ? (1 - mu) g + mu B : B
+  //   O = NS_k(M / (||M||_F + muon_eps * eps_mult))   (k quintic Newton-Schulz steps, (3.4445, -4.7750,
+  //       2.0315); on the transpose when fan_out > fan_in; bf16 on CUDA, fp32 on the CPU)
+  //   W -= lr_t * scale(muon_scale) * O, after the decoupled weight decay;
+  // every other tensor on AdamW with beta1, beta2, eps and the same weight decay.
+  double muon_momentum = 0.95;
+  bool nesterov = true;
+  int64_t ns_steps = 5;
+  std::string muon_scale = "spectral";  // spectral: max(1, fan_out/fan_in)^1/2; rms: 0.2 sqrt(max(fan_in, fan_out))
+  double muon_eps = 1e-7;
   // schedule
   std::string schedule = "constant";  // constant | cosine (linear warmup + cosine) | linear (linear decay)
   int64_t warmup_steps = 0;
@@ -39,11 +50,16 @@ struct OptimConfig {
 
 // The table's family for an optimizer kind (UserError on an unknown kind, field "optim.kind").
 OptFamily optimizer_family(const std::string& kind);
+// "sgd, adam, adamw, sign, adafactor, muon": the kinds, for help texts and error fixes.
+const char* optimizer_kinds();
+// The Muon scale rule of a config (UserError, field "optim.muon_scale", on an unknown rule).
+MuonScale muon_scale_of(const OptimConfig& cfg);
 
 // One tensor with its table factors (multiplied into the config's base values).
 struct ParamGroup {
   std::string name;
   torch::Tensor param;
+  Role role = Role::Hidden;   // the table role (Muon orthogonalizes hidden and attention matrices only)
   double lr_mult = 1.0;
   double wd_mult = 1.0;
   double eps_mult = 1.0;
@@ -66,7 +82,8 @@ double schedule_factor(const OptimConfig& cfg, int64_t step);
 void validate_schedule(const OptimConfig& cfg);
 // Every field: optim.kind, optim.wd_mode (coupled | independent), optim.lr >= 0, optim.momentum,
 // optim.beta1, optim.beta2 in [0, 1), optim.eps >= 0 (> 0 for adafactor), optim.weight_decay >= 0,
-// optim.clip_grad_norm >= 0, and the schedule. make_optimizer calls it.
+// optim.clip_grad_norm >= 0, optim.muon_momentum in [0, 1), optim.ns_steps in [1, 100],
+// optim.muon_scale, optim.muon_eps >= 0 (finite), and the schedule. make_optimizer calls it.
 void validate_optim_config(const OptimConfig& cfg);
 
 class Optimizer {

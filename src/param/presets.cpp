@@ -10,6 +10,9 @@
 //  * Adam epsilon: eps = w, i.e. epsilon scales with the gradient it is added to (seed 000 2.1,
 //    Everett et al.), except `standard` and the dinan-* rows, which keep one epsilon (seed 002
 //    derives no width rule for it).
+//  * Muon LR exponent (ref. [muon]): derive_muon_column (param/table.h): c_muon = c_adam - 1 for the
+//    hidden and attention roles (the same RMS(dW) as the Adam column under a bounded-rank gradient),
+//    c_adam for the roles Muon leaves to AdamW; `standard` keeps one global LR (c_muon = 0).
 //  * Weight decay is a per-step decay fraction; every preset keeps it width-invariant (wd = 0):
 //    MuAdamW's "lambda *= m" and CompleteP's "lambda_h ~ d" are exactly that under coupled decay.
 //  * The vector-like role (biases, norm gains) is never multiplied or width-scaled at init
@@ -39,7 +42,7 @@ RoleExponents row(double a, double b, double c_sgd, double c_adam, double c_ada,
 // Depth exponents for the in-block roles: LR k^-gamma per family, epsilon k^-depth_eps.
 void set_block_depth(ParamTable& t, double lr_sgd, double lr_adam, double lr_ada, double eps) {
   for (Role r : {Role::Hidden, Role::Vector, Role::AttnQ, Role::AttnK, Role::AttnV, Role::AttnO}) {
-    t.row(r).depth_lr = {lr_sgd, lr_adam, lr_ada};
+    t.row(r).depth_lr = {lr_sgd, lr_adam, lr_ada, /*muon: as adam*/ lr_adam};
     t.row(r).depth_eps = eps;
   }
 }
@@ -55,6 +58,7 @@ ParamTable make(const char* name, const char* source, RoleExponents emb, RoleExp
   t.row(Role::Vector) = vec;
   // Attention projections are hidden matrices (seed 000 1.3; seed 002 eqs. 1.101-1.104, 1.110-1.113).
   for (Role r : {Role::AttnQ, Role::AttnK, Role::AttnV, Role::AttnO}) t.row(r) = hid;
+  for (Role r : all_roles()) derive_muon_column(t.row(r), r);
   t.attn_logit = attn_logit;
   return t;
 }
@@ -132,9 +136,27 @@ ParamTable build(const std::string& name) {
   if (name == "standard") {
     // PyTorch defaults: N(0,1) embeddings, 1/sqrt(fan_in) matrices, one global LR and epsilon.
     // What most people run; seed 000 Table 1's SP with its layerwise LRs removed.
-    return make("standard", "PyTorch defaults: one global LR (seed 000 App. A init, no LR scaling)",
-                row(0, 0.0, 0, 0, 0, 0), row(0, 0.5, 0, 0, 0, 0), row(0, 0.5, 0, 0, 0, 0),
-                row(0, 0.0, 0, 0, 0, 0), 0.5);
+    ParamTable t = make("standard", "PyTorch defaults: one global LR (seed 000 App. A init, no LR scaling)",
+                        row(0, 0.0, 0, 0, 0, 0), row(0, 0.5, 0, 0, 0, 0), row(0, 0.5, 0, 0, 0, 0),
+                        row(0, 0.0, 0, 0, 0, 0), 0.5);
+    for (RoleExponents& e : t.roles) e.c[static_cast<int>(OptFamily::Muon)] = 0;  // one global LR for Muon too
+    return t;
+  }
+  if (name == "spectral") {
+    // ref. [spectral] (Yang, Simon and Bernstein 2023), Condition 1: ||W_l||_2 and ||dW_l||_2 ~
+    // sqrt(fan_out/fan_in), with init std (1/sqrt(fan_in)) min(1, sqrt(fan_out/fan_in)) and no
+    // multipliers (a = 0): the embedding (fan_in = vocabulary) std 1 (b = 0), hidden 1/sqrt(d)
+    // (b = 1/2), readout sqrt(V)/d (b = 1). Its update rule, ||dW||_2 = RMS(dW) sqrt(fan_in fan_out)
+    // for a bounded-rank update, gives Adam RMS(dW) ~ 1/fan_in: c = 0, 1, 1. It is muP (seed 000
+    // Table 1) shifted by eq. (28) with theta = (+1/2, 0, -1/2) on (embedding, hidden, readout), so
+    // the SGD, Adafactor and epsilon columns follow from the shift (test_param checks it). The
+    // base-shape constant min(1, sqrt(fan_out/fan_in)) is not in the table (every row is the same
+    // network at the base shape; hp.init_scale tunes constants there).
+    ParamTable t = make("spectral", "ref. [spectral] Condition 1 (Yang, Simon and Bernstein 2023); = mup shifted by "
+                        "theta=(1/2,0,-1/2)",
+                        row(0.0, 0.0, -1.0, 0.0, 0.0, 1.0), row(0.0, 0.5, 0.0, 1.0, 0.5, 1.0),
+                        row(0.0, 1.0, 1.0, 1.0, 0.0, 0.0), row(0.0, 0.0, -1.0, 0.0, 0.0, 1.0), 1.0);
+    return t;
   }
   if (name == "sp") {
     return make("sp", "seed 000 Table 1, SP (aka simple muP); SGD/Adafactor/eps columns derived",
@@ -200,8 +222,8 @@ ParamTable build(const std::string& name) {
 }  // namespace
 
 std::vector<std::string> preset_names() {
-  return {"standard", "sp",        "ntk",  "mup",      "mf",           "completep",
-          "depth-mup", "keel", "dinan-nt", "dinan-hybrid", "dinan-mup", "unit", "u-mup"};
+  return {"standard",     "sp",        "ntk",  "mup",  "mf",    "completep", "depth-mup", "keel", "dinan-nt",
+          "dinan-hybrid", "dinan-mup", "unit", "u-mup", "spectral"};
 }
 
 ParamTable preset(const std::string& name) { return build(name); }

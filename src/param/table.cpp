@@ -7,7 +7,8 @@ namespace scaleinv {
 namespace {
 constexpr const char* kRoleNames[kNumRoles] = {"embedding", "hidden", "readout", "vector",
                                                "attn_q",    "attn_k", "attn_v",  "attn_o"};
-constexpr const char* kFamilyNames[kNumFamilies] = {"sgd", "adam", "adafactor"};
+constexpr const char* kFamilyNames[kNumFamilies] = {"sgd", "adam", "adafactor", "muon"};
+constexpr const char* kMuonScaleNames[] = {"spectral", "rms"};
 }  // namespace
 
 const char* role_name(Role r) { return kRoleNames[static_cast<int>(r)]; }
@@ -36,6 +37,25 @@ bool parse_family(const std::string& s, OptFamily* out) {
       return true;
     }
   return false;
+}
+
+bool muon_orthogonalized(Role r) { return r == Role::Hidden || (r >= Role::AttnQ && r <= Role::AttnO); }
+
+const char* muon_scale_name(MuonScale s) { return kMuonScaleNames[static_cast<int>(s)]; }
+
+bool parse_muon_scale(const std::string& s, MuonScale* out) {
+  for (int i = 0; i < 2; ++i)
+    if (s == kMuonScaleNames[i]) {
+      *out = static_cast<MuonScale>(i);
+      return true;
+    }
+  return false;
+}
+
+void derive_muon_column(RoleExponents& e, Role r) {
+  const int adam = static_cast<int>(OptFamily::Adam), muon = static_cast<int>(OptFamily::Muon);
+  e.c[muon] = muon_orthogonalized(r) ? e.c[adam] - 1.0 : e.c[adam];
+  e.depth_lr[muon] = e.depth_lr[adam];
 }
 
 TensorScale tensor_scale(const ParamTable& t, Role role, OptFamily f, double m, double k, bool in_block) {
@@ -71,6 +91,7 @@ ParamTable shift(const ParamTable& t, const std::array<double, kNumRoles>& theta
     e.a += th;
     e.b -= th;
     e.c[static_cast<int>(OptFamily::Adam)] -= th;
+    e.c[static_cast<int>(OptFamily::Muon)] -= th;  // scale-invariant update, as Adam (table.h)
     e.c[static_cast<int>(OptFamily::SGD)] -= 2 * th;
     e.eps += th;
   }

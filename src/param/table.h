@@ -35,16 +35,33 @@ bool parse_role(const std::string& s, Role* out);
 std::array<Role, kNumRoles> all_roles();
 
 // Optimizer families with distinct LR exponents (seed 000 eq. 15). Adam covers AdamW and
-// momentumless Adam / sign descent.
-enum class OptFamily : int { SGD = 0, Adam = 1, Adafactor = 2 };
-inline constexpr int kNumFamilies = 3;
-const char* family_name(OptFamily f);          // "sgd", "adam", "adafactor"
+// momentumless Adam / sign descent. Muon (ref. [muon]) orthogonalizes the update of the hidden and
+// attention matrices (muon_orthogonalized) and runs AdamW on every other tensor, so its column holds
+// the Muon LR exponent for the former and the AdamW exponent for the latter.
+enum class OptFamily : int { SGD = 0, Adam = 1, Adafactor = 2, Muon = 3 };
+inline constexpr int kNumFamilies = 4;
+const char* family_name(OptFamily f);          // "sgd", "adam", "adafactor", "muon"
 bool parse_family(const std::string& s, OptFamily* out);
+
+// The roles whose update Muon orthogonalizes: hidden and attention matrices. Embeddings, the readout
+// and vector-like tensors take AdamW, as in the reference implementation (ref. [muon]).
+bool muon_orthogonalized(Role r);
+
+// How Muon scales its orthogonalized update O (singular values ~1) of a fan_out x fan_in matrix:
+//   Spectral: max(1, fan_out/fan_in)^(1/2)       (ref. [muon]; the spectral condition, ref. [spectral])
+//   Rms:      0.2 * sqrt(max(fan_in, fan_out))   (ref. [moonlight]: RMS(update) ~ 0.2, AdamW's typical
+//                                                 update RMS, so AdamW's LR carries over)
+// Spectral's factor is constant in width (fan ratios are fixed); Rms's grows like d^(1/2) for a hidden
+// matrix. The table's Muon column is the LR exponent on top of the Spectral rule; the theory engine
+// adds the Rms rule's d^(1/2) (theory/width_theory.h).
+enum class MuonScale : int { Spectral = 0, Rms = 1 };
+const char* muon_scale_name(MuonScale s);      // "spectral", "rms"
+bool parse_muon_scale(const std::string& s, MuonScale* out);
 
 struct RoleExponents {
   double a = 0;                              // forward multiplier m^-a
   double b = 0;                              // init std m^-b
-  std::array<double, kNumFamilies> c{};      // LR m^-c per optimizer family
+  std::array<double, kNumFamilies> c{};      // LR m^-c per optimizer family (see derive_muon_column)
   double wd = 0;                             // weight-decay fraction m^-wd
   double eps = 0;                            // Adam epsilon m^-eps
   std::array<double, kNumFamilies> depth_lr{};  // LR k^-gamma per family (in-block tensors)
@@ -110,6 +127,14 @@ double branch_multiplier(const ParamTable& t, double k);         // k^-branch
 double shortcut_multiplier(const ParamTable& t, double depth);   // L^shortcut
 double attn_logit_scale(const ParamTable& t, double d_head, double base_d_head);
 
+// The Muon column by convention, where a table gives none (derive_muon_column; presets.cpp): for the
+// orthogonalized roles the LR exponent that gives the row's Adam RMS(dW). Muon's update of a hidden
+// d x d matrix has spectral norm eta m^-c, and with a gradient of bounded rank (fixed batch, the
+// theory's full alignment) RMS(dW) = ||dW||_2 sqrt(rank)/d ~ m^-(c+1), where Adam's is m^-c_adam:
+// c_muon = c_adam - 1. For the AdamW roles c_muon = c_adam. Depth: depth_lr_muon = depth_lr_adam
+// (depth changes no fan, so both updates scale alike in k).
+void derive_muon_column(RoleExponents& e, Role r);
+
 // Presets, each citing its source. Unknown names throw UserError listing the known ones.
 std::vector<std::string> preset_names();
 ParamTable preset(const std::string& name);
@@ -126,6 +151,12 @@ std::string param_fingerprint(const ParamTable& t);
 // The equivalence shift of seed 000 eq. (28): a += theta, b -= theta; the LR exponent moves by
 // theta for Adam, 2*theta for SGD, not at all for Adafactor (its update is relative to RMS(W));
 // Adam epsilon follows the gradient, eps += theta. Weight decay is a per-step fraction: unchanged.
+// Muon moves by theta like Adam: its update is a function of the momentum M that is invariant under
+// M -> s M for every s > 0 (O(sM) = O(M): the Newton-Schulz iteration runs on M / ||M||_F), the
+// momentum is linear in the gradient, and the scale rule depends on the shape only; so the update of
+// the stored tensor is unchanged and the LR must grow like the stored tensor, d^theta (c -= theta).
+// Its normalisation epsilon (||M||_F + eps) follows the gradient like Adam's (eps += theta), exactly
+// as the AdamW roles' epsilon. docs/muon.md derives it; tests/test_muon.cpp checks it.
 ParamTable shift(const ParamTable& t, const std::array<double, kNumRoles>& theta);
 
 }  // namespace scaleinv

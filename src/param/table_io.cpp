@@ -16,23 +16,26 @@ namespace {
 
 const char* kFixHint = "see examples/params/custom.toml for the format";
 
-// { sgd = .., adam = .., adafactor = .. }; families missing from a partial row keep *dst.
-void families_at(const TomlReader& r, const char* key, std::array<double, kNumFamilies>* dst, bool required) {
+// { sgd = .., adam = .., adafactor = .., muon = .. }; families missing from a partial row keep *dst.
+// muon is optional (tables written before it existed): returns whether it was given, so the caller
+// can derive it (derive_muon_column).
+bool families_at(const TomlReader& r, const char* key, std::array<double, kNumFamilies>* dst, bool required) {
   if (!r.has(key)) {
     if (required) r.fail(key, "missing", std::string("add ") + key + " = { sgd = .., adam = .., adafactor = .. }");
-    return;
+    return false;
   }
   TomlReader f = r.sub(key);
-  f.expect_keys({"sgd", "adam", "adafactor"});
+  f.expect_keys({"sgd", "adam", "adafactor", "muon"});
   for (int i = 0; i < kNumFamilies; ++i) {
-    const char* fam = family_name(static_cast<OptFamily>(i));
-    if (required) f.require_exponent(fam, &(*dst)[i]);
-    else f.get_exponent(fam, &(*dst)[i]);
+    const auto fam = static_cast<OptFamily>(i);
+    if (required && fam != OptFamily::Muon) f.require_exponent(family_name(fam), &(*dst)[i]);
+    else f.get_exponent(family_name(fam), &(*dst)[i]);
   }
+  return f.has(family_name(OptFamily::Muon));
 }
 
 // One role's row; `base` given: a partial row over it (the attention roles over the hidden row).
-RoleExponents role_at(const TomlReader& r, const RoleExponents* base) {
+RoleExponents role_at(const TomlReader& r, const RoleExponents* base, Role role) {
   // A misspelt field is named as such, before the field it was meant to be is reported missing.
   r.expect_keys({"a", "b", "lr", "wd", "eps", "depth_lr", "depth_wd", "depth_eps", "unit"});
   RoleExponents e = base ? *base : RoleExponents{};
@@ -44,10 +47,17 @@ RoleExponents role_at(const TomlReader& r, const RoleExponents* base) {
     r.get_exponent("a", &e.a);
     r.get_exponent("b", &e.b);
   }
-  families_at(r, "lr", &e.c, req);
+  const int muon = static_cast<int>(OptFamily::Muon);
+  const bool muon_lr = families_at(r, "lr", &e.c, req);
   r.get_exponent("wd", &e.wd);
   r.get_exponent("eps", &e.eps);
-  families_at(r, "depth_lr", &e.depth_lr, false);
+  const bool muon_depth = families_at(r, "depth_lr", &e.depth_lr, false);
+  // No muon given: the convention of derive_muon_column (param/table.h), from this row's adam; a
+  // partial row without lr / depth_lr keeps its base row's muon.
+  RoleExponents derived = e;
+  derive_muon_column(derived, role);
+  if (!muon_lr && (req || r.has("lr"))) e.c[muon] = derived.c[muon];
+  if (!muon_depth && (req || r.has("depth_lr"))) e.depth_lr[muon] = derived.depth_lr[muon];
   r.get_exponent("depth_wd", &e.depth_wd);
   r.get_exponent("depth_eps", &e.depth_eps);
   r.get_exponent("unit", &e.unit);
@@ -89,12 +99,12 @@ ParamTable param_from_toml_string(const std::string& text, const std::string& wh
   for (int i = 0; i < kCoreRoles; ++i) {
     const char* key = role_name(static_cast<Role>(i));
     if (!roles.has(key)) roles.fail(key, "missing", std::string("add a [roles.") + key + "] table with a, b, lr");
-    t.row(static_cast<Role>(i)) = role_at(roles.sub(key), nullptr);
+    t.row(static_cast<Role>(i)) = role_at(roles.sub(key), nullptr, static_cast<Role>(i));
   }
   // Attention roles default to the hidden row; a partial table overrides single fields.
   for (Role a : {Role::AttnQ, Role::AttnK, Role::AttnV, Role::AttnO}) {
     const char* key = role_name(a);
-    t.row(a) = roles.has(key) ? role_at(roles.sub(key), &t.row(Role::Hidden)) : t.row(Role::Hidden);
+    t.row(a) = roles.has(key) ? role_at(roles.sub(key), &t.row(Role::Hidden), a) : t.row(Role::Hidden);
   }
   return t;
 }
@@ -124,10 +134,10 @@ std::string param_to_toml(const ParamTable& t) {
   for (Role r : all_roles()) {
     const RoleExponents& e = t.row(r);
     s += fmt::format(
-        "\n[roles.{}]\na = {}\nb = {}\nlr = {{ sgd = {}, adam = {}, adafactor = {} }}\nwd = {}\neps = {}\n"
-        "depth_lr = {{ sgd = {}, adam = {}, adafactor = {} }}\ndepth_wd = {}\ndepth_eps = {}\nunit = {}\n",
-        role_name(r), e.a, e.b, e.c[0], e.c[1], e.c[2], e.wd, e.eps, e.depth_lr[0], e.depth_lr[1], e.depth_lr[2],
-        e.depth_wd, e.depth_eps, e.unit);
+        "\n[roles.{}]\na = {}\nb = {}\nlr = {{ sgd = {}, adam = {}, adafactor = {}, muon = {} }}\nwd = {}\neps = {}\n"
+        "depth_lr = {{ sgd = {}, adam = {}, adafactor = {}, muon = {} }}\ndepth_wd = {}\ndepth_eps = {}\nunit = {}\n",
+        role_name(r), e.a, e.b, e.c[0], e.c[1], e.c[2], e.c[3], e.wd, e.eps, e.depth_lr[0], e.depth_lr[1],
+        e.depth_lr[2], e.depth_lr[3], e.depth_wd, e.depth_eps, e.unit);
   }
   return s;
 }
@@ -143,7 +153,7 @@ nlohmann::json param_to_json(const ParamTable& t) {
   for (Role r : all_roles()) {
     const RoleExponents& e = t.row(r);
     auto fam = [](const std::array<double, kNumFamilies>& v) {
-      return nlohmann::json{{"sgd", v[0]}, {"adam", v[1]}, {"adafactor", v[2]}};
+      return nlohmann::json{{"sgd", v[0]}, {"adam", v[1]}, {"adafactor", v[2]}, {"muon", v[3]}};
     };
     j["roles"][role_name(r)] = {{"a", e.a},   {"b", e.b},     {"lr", fam(e.c)},   {"wd", e.wd},
                                 {"eps", e.eps}, {"depth_lr", fam(e.depth_lr)}, {"depth_wd", e.depth_wd},
@@ -175,6 +185,7 @@ ParamTable param_from_json(const nlohmann::json& j) {
     e.b = jr.at("b");
     for (int f = 0; f < kNumFamilies; ++f) {
       const char* fam = family_name(static_cast<OptFamily>(f));
+      if (static_cast<OptFamily>(f) == OptFamily::Muon && !jr.at("lr").contains(fam)) continue;  // older files
       e.c[f] = jr.at("lr").at(fam);
       e.depth_lr[f] = jr.at("depth_lr").at(fam);
     }
@@ -183,6 +194,7 @@ ParamTable param_from_json(const nlohmann::json& j) {
     e.depth_wd = jr.at("depth_wd");
     e.depth_eps = jr.at("depth_eps");
     e.unit = jr.value("unit", 0.0);
+    if (!jr.at("lr").contains(family_name(OptFamily::Muon))) derive_muon_column(e, r);
   }
   if (j.contains("unit")) {
     const auto& ju = j.at("unit");

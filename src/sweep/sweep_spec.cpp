@@ -26,7 +26,17 @@ const char* kGridFix =
 
 // The config keys a grid may vary: every field of the training config (its JSON mirrors the TOML).
 const nlohmann::json& default_config_json() {
-  static const nlohmann::json j = train_config_to_json(TrainConfig{});
+  // Every field a grid may set: the defaults, plus the fields written only under some optimizer
+  // kinds (Muon's, train/config.h), with their default values.
+  static const nlohmann::json j = [] {
+    nlohmann::json d = train_config_to_json(TrainConfig{});
+    TrainConfig muon;
+    muon.optim.kind = "muon";
+    const nlohmann::json m = train_config_to_json(muon);  // named: items() must not outlive it
+    for (const auto& [k, v] : m.at("optim").items())
+      if (!d["optim"].contains(k)) d["optim"][k] = v;
+    return d;
+  }();
   return j;
 }
 

@@ -28,19 +28,24 @@ std::string format_exponent(double e) { return format_fraction(std::fabs(e) <= k
 std::string theory_table(const WidthTheory& w, const DepthTheory& d) {
   const int L = w.depth;
   std::string s;
+  const std::string opt = w.family == OptFamily::Muon
+                              ? fmt::format("muon (scale rule {})", muon_scale_name(w.muon_scale))
+                              : std::string(family_name(w.family));
   s += fmt::format("theory: param {}, optimizer {}, bigram model (seed 000 eq. 1) with L = {} hidden layers{}\n",
-                   w.param.name, family_name(w.family), L, w.rmsnorm ? ", RMSNorm between layers" : "");
+                   w.param.name, opt, L, w.rmsnorm ? ", RMSNorm between layers" : "");
   s += fmt::format("alignment (eqs. 18-20): omega_hidden = {}, omega_readout = {}, alpha = {}, u = {}\n",
                    format_exponent(w.align.omega_hidden), format_exponent(w.align.omega_readout),
                    format_exponent(w.align.alpha), format_exponent(w.align.u));
-  s += "exponents e of width d, RMS ~ d^e; row l: h_l = input of W_l, h' = dLoss/dh_l, dW and dh after one step\n";
+  s += "exponents e of width d, RMS ~ d^e; row l: h_l = input of W_l, h' = dLoss/dh_l, dW and dh after one step;\n"
+         "||W||, ||dW||: spectral norms of the stored W_l at init and of one update (ref. [spectral])\n";
   const bool u_col = w.rmsnorm;
-  s += fmt::format("{:>5}  {:<10} {:>6} {:>6} {:>6} {:>6} {:>6}{}\n", "layer", "role", "h", "h'", "W'", "dW", "dh",
-                   u_col ? fmt::format(" {:>6}", "RMS(u)") : "");
-  s += std::string(u_col ? 58 : 51, '-') + "\n";
+  s += fmt::format("{:>5}  {:<10} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6}{}\n", "layer", "role", "h", "h'", "W'",
+                   "dW", "dh", "||W||", "||dW||", u_col ? fmt::format(" {:>6}", "RMS(u)") : "");
+  s += std::string(u_col ? 72 : 65, '-') + "\n";
   for (const LayerExponents& r : w.layers)
-    s += fmt::format("{:>5}  {:<10} {:>6} {:>6} {:>6} {:>6} {:>6}{}\n", r.layer, r.role, cell(r.h), cell(r.h_grad),
-                     cell(r.w_grad), cell(r.dw), cell(r.dh), u_col ? fmt::format(" {:>6}", cell(r.u_rms)) : "");
+    s += fmt::format("{:>5}  {:<10} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6} {:>6}{}\n", r.layer, r.role, cell(r.h),
+                     cell(r.h_grad), cell(r.w_grad), cell(r.dw), cell(r.dh), cell(r.w_spec), cell(r.dw_spec),
+                     u_col ? fmt::format(" {:>6}", cell(r.u_rms)) : "");
   s += "verdicts:\n";
   s += fmt::format("  stable at init (eqs. 6-10)                  {}\n", yes(w.stable_init));
   // The training conditions (13)-(14), (24)-(27) assume a stable init; feature learning and
@@ -55,11 +60,17 @@ std::string theory_table(const WidthTheory& w, const DepthTheory& d) {
   s += fmt::format("  stable in training (eqs. 13-14, 24-27)      {}\n", train_verdict);
   s += fmt::format("  feature learning, RMS(dh_{}) ~ 1 (1.2.3)     {}\n", L + 1, stronger(w.feature_learning));
   s += fmt::format("  nontrivial, logits move ~ 1 (1.2.3)         {}\n", stronger(w.nontrivial));
+  s += fmt::format("  spectral condition at init (Condition 1)    {}\n", yes(w.spectral_init));
+  s += fmt::format("  spectral condition of updates (Condition 1) {}\n", yes(w.spectral_update));
   if (w.failed_conditions.empty()) {
     s += "failed conditions: none\n";
   } else {
     s += "failed conditions:\n";
     for (const auto& c : w.failed_conditions) s += "  - " + c + "\n";
+  }
+  if (!w.spectral_violations.empty()) {
+    s += "spectral condition (ref. [spectral] Condition 1, effective weights d^-a W):\n";
+    for (const auto& c : w.spectral_violations) s += "  - " + c + "\n";
   }
   if (!w.notes.empty()) {
     s += "notes:\n";
@@ -88,6 +99,9 @@ nlohmann::json theory_json(const WidthTheory& w, const DepthTheory& d) {
   j["stable_train_judged"] = w.stable_init;  // the training conditions assume a stable init
   j["feature_learning"] = w.feature_learning;
   j["nontrivial"] = w.nontrivial;
+  j["spectral_init"] = w.spectral_init;
+  j["spectral_update"] = w.spectral_update;
+  j["spectral_violations"] = w.spectral_violations;
   nlohmann::json layers = nlohmann::json::array();
   for (const LayerExponents& r : w.layers) {
     nlohmann::json o;
@@ -98,6 +112,8 @@ nlohmann::json theory_json(const WidthTheory& w, const DepthTheory& d) {
     o["w_grad"] = num(r.w_grad);
     o["dw"] = num(r.dw);
     o["dh"] = num(r.dh);
+    o["w_spec"] = num(r.w_spec);
+    o["dw_spec"] = num(r.dw_spec);
     if (w.rmsnorm) o["u_rms"] = num(r.u_rms);
     layers.push_back(std::move(o));
   }
@@ -129,6 +145,7 @@ nlohmann::json theory_json(const WidthTheory& w, const DepthTheory& d) {
 
   j["param"] = param_to_json(w.param);
   j["optimizer"] = family_name(w.family);
+  if (w.family == OptFamily::Muon) j["muon_scale"] = muon_scale_name(w.muon_scale);
   j["alignment"] = {{"omega_hidden", w.align.omega_hidden},
                     {"omega_readout", w.align.omega_readout},
                     {"alpha", w.align.alpha},

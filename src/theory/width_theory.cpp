@@ -33,12 +33,17 @@ double get(const std::optional<double>& v, const char* what, int l) {
 
 }  // namespace
 
-double update_exponent(const RoleExponents& row, OptFamily f, double w_grad_exponent) {
+double muon_scale_exponent(MuonScale s) { return s == MuonScale::Rms ? 0.5 : 0.0; }
+
+double update_exponent(const RoleExponents& row, OptFamily f, double w_grad_exponent, Role role, MuonScale ms,
+                       double alpha) {
   const double c = row.c[static_cast<int>(f)];
   switch (f) {
     case OptFamily::SGD: return -c + w_grad_exponent;  // eq. (15): dW = -eta W'
     case OptFamily::Adam: return -c;                    // eq. (15): dW = -eta sign(W')
     case OptFamily::Adafactor: return -c - row.b;       // eq. (15): dW = -eta RMS(W) sign(W')
+    case OptFamily::Muon:                               // ref. [muon]: dW = -eta s O, ||O||_2 ~ 1
+      return muon_orthogonalized(role) ? -c + muon_scale_exponent(ms) - alpha : -c;
   }
   return -c;
 }
@@ -57,7 +62,7 @@ ROW_ACCESSOR(dw)
 ROW_ACCESSOR(dh)
 #undef ROW_ACCESSOR
 
-WidthTheory width_theory(const ParamTable& t, OptFamily f, int L, const Alignment& al, bool rmsnorm) {
+WidthTheory width_theory(const ParamTable& t, OptFamily f, int L, const Alignment& al, bool rmsnorm, MuonScale ms) {
   if (L < 1) throw std::invalid_argument(fmt::format("width theory: depth L = {} must be >= 1", L));
   for (auto [name, v] : {std::pair<const char*, double>{"omega_hidden", al.omega_hidden},
                          {"omega_readout", al.omega_readout}, {"alpha", al.alpha}, {"u", al.u}})
@@ -70,6 +75,7 @@ WidthTheory width_theory(const ParamTable& t, OptFamily f, int L, const Alignmen
   w.depth = L;
   w.align = al;
   w.rmsnorm = rmsnorm;
+  w.muon_scale = ms;
 
   const int nw = L + 2;  // weights W_0..W_{L+1}
   const int nh = L + 3;  // activations h_0..h_{L+2}
@@ -110,7 +116,7 @@ WidthTheory width_theory(const ParamTable& t, OptFamily f, int L, const Alignmen
 
   // ---- One update (eqs. 15-23) ----
   std::vector<double> dw(nw, nan), dh(nh, nan), du(nh, nan);
-  for (int l = 0; l < nw; ++l) dw[l] = update_exponent(t.row(role_of(l)), f, wg[l]);
+  for (int l = 0; l < nw; ++l) dw[l] = update_exponent(t.row(role_of(l)), f, wg[l], role_of(l), ms, al.alpha);
   auto thr = [&](int l) { return normed(l) ? pre[l] : 0.0; };  // e_dh = e_du - e_rms(u) under RMSNorm
   du[1] = -a[0] + dw[0] + h[0];                                 // eq. (17): a column of d^-a_0 dW_0
   dh[1] = du[1] - thr(1);
@@ -238,6 +244,25 @@ WidthTheory width_theory(const ParamTable& t, OptFamily f, int L, const Alignmen
         "RMSNorm: dh of a normalised layer is the update relative to RMS(u) (Lemma E.2); a positive exponent "
         "means the update swamps u, while RMS(h) itself stays 1");
 
+  // ---- Spectral norms and ref. [spectral] Condition 1 (see LayerExponents::w_spec) ----
+  std::vector<double> wspec(nw), dwspec(nw);
+  w.spectral_init = w.spectral_update = true;
+  for (int l = 0; l < nw; ++l) {
+    const bool hidden = l >= 1 && l <= L;
+    wspec[l] = 0.5 - b[l];
+    dwspec[l] = dw[l] + (hidden ? al.alpha : 0.5);
+    const double want = l == 0 ? 0.5 : (hidden ? 0.0 : -0.5);  // sqrt(fan_out/fan_in)
+    const char* fans = l == 0 ? "sqrt(d/V)" : (hidden ? "sqrt(d/d)" : "sqrt(V/d)");
+    auto check = [&](double e, const char* what, bool* ok) {
+      if (same(e - a[l], want)) return;
+      *ok = false;
+      w.spectral_violations.push_back(fmt::format("||d^-a {}_{}||_2 ({}) ~ d^{}, Condition 1 asks {} ~ d^{}", what, l,
+                                                  role_str(l), F(e - a[l]), fans, F(want)));
+    };
+    check(wspec[l], "W", &w.spectral_init);
+    check(dwspec[l], "dW", &w.spectral_update);
+  }
+
   // ---- Rows ----
   w.layers.resize(nh);
   for (int l = 0; l < nh; ++l) {
@@ -249,6 +274,8 @@ WidthTheory width_theory(const ParamTable& t, OptFamily f, int L, const Alignmen
     if (l < nw) {
       row.w_grad = wg[l];
       row.dw = dw[l];
+      row.w_spec = wspec[l];
+      row.dw_spec = dwspec[l];
     }
     if (l >= 1) row.dh = dh[l];
     if (normed(l)) row.u_rms = pre[l];

@@ -52,6 +52,14 @@ struct LayerExponents {
   std::optional<double> w_grad;  // RMS(W'_l) at init, multiplier included   (eq. 5)
   std::optional<double> dw;      // RMS(dW_l), one update                    (eq. 15)
   std::optional<double> dh;      // RMS(dh_l), one update                    (eqs. 16-23)
+  // Spectral norms of the stored W_l (multiplier excluded, as W' and dW), ref. [spectral]:
+  //   w_spec   ||W_l||_2 at init: iid entries of std d^-b, so d^-b (sqrt(fan_in) + sqrt(fan_out)) ~ d^(1/2-b)
+  //   dw_spec  ||dW_l||_2 after one update: RMS(dW) times d^alpha (hidden: a bounded-rank update under
+  //            full alignment alpha = 1 has ||dW||_2 ~ RMS(dW) sqrt(fan_in fan_out); alpha = 1/2 a noise-like
+  //            one, RMS(dW) sqrt(d)) or d^(1/2) (embedding, readout: one fan is fixed, so the rank is
+  //            bounded); Muon's orthogonalized update is eta m^-c times its scale rule, exactly.
+  std::optional<double> w_spec;
+  std::optional<double> dw_spec;
   // With RMSNorm only: RMS(u_l) of the pre-norm u_l = d^-a W_{l-1} h_{l-1}, l = 1..L+1 (Lemma E.3).
   std::optional<double> u_rms;
 };
@@ -69,6 +77,14 @@ struct WidthTheory {
   bool stable_train = false;      // eqs. (13)-(14), (24)-(27): every RMS(dh_l) = O(1), r_l >= 0
   bool feature_learning = false;  // 1.2.3: stable and RMS(dh_{L+1}) ~ 1
   bool nontrivial = false;        // 1.2.3: stable and RMS(dh_{L+2}) ~ 1 (the logits move)
+  // ref. [spectral] Condition 1 on the effective weights d^-a W_l: ||d^-a W_l||_2 (init) and
+  // ||d^-a dW_l||_2 (one update) ~ sqrt(fan_out/fan_in), i.e. d^(1/2) (embedding), d^0 (hidden),
+  // d^(-1/2) (readout). A sufficient condition for feature learning, not a stability verdict: sp
+  // breaks it at the readout's init and is still stable at init (the input is not aligned yet).
+  bool spectral_init = false;
+  bool spectral_update = false;
+  MuonScale muon_scale = MuonScale::Spectral;  // the Muon scale rule (family Muon only)
+  std::vector<std::string> spectral_violations;  // "||d^-a W_3||_2 (readout) ~ d^0, Condition 1 asks d^-1/2"
   // Each broken condition, naming the equation, the layer and the numbers, e.g.
   // "eq. (25) layer 2 (hidden): a+c = 0 < alpha = 1, so d^-a dW_2 h_2 ~ d^1 and RMS(dh_3) grows like d^2".
   // Conditions are reported where they break (a layer whose incoming dh is O(1) but whose own
@@ -95,9 +111,15 @@ struct WidthTheory {
 double alignment_value(const std::string& option, const std::string& text);
 
 WidthTheory width_theory(const ParamTable& t, OptFamily f, int L, const Alignment& align = {},
-                         bool rmsnorm = false);
+                         bool rmsnorm = false, MuonScale muon_scale = MuonScale::Spectral);
 
-// RMS(dW_l) exponent of eq. (15) for one role: -c + {SGD: e(W'), Adam: 0, Adafactor: -b}.
-double update_exponent(const RoleExponents& row, OptFamily f, double w_grad_exponent);
+// RMS(dW_l) exponent of eq. (15) for one bigram role (embedding, hidden, readout):
+// -c + {SGD: e(W'), Adam: 0, Adafactor: -b, Muon: see below}.
+// Muon on a hidden matrix: ||dW||_2 = eta m^-c s, s the scale rule's d^0 (Spectral) or d^(1/2) (Rms),
+// so RMS(dW) ~ d^(-c + e(s) - alpha) (the same alignment as w_spec/dw_spec); on the AdamW roles Adam's -c.
+double update_exponent(const RoleExponents& row, OptFamily f, double w_grad_exponent, Role role = Role::Hidden,
+                       MuonScale muon_scale = MuonScale::Spectral, double alpha = 1.0);
+// The Muon scale rule's exponent of d for a hidden (d x d) matrix: 0 (Spectral) or 1/2 (Rms).
+double muon_scale_exponent(MuonScale s);
 
 }  // namespace scaleinv

@@ -65,6 +65,11 @@ void read_optim(const TomlReader& r, OptimConfig& o) {
   r.get("warmup_steps", &o.warmup_steps);
   r.get("total_steps", &o.total_steps);
   r.get("min_lr_ratio", &o.min_lr_ratio);
+  r.get("muon_momentum", &o.muon_momentum);
+  r.get("nesterov", &o.nesterov);
+  r.get("ns_steps", &o.ns_steps);
+  r.get("muon_scale", &o.muon_scale);
+  r.get("muon_eps", &o.muon_eps);
   r.reject_unknown();
   if (!(o.lr > 0)) r.fail("lr", "must be positive", "e.g. lr = 0.01");
   if (o.wd_mode != "coupled" && o.wd_mode != "independent")
@@ -194,6 +199,15 @@ nlohmann::json train_config_to_json(const TrainConfig& c) {
                 {"eps", o.eps}, {"weight_decay", o.weight_decay}, {"wd_mode", o.wd_mode},
                 {"clip_grad_norm", o.clip_grad_norm}, {"schedule", o.schedule}, {"warmup_steps", o.warmup_steps},
                 {"total_steps", o.total_steps}, {"min_lr_ratio", o.min_lr_ratio}};
+  // Muon's fields only under muon, so the JSON (and the identity of runs, sweeps and checkpoints)
+  // of every other optimizer is what it was before Muon existed.
+  if (o.kind == "muon") {
+    j["optim"]["muon_momentum"] = o.muon_momentum;
+    j["optim"]["nesterov"] = o.nesterov;
+    j["optim"]["ns_steps"] = o.ns_steps;
+    j["optim"]["muon_scale"] = o.muon_scale;
+    j["optim"]["muon_eps"] = o.muon_eps;
+  }
   const DataConfig& d = c.data;
   j["data"] = {{"source", d.source}, {"path", d.path}, {"val_fraction", d.val_fraction}, {"vocab", d.vocab},
                {"markov_temperature", d.markov_temperature}, {"markov_length", d.markov_length},

@@ -40,7 +40,8 @@ bool ensemble_supported(const TrainConfig& c) {
   const std::string& k = c.model.kind;
   const std::string& o = c.optim.kind;
   if (!(k == "bigram" || k == "gpt" || k == "resmlp")) return false;
-  if (!(o == "sgd" || o == "adam" || o == "adamw" || o == "sign") || c.optim.clip_grad_norm != 0) return false;
+  if (!(o == "sgd" || o == "adam" || o == "adamw" || o == "sign" || o == "muon") || c.optim.clip_grad_norm != 0)
+    return false;
   // Simulated precision (a thread-wide rounding scope) and unit-scaled ops (custom autograd with
   // per-op backward scales) are only wired into the single-model trainer.
   if (c.train.precision != "fp32") return false;
