@@ -351,6 +351,8 @@ TEST(CoordCheck, JsonAndPlots) {
   const std::string dir = temp_dir("coordplot");
   const auto stems = plot_coordcheck(r, dir);
   ASSERT_EQ(stems.size(), 7u);  // h, dh, h', W', dW, ||W||, ||dW||
+  const std::vector<std::string> suffixes = {"h", "dh", "hgrad", "wgrad", "dw", "wspec", "dwspec"};
+  for (size_t i = 0; i < stems.size(); ++i) EXPECT_EQ(stems[i], dir + "/width_L2_" + suffixes[i]);
   for (const auto& stem : stems) {
     EXPECT_GT(std::filesystem::file_size(stem + ".svg"), 1000u) << stem;
     EXPECT_GT(std::filesystem::file_size(stem + ".png"), 1000u) << stem;

@@ -622,18 +622,27 @@ void judge(CoordCheckResult& res) {
 
 }  // namespace
 
-const char* coord_quantity_name(CoordQuantity q) {
-  switch (q) {
-    case CoordQuantity::H: return "h";
-    case CoordQuantity::DH: return "dh";
-    case CoordQuantity::HGrad: return "h'";
-    case CoordQuantity::WGrad: return "W'";
-    case CoordQuantity::DW: return "dW";
-    case CoordQuantity::WSpec: return "||W||";
-    case CoordQuantity::DWSpec: return "||dW||";
-  }
-  return "?";
-}
+namespace {
+// One row per CoordQuantity, in enum order: the printed name, the plot file's suffix, the plot's label.
+struct QuantityInfo {
+  const char* name;
+  const char* file;
+  const char* label;
+};
+constexpr QuantityInfo kQuantity[] = {
+    {"h", "h", "RMS(h)"},
+    {"dh", "dh", "RMS(h_t - h_0)"},
+    {"h'", "hgrad", "RMS(dLoss/dh)"},
+    {"W'", "wgrad", "RMS(dLoss/dW)"},
+    {"dW", "dw", "RMS(W_t - W_t-1)"},
+    {"||W||", "wspec", "||W_t||_2"},
+    {"||dW||", "dwspec", "||W_t - W_t-1||_2"},
+};
+static_assert(std::size(kQuantity) == kNumCoordQuantities, "one kQuantity row per CoordQuantity");
+const QuantityInfo& quantity_info(CoordQuantity q) { return kQuantity[static_cast<int>(q)]; }
+}  // namespace
+
+const char* coord_quantity_name(CoordQuantity q) { return quantity_info(q).name; }
 
 bool is_activation_quantity(CoordQuantity q) {
   return q == CoordQuantity::H || q == CoordQuantity::DH || q == CoordQuantity::HGrad;
@@ -1039,9 +1048,6 @@ nlohmann::json coordcheck_to_json(const CoordCheckResult& r) {
 // ============================================================================================
 
 std::vector<std::string> plot_coordcheck(const CoordCheckResult& r, const std::string& dir) {
-  static const char* kFileName[] = {"h", "dh", "hgrad", "wgrad", "dw"};
-  static const char* kLong[] = {"RMS(h)",           "RMS(h_t - h_0)", "RMS(dLoss/dh)",       "RMS(dLoss/dW)",
-                                "RMS(W_t - W_t-1)", "||W_t||_2",      "||W_t - W_t-1||_2"};
   std::vector<std::string> written;
   // (axis, at) pairs in row order
   std::vector<std::pair<std::string, int>> fits;
@@ -1054,14 +1060,14 @@ std::vector<std::string> plot_coordcheck(const CoordCheckResult& r, const std::s
       PlotFigure fig;
       fig.title = fmt::format("{} {}: {} vs {} ({} {}) | {} / {} | solid: measured (geometric mean over {} seeds), "
                               "dashed: predicted slope",
-                              r.config.train.model.kind, coord_quantity_name(q), kLong[qi], axis,
+                              r.config.train.model.kind, coord_quantity_name(q), quantity_info(q).label, axis,
                               axis == "width" ? "depth" : "width", at, r.table.name, r.config.train.optim.kind,
                               r.config.seeds.size());
       for (int t = 0; t <= r.config.steps; ++t) {
         PlotPanel panel;
         panel.title = fmt::format("step {}", t);
         panel.xlabel = axis;
-        panel.ylabel = kLong[qi];
+        panel.ylabel = quantity_info(q).label;
         int color = 0;
         bool any = false;
         for (const CoordRow& row : r.rows) {
@@ -1098,7 +1104,7 @@ std::vector<std::string> plot_coordcheck(const CoordCheckResult& r, const std::s
       }
       if (fig.panels.empty()) continue;
       fig.columns = std::min<int>(static_cast<int>(fig.panels.size()), 2);
-      const std::string stem = fmt::format("{}/{}_{}{}_{}", dir, axis, axis == "width" ? "L" : "d", at, kFileName[qi]);
+      const std::string stem = fmt::format("{}/{}_{}{}_{}", dir, axis, axis == "width" ? "L" : "d", at, quantity_info(q).file);
       render_figure(fig, stem);
       written.push_back(stem);
     }
