@@ -6,12 +6,14 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
 
 # chromium: the tests render the HTML reports headless and check every image loads; procps:
-# pgrep, which the launch fault test uses to find a rank.
+# pgrep, which the launch fault test uses to find a rank. python3-*, pybind11-dev: the Python module
+# (python/), built against Debian's python3-torch for /usr/bin/python3.
 PKGS=(build-essential cmake ninja-build pkg-config
       libtorch-dev libopenblas0-pthread libgloo-dev
       libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libfmt-dev
       libsqlite3-dev sqlite3 zlib1g-dev libgtest-dev libgmock-dev libbenchmark-dev
-      gnuplot-nox bible-kjv dataset-fashion-mnist chromium procps)
+      gnuplot-nox bible-kjv dataset-fashion-mnist chromium procps
+      python3-dev pybind11-dev python3-torch python3-numpy)
 
 missing=()
 for p in "${PKGS[@]}"; do
@@ -41,3 +43,16 @@ if [ ! -f build/CMakeCache.txt ]; then
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE="$BUILD_TYPE" ${CMAKE_ARGS:-}
 fi
 cmake --build build -j "$(nproc)"
+
+# /usr/bin/python3 imports scaleinv from this checkout without PYTHONPATH: a .pth file in its
+# site-packages names python/ (the package) and build/python/ (the C++ half, _scaleinv).
+if [ -x /usr/bin/python3 ] && compgen -G "build/python/_scaleinv*.so" >/dev/null; then
+  site=$(/usr/bin/python3 -c 'import site; print(site.getsitepackages()[0])')
+  want=$(printf '%s\n%s' "$here/python" "$here/build/python")
+  if [ "$(cat "$site/scaleinv.pth" 2>/dev/null)" != "$want" ]; then
+    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+    $SUDO mkdir -p "$site"
+    printf '%s\n' "$want" | $SUDO tee "$site/scaleinv.pth.tmp" >/dev/null
+    $SUDO mv "$site/scaleinv.pth.tmp" "$site/scaleinv.pth"
+  fi
+fi

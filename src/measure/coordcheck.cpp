@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <map>
 #include <regex>
@@ -493,6 +494,113 @@ CoordRun measure_run(const CoordCheckConfig& cc, const ParamTable& model_table, 
   return run;
 }
 
+// Rows: every (axis, at, quantity, layer, step) with at least 2 x values, fitted and predicted.
+// map_layer(axis, weight, layer) gives the theory row of a layer (the zoo's kLayerMap, or roles).
+using LayerMapper = std::function<Mapping(const std::string& axis, bool weight, const std::string& layer)>;
+void fit_rows(CoordCheckResult& res, const std::map<int, WidthTheory>& width_theories,
+              const std::string& stream_prefix, bool qk_unmodelled, bool depth_power_law,
+              const LayerMapper& map_layer) {
+  auto find_run = [&](int w, int d, int64_t s) -> const CoordRun* {
+    for (const CoordRun& r : res.runs)
+      if (r.width == w && r.depth == d && r.seed == s) return &r;
+    return nullptr;
+  };
+  auto lookup = [](const CoordRun& run, CoordQuantity q, const std::string& layer) -> const CoordSeries* {
+    for (const CoordSeries& s : run.series)
+      if (s.q == q && s.layer == layer) return &s;
+    return nullptr;
+  };
+  auto fit_axis = [&](const std::string& axis, int at, const std::vector<int>& xs) {
+    // The runs along this axis, per seed.
+    std::vector<std::vector<const CoordRun*>> grid;  // [seed][x]
+    for (int64_t s : res.config.seeds) {
+      std::vector<const CoordRun*> row;
+      for (int x : xs) row.push_back(axis == "width" ? find_run(x, at, s) : find_run(at, x, s));
+      grid.push_back(row);
+    }
+    // Layer names in order (from the first run); along depth, the top of the stream is "top" and
+    // only layers present at every depth are kept.
+    auto depth_name = [&](const std::string& layer, int depth) {
+      return layer == stream_prefix + std::to_string(depth) ? std::string("top") : layer;
+    };
+    const CoordRun& first = *grid.front().front();
+    std::vector<std::pair<CoordQuantity, std::string>> layers;  // (quantity, canonical name)
+    for (const CoordSeries& s : first.series) {
+      std::string name = axis == "depth" ? depth_name(s.layer, first.depth) : s.layer;
+      layers.emplace_back(s.q, name);
+    }
+    // Sort by quantity, keeping first-seen order within a quantity.
+    std::stable_sort(layers.begin(), layers.end(),
+                     [](const auto& a, const auto& b) { return static_cast<int>(a.first) < static_cast<int>(b.first); });
+    const double fin = axis == "width" ? finite_size_term(xs.front(), xs.back(), double(res.n_probe + res.n_out))
+                                       : finite_size_term(xs.front(), xs.back());
+    for (const auto& [q, name] : layers) {
+      const bool weight = !is_activation_quantity(q);
+      const Mapping m = map_layer(axis, weight, name);
+      for (int t = 0; t <= res.config.steps; ++t) {
+        if ((q == CoordQuantity::DH || q == CoordQuantity::DW || q == CoordQuantity::DWSpec) && t == 0) continue;
+        CoordRow row;
+        row.axis = axis;
+        row.at = at;
+        row.q = q;
+        row.layer = name;
+        row.step = t;
+        for (int x : xs) row.x.push_back(x);
+        bool complete = true;
+        for (const auto& seed_row : grid) {
+          std::vector<double> ys;
+          for (const CoordRun* run : seed_row) {
+            std::string actual = name;
+            if (axis == "depth" && name == "top") actual = stream_prefix + std::to_string(run->depth);
+            const CoordSeries* s = run ? lookup(*run, q, actual) : nullptr;
+            if (!s) {
+              complete = false;
+              break;
+            }
+            ys.push_back(s->rms[static_cast<size_t>(t)]);
+          }
+          if (!complete) break;
+          row.y.push_back(ys);
+        }
+        if (!complete) continue;  // a layer that does not exist at every depth
+        row.fit = fit_loglog_slope(row.x, row.y);
+        row.finite_term = fin;
+        if (q == CoordQuantity::WSpec && axis == "width") {
+          // One fan fixed (the same at the smallest and largest width): the Bai-Yin term (header).
+          const CoordSeries* lo = lookup(*grid.front().front(), q, name);
+          const CoordSeries* hi = lookup(*grid.front().back(), q, name);
+          if (lo && hi && lo->shape.size() == 2 && hi->shape.size() == 2)
+            for (int k = 0; k < 2; ++k)
+              if (lo->shape[k] == hi->shape[k] && lo->shape[1 - k] != hi->shape[1 - k]) {
+                const double f = static_cast<double>(lo->shape[k]);
+                row.finite_term += (std::log1p(std::sqrt(f / xs.front())) - std::log1p(std::sqrt(f / xs.back()))) /
+                                   std::log(static_cast<double>(xs.back()) / xs.front());
+              }
+        }
+        row.tolerance = row.fit.half_width + row.finite_term;
+        Pred p;
+        if (!m.found) {
+          p.why = weight && (name.find("gain") != std::string::npos || name.find("bias") != std::string::npos)
+                      ? "no prediction (vector-like tensor)"
+                      : "no prediction";
+        } else if (axis == "width") {
+          p = width_prediction(width_theories.at(at), m, q, t, qk_unmodelled);
+        } else {
+          p = depth_prediction(res.depth_theory, m, q, t, depth_power_law);
+        }
+        row.predicted = p.e;
+        row.maps_to = p.why;
+        res.rows.push_back(std::move(row));
+      }
+    }
+  };
+  if (res.widths.size() >= 2)
+    for (int d : res.depths) fit_axis("width", d, res.widths);
+  if (res.depths.size() >= 2)
+    for (int w : res.widths) fit_axis("depth", w, res.depths);
+
+}
+
 // ============================================================================================
 // Validation
 // ============================================================================================
@@ -717,109 +825,140 @@ CoordCheckResult run_coordcheck(const CoordCheckConfig& cc_in) {
       }
   if (bar) bar->finish();
 
-  // Rows: every (axis, at, quantity, layer, step) with at least 2 x values.
-  auto find_run = [&](int w, int d, int64_t s) -> const CoordRun* {
-    for (const CoordRun& r : res.runs)
-      if (r.width == w && r.depth == d && r.seed == s) return &r;
-    return nullptr;
-  };
-  auto lookup = [](const CoordRun& run, CoordQuantity q, const std::string& layer) -> const CoordSeries* {
-    for (const CoordSeries& s : run.series)
-      if (s.q == q && s.layer == layer) return &s;
-    return nullptr;
-  };
   const std::string stream_prefix = mc.kind == "resmlp" ? "x" : "block";
   const bool qk_unmodelled = mc.n_heads > 0 && std::fabs(res.table.attn_logit - 0.5) > kExponentTol;
-  auto fit_axis = [&](const std::string& axis, int at, const std::vector<int>& xs) {
-    // The runs along this axis, per seed.
-    std::vector<std::vector<const CoordRun*>> grid;  // [seed][x]
-    for (int64_t s : cc.seeds) {
-      std::vector<const CoordRun*> row;
-      for (int x : xs) row.push_back(axis == "width" ? find_run(x, at, s) : find_run(at, x, s));
-      grid.push_back(row);
-    }
-    // Layer names in order (from the first run); along depth, the top of the stream is "top" and
-    // only layers present at every depth are kept.
-    auto depth_name = [&](const std::string& layer, int depth) {
-      return layer == stream_prefix + std::to_string(depth) ? std::string("top") : layer;
-    };
-    const CoordRun& first = *grid.front().front();
-    std::vector<std::pair<CoordQuantity, std::string>> layers;  // (quantity, canonical name)
-    for (const CoordSeries& s : first.series) {
-      std::string name = axis == "depth" ? depth_name(s.layer, first.depth) : s.layer;
-      layers.emplace_back(s.q, name);
-    }
-    // Sort by quantity, keeping first-seen order within a quantity.
-    std::stable_sort(layers.begin(), layers.end(),
-                     [](const auto& a, const auto& b) { return static_cast<int>(a.first) < static_cast<int>(b.first); });
-    const double fin = axis == "width" ? finite_size_term(xs.front(), xs.back(), double(res.n_probe + res.n_out))
-                                       : finite_size_term(xs.front(), xs.back());
-    for (const auto& [q, name] : layers) {
-      const bool weight = !is_activation_quantity(q);
-      const Mapping m = find_mapping(mc.kind, axis, weight, name, mc.tied);
-      for (int t = 0; t <= cc.steps; ++t) {
-        if ((q == CoordQuantity::DH || q == CoordQuantity::DW || q == CoordQuantity::DWSpec) && t == 0) continue;
-        CoordRow row;
-        row.axis = axis;
-        row.at = at;
-        row.q = q;
-        row.layer = name;
-        row.step = t;
-        for (int x : xs) row.x.push_back(x);
-        bool complete = true;
-        for (const auto& seed_row : grid) {
-          std::vector<double> ys;
-          for (const CoordRun* run : seed_row) {
-            std::string actual = name;
-            if (axis == "depth" && name == "top") actual = stream_prefix + std::to_string(run->depth);
-            const CoordSeries* s = run ? lookup(*run, q, actual) : nullptr;
-            if (!s) {
-              complete = false;
-              break;
-            }
-            ys.push_back(s->rms[static_cast<size_t>(t)]);
-          }
-          if (!complete) break;
-          row.y.push_back(ys);
-        }
-        if (!complete) continue;  // a layer that does not exist at every depth
-        row.fit = fit_loglog_slope(row.x, row.y);
-        row.finite_term = fin;
-        if (q == CoordQuantity::WSpec && axis == "width") {
-          // One fan fixed (the same at the smallest and largest width): the Bai-Yin term (header).
-          const CoordSeries* lo = lookup(*grid.front().front(), q, name);
-          const CoordSeries* hi = lookup(*grid.front().back(), q, name);
-          if (lo && hi && lo->shape.size() == 2 && hi->shape.size() == 2)
-            for (int k = 0; k < 2; ++k)
-              if (lo->shape[k] == hi->shape[k] && lo->shape[1 - k] != hi->shape[1 - k]) {
-                const double f = static_cast<double>(lo->shape[k]);
-                row.finite_term += (std::log1p(std::sqrt(f / xs.front())) - std::log1p(std::sqrt(f / xs.back()))) /
-                                   std::log(static_cast<double>(xs.back()) / xs.front());
-              }
-        }
-        row.tolerance = row.fit.half_width + row.finite_term;
-        Pred p;
-        if (!m.found) {
-          p.why = weight && (name.find("gain") != std::string::npos || name.find("bias") != std::string::npos)
-                      ? "no prediction (vector-like tensor)"
-                      : "no prediction";
-        } else if (axis == "width") {
-          p = width_prediction(width_theories.at(at), m, q, t, qk_unmodelled);
-        } else {
-          const bool power_law = mc.kind != "resmlp" || mc.pre_ln || res.depth_theory.alpha >= 0.5 - kExponentTol;
-          p = depth_prediction(res.depth_theory, m, q, t, power_law);
-        }
-        row.predicted = p.e;
-        row.maps_to = p.why;
-        res.rows.push_back(std::move(row));
+  const bool power_law = mc.kind != "resmlp" || mc.pre_ln || res.depth_theory.alpha >= 0.5 - kExponentTol;
+  fit_rows(res, width_theories, stream_prefix, qk_unmodelled, power_law,
+           [&](const std::string& axis, bool weight, const std::string& name) {
+             return find_mapping(mc.kind, axis, weight, name, mc.tied);
+           });
+  judge(res);
+  res.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return res;
+}
+
+CoordCheckResult judge_own_coordcheck(const OwnCoordInput& in) {
+  const auto t0 = std::chrono::steady_clock::now();
+  CoordCheckResult res;
+  res.config.train.model.kind = in.model;
+  res.config.train.optim.kind = in.optimizer;
+  res.config.train.optim.muon_scale = muon_scale_name(in.muon_scale);
+  res.config.seeds = in.seeds;
+  res.config.steps = in.steps;
+  res.config.show_progress = false;
+  res.table = in.table;
+  std::string fam = in.optimizer == "adamw" || in.optimizer == "sign" ? std::string("adam") : in.optimizer;
+  if (!parse_family(fam, &res.family))
+    throw UserError("coordcheck", "optimizer", fmt::format("unknown optimizer '{}'", in.optimizer),
+                    "use one of sgd, adam, adamw, sign, muon");
+  if (in.seeds.empty()) throw UserError("coordcheck", "seeds", "no seeds", "use 2 or more seeds");
+  if (in.steps < 1) throw UserError("coordcheck", "steps", fmt::format("{} steps", in.steps), "use at least 1 step");
+  std::vector<int> widths;
+  for (const CoordRun& r : in.runs) widths.push_back(r.width);
+  res.widths = sorted_unique(widths);
+  res.depths = {1};
+  if (res.widths.size() < 2)
+    throw UserError("coordcheck", "widths", "a slope needs at least 2 widths", "give e.g. widths = [64, 128, 256]");
+  std::map<std::string, const OwnCoordLayer*> layer_of;
+  for (const OwnCoordLayer& l : in.layers) layer_of[(l.weight ? "w:" : "a:") + l.name] = &l;
+  for (int w : res.widths)
+    for (int64_t s : in.seeds) {
+      const CoordRun* run = nullptr;
+      for (const CoordRun& r : in.runs)
+        if (r.width == w && r.seed == s) run = &r;
+      if (!run)
+        throw UserError("coordcheck", "runs", fmt::format("no run for width {} seed {}", w, s),
+                        "measure every (width, seed) pair");
+      for (const CoordSeries& se : run->series) {
+        if (se.rms.size() != static_cast<size_t>(in.steps + 1))
+          throw UserError("coordcheck", se.layer,
+                          fmt::format("has {} values, not steps + 1 = {}", se.rms.size(), in.steps + 1),
+                          "record steps 0..T (NaN where undefined)");
+        if (!layer_of.count((is_activation_quantity(se.q) ? "a:" : "w:") + se.layer))
+          throw UserError("coordcheck", se.layer, "is measured but not among the layers", "list every measured layer");
       }
     }
-  };
-  if (res.widths.size() >= 2)
-    for (int d : res.depths) fit_axis("width", d, res.widths);
-  if (res.depths.size() >= 2)
-    for (int w : res.widths) fit_axis("depth", w, res.depths);
+  for (CoordRun r : in.runs) {
+    r.depth = 1;
+    res.runs.push_back(std::move(r));
+  }
+  res.n_probe = in.n_probe;
+  res.n_out = in.n_out;
 
+  // The layer map from roles (header).
+  bool blocks = false;
+  int hidden_outputs = 0;
+  for (const OwnCoordLayer& l : in.layers) {
+    if (l.role && *l.role != Role::Embedding && *l.role != Role::Readout && *l.role != Role::Vector) {
+      if (l.in_block) blocks = true;
+      if (!l.weight) ++hidden_outputs;
+    }
+  }
+  const int L = blocks ? 2 : std::max(hidden_outputs, 1);
+  std::map<std::string, Mapping> amap;
+  int hidden_seen = 0;
+  for (const OwnCoordLayer& l : in.layers) {
+    if (l.weight || !l.role) continue;
+    Mapping m;
+    m.found = true;
+    switch (*l.role) {
+      case Role::Embedding:
+        m.target = Target::SeedRow;
+        m.row = 1;
+        m.what = "h_1 (embedding output)";
+        break;
+      case Role::Readout:
+        m.target = Target::Logits;
+        m.what = "h_L+2 = logits";
+        break;
+      case Role::Vector: m.found = false; break;
+      default:
+        if (blocks) {
+          m.target = Target::Stream;
+          m.what = "hidden h (residual stream)";
+        } else {
+          ++hidden_seen;
+          m.target = Target::SeedRow;
+          m.row = hidden_seen + 1;
+          m.what = fmt::format("h_{} (hidden output {})", m.row, hidden_seen);
+        }
+    }
+    amap[l.name] = m;
+  }
+  auto map_layer = [&](const std::string& axis, bool weight, const std::string& name) {
+    Mapping m;
+    if (axis != "width") return m;
+    if (!weight) {
+      auto it = amap.find(name);
+      return it == amap.end() ? m : it->second;
+    }
+    const auto it = layer_of.find("w:" + name);
+    if (it == layer_of.end() || !it->second->role) return m;
+    m.found = true;
+    switch (*it->second->role) {
+      case Role::Embedding: m.target = Target::EmbeddingW; m.what = "W_0 (embedding)"; break;
+      case Role::Readout: m.target = Target::ReadoutW; m.what = "W_L+1 (readout)"; break;
+      case Role::Vector: m.found = false; break;
+      case Role::AttnQ:
+      case Role::AttnK: m.target = Target::HiddenWQK; m.what = "hidden W"; break;
+      default: m.target = Target::HiddenW; m.what = "hidden W";
+    }
+    return m;
+  };
+  std::map<int, WidthTheory> width_theories;
+  width_theories.emplace(1, width_theory(res.table, res.family, L, {}, false, in.muon_scale));
+  res.width_theory = width_theories.at(1);
+  res.theory_depth = L;
+  res.theory_note = blocks ? "residual stream = hidden activations of width_theory(L = 2): hidden tensors in repeated "
+                             "blocks (as the zoo's gpt)"
+                           : fmt::format("a chain: embedding output h_1, {} hidden output(s) h_2..h_{}, logits h_{} "
+                                         "(width_theory(L = {}))",
+                                         hidden_outputs, L + 1, L + 2, L);
+  res.depth_theory = depth_theory(res.table, res.family);
+  // The logit scale is the user's own (not a table multiplier): W_q, W_k's gradient is modelled
+  // only for the 1/sqrt(d_head) the bigram theory assumes, as for the zoo (width_prediction).
+  const bool qk_unmodelled = std::fabs(res.table.attn_logit - 0.5) > kExponentTol;
+  fit_rows(res, width_theories, "", qk_unmodelled, true, map_layer);
   judge(res);
   res.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;

@@ -59,6 +59,7 @@
 #include <torch/torch.h>
 
 #include "measure/slope_fit.h"
+#include "param/table.h"
 #include "theory/depth_theory.h"
 #include "theory/width_theory.h"
 #include "train/config.h"
@@ -146,6 +147,36 @@ double spectral_norm(const torch::Tensor& w, int iters = 30);
 // does not split into heads, fewer than 2 widths and 2 depths, unknown model/param/optimizer,
 // steps < 1, no seeds, unknown break mode), runs the grid and judges every row.
 CoordCheckResult run_coordcheck(const CoordCheckConfig& cfg);
+
+// The coordinate check of a model scaleinv did not write (issue 15), measured elsewhere (the Python
+// module's forward hooks: python/scaleinv/coordcheck.py), judged exactly as run_coordcheck judges,
+// with the layer map taken from roles (adapt/own_model.h) instead of the zoo's names:
+//   parameters: embedding -> W_0, hidden and attention -> a hidden W (attn_q, attn_k: see
+//     width_prediction), readout -> W_{L+1}, vector -> no prediction;
+//   activations (a module's output, named by the role of its own weight): embedding -> h_1,
+//     readout -> the logits h_{L+2}; hidden modules -> h_2 .. h_{L+1} in forward order when no
+//     hidden tensor sits in a repeated block (a chain: L = their number), else the residual stream
+//     (h of h_1, dh and h' the max over the hidden rows of an L = 2 chain, as the zoo's gpt).
+struct OwnCoordLayer {
+  std::string name;
+  bool weight = false;        // a parameter (W', dW, ||W||, ||dW||) or a module output (h, dh, h')
+  std::optional<Role> role;   // nullopt: no prediction
+  bool in_block = false;
+};
+struct OwnCoordInput {
+  ParamTable table;
+  std::string optimizer = "adamw";  // sgd, adam, adamw, sign, muon
+  MuonScale muon_scale = MuonScale::Spectral;
+  std::string model = "own model";  // for the report's titles
+  std::vector<int64_t> seeds;
+  int steps = 3;
+  int64_t n_probe = 0, n_out = 0;
+  std::vector<CoordRun> runs;       // one per (width, seed), depth 1; series named as in `layers`
+  std::vector<OwnCoordLayer> layers;
+};
+// UserError ("coordcheck", field) for fewer than 2 widths, a missing (width, seed) run, a series of
+// another length than steps + 1, or a layer of a series not in `layers`.
+CoordCheckResult judge_own_coordcheck(const OwnCoordInput& in);
 
 // The full table, the tolerance formula with its values, a summary and, last, the failures.
 std::string render_coordcheck(const CoordCheckResult& r);

@@ -1,0 +1,145 @@
+// _scaleinv: the Python module's C++ half (issue 15). A thin layer: every function takes and returns
+// JSON text (the same JSON the CLI writes), so no torch types cross it and the module works with any
+// installed PyTorch. python/scaleinv/ is the Python half (apply, coordcheck, table, theory).
+// A UserError (a bad input the user can fix) surfaces as scaleinv.UserError, a ValueError whose
+// message is the CLI's one line naming the field and the fix.
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include <nlohmann/json.hpp>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "adapt/own_model.h"
+#include "core/errors.h"
+#include "measure/coordcheck.h"
+#include "param/table.h"
+#include "theory/depth_theory.h"
+#include "theory/theory_report.h"
+#include "theory/width_theory.h"
+
+namespace py = pybind11;
+using nlohmann::json;
+
+namespace scaleinv {
+namespace {
+
+OptFamily theory_family(const std::string& optimizer) {
+  OptFamily f;
+  const std::string fam = optimizer == "adamw" || optimizer == "sign" ? std::string("adam") : optimizer;
+  if (!parse_family(fam, &f))
+    throw UserError("theory", "optimizer", "unknown optimizer '" + optimizer + "'",
+                    "use sgd, adam, adamw, sign, adafactor or muon");
+  return f;
+}
+
+MuonScale parse_scale(const std::string& s) {
+  MuonScale ms;
+  if (!parse_muon_scale(s, &ms)) throw UserError("theory", "muon_scale", "unknown rule '" + s + "'", "use spectral or rms");
+  return ms;
+}
+
+std::string table_json(const std::string& name) { return param_to_json(load_param(name)).dump(); }
+
+py::tuple theory(const std::string& param, const std::string& optimizer, int depth, const std::string& muon_scale,
+                 bool rmsnorm) {
+  if (depth < 1 || depth > 10000)
+    throw UserError("theory", "depth", "L = " + std::to_string(depth), "give from 1 to 10000 hidden layers");
+  const ParamTable t = load_param(param);
+  const OptFamily f = theory_family(optimizer);
+  const WidthTheory w = width_theory(t, f, depth, {}, rmsnorm, parse_scale(muon_scale));
+  const DepthTheory d = depth_theory(t, f);
+  return py::make_tuple(theory_json(w, d).dump(), theory_table(w, d));
+}
+
+std::string plan(const std::string& param, const std::string& optimizer, double weight_decay,
+                 const std::string& spec_json) {
+  const OwnModelSpec spec = own_spec_from_json(json::parse(spec_json));
+  return own_plan_to_json(plan_own_model(load_param(param), optimizer, weight_decay, spec)).dump();
+}
+
+double num(const json& v) {
+  return v.is_number() ? v.get<double>() : std::numeric_limits<double>::quiet_NaN();
+}
+
+CoordQuantity quantity(const std::string& name) {
+  for (int q = 0; q < kNumCoordQuantities; ++q)
+    if (name == coord_quantity_name(static_cast<CoordQuantity>(q))) return static_cast<CoordQuantity>(q);
+  throw UserError("coordcheck", "quantity", "unknown quantity '" + name + "'", "use h, dh, h', W', dW, ||W||, ||dW||");
+}
+
+// Input: {"param", "optimizer", "muon_scale", "model", "seeds", "steps", "n_probe", "n_out",
+// "layers": [{"name", "weight", "role" (or null), "in_block"}], "runs": [{"width", "seed", "loss",
+// "diverged", "series": [{"quantity", "layer", "rms" (null: undefined), "shape"}]}], "plot" (dir
+// or "")}. Output: (the CLI's coordcheck JSON, its printed table, the plot stems written).
+py::tuple judge_coordcheck(const std::string& input_json) {
+  const json j = json::parse(input_json);
+  OwnCoordInput in;
+  // The table the model was trained under: the shifted row apply() used (a' = 0, seed 000 eq. 28),
+  // whose weight-side exponents (W', dW, ||W||) are those of the stored tensors; else a name.
+  const bool shifted = j.contains("table") && j.at("table").is_object();
+  in.table = shifted ? param_from_json(j.at("table")) : load_param(j.at("param").get<std::string>());
+  in.optimizer = j.value("optimizer", std::string("adamw"));
+  in.muon_scale = parse_scale(j.value("muon_scale", std::string("spectral")));
+  in.model = j.value("model", std::string("own model"));
+  in.seeds = j.at("seeds").get<std::vector<int64_t>>();
+  in.steps = j.at("steps").get<int>();
+  in.n_probe = j.at("n_probe").get<int64_t>();
+  in.n_out = j.at("n_out").get<int64_t>();
+  for (const json& l : j.at("layers")) {
+    OwnCoordLayer layer;
+    layer.name = l.at("name").get<std::string>();
+    layer.weight = l.at("weight").get<bool>();
+    layer.in_block = l.value("in_block", false);
+    if (l.contains("role") && !l.at("role").is_null()) {
+      Role r;
+      const std::string rn = l.at("role").get<std::string>();
+      if (!parse_role(rn, &r)) throw UserError("coordcheck", layer.name, "unknown role '" + rn + "'", "use a table role");
+      layer.role = r;
+    }
+    in.layers.push_back(std::move(layer));
+  }
+  for (const json& r : j.at("runs")) {
+    CoordRun run;
+    run.width = r.at("width").get<int>();
+    run.depth = 1;
+    run.seed = r.at("seed").get<int64_t>();
+    run.diverged = r.value("diverged", false);
+    for (const json& v : r.at("loss")) run.loss.push_back(num(v));
+    for (const json& s : r.at("series")) {
+      CoordSeries se;
+      se.q = quantity(s.at("quantity").get<std::string>());
+      se.layer = s.at("layer").get<std::string>();
+      for (const json& v : s.at("rms")) se.rms.push_back(num(v));
+      if (s.contains("shape")) se.shape = s.at("shape").get<std::vector<int64_t>>();
+      run.series.push_back(std::move(se));
+    }
+    in.runs.push_back(std::move(run));
+  }
+  CoordCheckResult res = judge_own_coordcheck(in);
+  if (shifted)
+    res.theory_note += "; judged against " + in.table.name +
+                       " shifted to a' = 0 (seed 000 eq. 28), the row apply() trained with";
+  std::vector<std::string> stems;
+  const std::string plot = j.value("plot", std::string());
+  if (!plot.empty()) stems = plot_coordcheck(res, plot);
+  return py::make_tuple(coordcheck_to_json(res).dump(), render_coordcheck(res), stems);
+}
+
+}  // namespace
+}  // namespace scaleinv
+
+PYBIND11_MODULE(_scaleinv, m) {
+  using namespace scaleinv;
+  m.doc() = "scaleinv's C++ core (JSON in, JSON out); use the scaleinv package";
+  py::register_exception<UserError>(m, "UserError", PyExc_ValueError);
+  m.def("presets", &preset_names, "the preset parameterizations' names");
+  m.def("table", &table_json, py::arg("name"), "a preset or TOML file as the CLI's JSON");
+  m.def("theory", &theory, py::arg("param"), py::arg("optimizer") = "adam", py::arg("depth") = 3,
+        py::arg("muon_scale") = "spectral", py::arg("rmsnorm") = false, "(theory JSON, printed table)");
+  m.def("plan", &plan, py::arg("param"), py::arg("optimizer"), py::arg("weight_decay"), py::arg("spec_json"),
+        "roles and per-tensor factors for a model scaleinv did not write (adapt/own_model.h)");
+  m.def("judge_coordcheck", &judge_coordcheck, py::arg("input_json"),
+        "(coordcheck JSON, printed table, plot stems) of runs measured in Python");
+}

@@ -1,0 +1,241 @@
+"""The theory-judged coordinate check of your own model (issue 15).
+
+Measured here with torch (forward hooks on your modules, names as in named_modules()), judged in the
+C++ core exactly as `scaleinv coordcheck` judges the zoo's models (src/measure/coordcheck.h): per
+(quantity, module, step) the log-log slope against width with a 95% interval over seeds, compared
+with the theory's exponent for the module's role.
+"""
+import json
+import math
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+import _scaleinv
+from ._core import UserError
+from .apply import apply, named_tensors
+
+
+def _rms(t):
+    if t is None:
+        return None
+    if t.numel() == 0:
+        return None
+    v = float(torch.linalg.vector_norm(t.detach(), dtype=torch.float64)) / math.sqrt(t.numel())
+    return v if math.isfinite(v) else None
+
+
+def spectral_norm(w, iters=30):
+    """Largest singular value by power iteration from the fixed start cos(0.7 i + 0.3), as the CLI's
+    coordinate check (src/measure/coordcheck.h spectral_norm)."""
+    m = w.detach().reshape(w.shape[0], -1)
+    v = torch.cos(torch.arange(m.shape[1], dtype=m.dtype, device=m.device) * 0.7 + 0.3)
+    sigma = 0.0
+    for _ in range(iters):
+        nv = float(v.norm())
+        if not nv > 0 or not math.isfinite(nv):
+            return 0.0 if nv == 0 else None
+        v = v / nv
+        u = torch.mv(m, v)
+        sigma = float(u.norm())
+        v = torch.mv(m.t(), u)
+    return sigma
+
+
+class CoordCheckResult:
+    """passed (bool), rows (list of dicts: module, quantity, step, measured, predicted, matches,
+    stable, tolerance, maps_to), failures (lines), json (the CLI's JSON), plots (stems written);
+    str() is the CLI's printed table."""
+
+    def __init__(self, data, text, plots):
+        self.json = data
+        self.text = text
+        self.plots = list(plots)
+        self.passed = bool(data["pass"])
+        self.failures = list(data["failures"])
+        self.rows = [{"module": r["layer"], "quantity": r["quantity"], "step": r["step"], "measured": r["slope"],
+                      "predicted": r["predicted"], "matches": r["matches"], "stable": r["stable"],
+                      "tolerance": r["tolerance"], "maps_to": r["maps_to"]} for r in data["rows"]]
+
+    def __str__(self):
+        return self.text
+
+    def __repr__(self):
+        return f"<CoordCheckResult passed={self.passed} rows={len(self.rows)} failures={len(self.failures)}>"
+
+
+def _record_modules(model):
+    """Modules holding a trainable tensor directly: their outputs are recorded."""
+    mods = []
+    for name, mod in model.named_modules():
+        if name and any(p.requires_grad for p in mod.parameters(recurse=False)):
+            mods.append((name, mod))
+    return mods
+
+
+def _measure(model, opt, batches, steps, loss_fn):
+    rec = {}
+    order = []
+    recording = [False]
+
+    def make_hook(name):
+        def hook(mod, inp, out):
+            if recording[0] and torch.is_tensor(out) and out.requires_grad:
+                out.retain_grad()
+                if name not in rec:
+                    order.append(name)
+                rec[name] = out
+        return hook
+
+    handles = [mod.register_forward_hook(make_hook(name)) for name, mod in _record_modules(model)]
+    params = [(name, t) for name, _, _, t in named_tensors(model)]
+    T = steps
+    series = {}
+
+    def put(q, layer, t, v, shape=None):
+        key = (q, layer)
+        if key not in series:
+            series[key] = {"quantity": q, "layer": layer, "rms": [None] * (T + 1)}
+            if shape is not None:
+                series[key]["shape"] = shape
+        series[key]["rms"][t] = v
+
+    losses, diverged = [None] * (T + 1), False
+    h0, prev = {}, None
+    x, y = batches[0]
+    n_out = None
+    try:
+        for t in range(T + 1):
+            recording[0] = True
+            rec.clear()
+            out = model(x)
+            lv = loss_fn(out, y)
+            recording[0] = False
+            n_out = out.shape[-1]
+            value = float(lv.detach())
+            losses[t] = value if math.isfinite(value) else None
+            if not math.isfinite(value):
+                diverged = True
+                break
+            opt.zero_grad()
+            lv.backward()
+            for name in order:
+                h = rec.get(name)
+                if h is None:
+                    continue
+                put("h", name, t, _rms(h))
+                if t == 0:
+                    h0[name] = h.detach().clone()
+                elif h.shape == h0[name].shape:
+                    put("dh", name, t, _rms(h.detach() - h0[name]))
+                put("h'", name, t, _rms(h.grad))
+            for i, (name, p) in enumerate(params):
+                put("W'", name, t, _rms(p.grad) if p.grad is not None else 0.0)
+                if t > 0:
+                    put("dW", name, t, _rms(p.detach() - prev[i]))
+                if p.dim() >= 2:
+                    put("||W||", name, t, spectral_norm(p), [p.shape[0], p.numel() // p.shape[0]])
+                    if t > 0:
+                        put("||dW||", name, t, spectral_norm(p.detach() - prev[i]))
+            if t == T:
+                break
+            bi = t % len(batches)
+            if bi != 0:
+                opt.zero_grad()
+                xb, yb = batches[bi]
+                loss_fn(model(xb), yb).backward()
+            prev = [p.detach().clone() for _, p in params]
+            opt.step()
+    finally:
+        for hd in handles:
+            hd.remove()
+    # dh and dW are undefined at step 0 but still listed, as the CLI lists them.
+    for name in order:
+        if ("dh", name) not in series:
+            put("dh", name, 0, None)
+    for name, p in params:
+        if ("dW", name) not in series:
+            put("dW", name, 0, None)
+    return {"loss": losses, "diverged": diverged, "series": list(series.values())}, order, n_out
+
+
+def coordcheck(make_model, widths, batches, param="mup", optimizer="adamw", lr=1e-3, steps=3, seeds=3,
+               loss=None, weight_decay=0.0, momentum=0.0, base_width=None, delta_width=None, overrides=None,
+               plot=None, progress=True):
+    """Coordinate check of make_model(width) under `param`, judged against the theory.
+
+    widths: at least 2; batches: [(x, y), ...], the first is the probe every step is measured on,
+    training cycles through them (one batch: every update on the probe); seeds: a count or a list;
+    loss: loss(output, y) (default cross-entropy); base_width: where lr counts as tuned (default
+    the smallest width); plot: a directory for the CLI's plots (gnuplot). Returns a
+    CoordCheckResult.
+    """
+    widths = sorted(set(int(w) for w in widths))
+    if len(widths) < 2:
+        raise UserError("python: widths: a slope needs at least 2 widths (fix: give e.g. widths=[128, 256, 512])")
+    if not batches:
+        raise UserError("python: batches: no batches (fix: give [(x, y)], the probe batch first)")
+    seed_list = list(range(seeds)) if isinstance(seeds, int) else [int(s) for s in seeds]
+    if not seed_list:
+        raise UserError("python: seeds: no seeds (fix: use 2 or more seeds; the interval is over seeds)")
+    if int(steps) < 1:
+        raise UserError(f"python: steps: {steps} steps (fix: use at least 1 step)")
+    loss_fn = loss or F.cross_entropy
+    base_width = base_width or widths[0]
+    delta_width = delta_width or (widths[1] if widths[1] != base_width else widths[0])
+    state = torch.random.get_rng_state()
+    torch.manual_seed(0)
+    base = make_model(base_width)
+    delta = make_model(delta_width)
+    runs, layers, plan = [], None, None
+    n_out = None
+    total, done, t0 = len(widths) * len(seed_list), 0, time.time()
+    try:
+        for w in widths:
+            for s in seed_list:
+                torch.manual_seed(s)
+                model = make_model(w)
+                opt = apply(model, base, delta, param=param, optimizer=optimizer, lr=lr,
+                            weight_decay=weight_decay, momentum=momentum, overrides=overrides)
+                run, order, n_out = _measure(model, opt, batches, int(steps), loss_fn)
+                run.update({"width": w, "seed": s})
+                runs.append(run)
+                if layers is None:
+                    plan = opt.scaleinv_plan
+                    layers = _layers(model, plan, order)
+                done += 1
+                if progress:
+                    el = time.time() - t0
+                    eta = el / done * (total - done)
+                    bar = "#" * (20 * done // total) + "." * (20 - 20 * done // total)
+                    print(f"\rcoordcheck [{bar}] {done}/{total} runs, {done / el:.2f} runs/s, ETA {eta:.0f} s"
+                          f"  (width {w} seed {s})", end="", file=sys.stderr, flush=True)
+        if progress:
+            print(file=sys.stderr)
+    finally:
+        torch.random.set_rng_state(state)
+    y = batches[0][1]
+    data, text, stems = _scaleinv.judge_coordcheck(json.dumps({
+        "param": param, "table": plan["shifted"], "optimizer": optimizer, "model": type(base).__name__, "seeds": seed_list,
+        "steps": int(steps), "n_probe": int(y.numel()), "n_out": int(n_out or 0), "layers": layers,
+        "runs": runs, "plot": plot or ""}))
+    return CoordCheckResult(json.loads(data), text, stems)
+
+
+def _layers(model, plan, order):
+    """Roles of the measured activations (the role of the module's own weight, else its first
+    tensor's) and of the parameters, from the apply plan."""
+    by_name = {t["name"]: t for t in plan["tensors"]}
+    layers = []
+    mods = dict(model.named_modules())
+    for name in order:
+        own = [f"{name}.{p}" for p, _ in mods[name].named_parameters(recurse=False)]
+        key = f"{name}.weight" if f"{name}.weight" in by_name else next((k for k in own if k in by_name), None)
+        t = by_name.get(key) if key else None
+        layers.append({"name": name, "weight": False, "role": t["role"] if t else None,
+                       "in_block": bool(t and t["in_block"])})
+    for t in plan["tensors"]:
+        layers.append({"name": t["name"], "weight": True, "role": t["role"], "in_block": t["in_block"]})
+    return layers

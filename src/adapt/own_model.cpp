@@ -1,0 +1,413 @@
+// Roles and the shifted plan for a model scaleinv did not write (see own_model.h).
+#include "adapt/own_model.h"
+
+#include <cmath>
+#include <map>
+#include <regex>
+#include <set>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include "core/errors.h"
+
+namespace scaleinv {
+
+const char* layout_name(TensorLayout l) {
+  switch (l) {
+    case TensorLayout::OutIn: return "out_in";
+    case TensorLayout::InOut: return "in_out";
+    case TensorLayout::Vector: return "vector";
+  }
+  return "?";
+}
+
+namespace {
+
+// The name split at its first integer component: container "blocks", index 3, rest "attn.weight".
+struct BlockName {
+  bool indexed = false;
+  std::string container, rest;
+  long index = 0;
+};
+
+BlockName block_name(const std::string& name) {
+  BlockName b;
+  size_t start = 0;
+  while (start <= name.size()) {
+    size_t end = name.find('.', start);
+    if (end == std::string::npos) end = name.size();
+    const std::string part = name.substr(start, end - start);
+    if (!part.empty() && part.find_first_not_of("0123456789") == std::string::npos && part.size() < 10) {
+      b.indexed = true;
+      b.container = start == 0 ? "" : name.substr(0, start - 1);
+      b.index = std::stol(part);
+      b.rest = end < name.size() ? name.substr(end + 1) : "";
+      return b;
+    }
+    start = end + 1;
+  }
+  return b;
+}
+
+std::string canonical_name(const BlockName& b) {
+  return (b.container.empty() ? "" : b.container + ".") + "*" + (b.rest.empty() ? "" : "." + b.rest);
+}
+
+// Which tensors of one model sit in repeated blocks (see the header), and blocks per container.
+struct Blocks {
+  std::vector<bool> in_block;
+  std::map<std::string, std::set<long>> indices;  // container -> every index seen
+};
+
+Blocks find_blocks(const std::vector<OwnTensor>& ts) {
+  // An index of a container is a block when another index holds exactly the same tensors (names
+  // after the index, and shapes): nn.Sequential's layers of different shapes are not blocks.
+  using Signature = std::set<std::pair<std::string, std::vector<int64_t>>>;
+  std::map<std::pair<std::string, long>, Signature> sig;
+  std::vector<BlockName> names;
+  Blocks b;
+  for (const OwnTensor& t : ts) {
+    names.push_back(block_name(t.name));
+    const BlockName& n = names.back();
+    if (n.indexed) {
+      sig[{n.container, n.index}].insert({n.rest, t.shape});
+      b.indices[n.container].insert(n.index);
+    }
+  }
+  std::map<std::pair<std::string, Signature>, int> count;
+  for (const auto& [key, s] : sig) ++count[{key.first, s}];
+  for (size_t i = 0; i < ts.size(); ++i) {
+    const BlockName& n = names[i];
+    b.in_block.push_back(n.indexed && count[{n.container, sig[{n.container, n.index}]}] >= 2);
+  }
+  return b;
+}
+
+// fan_out, fan_in of a shape under a layout.
+std::pair<int64_t, int64_t> fans(const std::vector<int64_t>& s, TensorLayout l) {
+  if (s.size() <= 1 || l == TensorLayout::Vector) {
+    int64_t n = 1;
+    for (int64_t d : s) n *= d;
+    return {n, 1};
+  }
+  int64_t rest = 1;
+  for (size_t i = 1; i < s.size(); ++i) rest *= s[i];
+  return l == TensorLayout::OutIn ? std::make_pair(s[0], rest) : std::make_pair(rest, s[0]);
+}
+
+const OwnTensor* find_match(const std::vector<OwnTensor>& ts, const Blocks& blocks, const OwnTensor& t,
+                            bool in_block) {
+  for (const OwnTensor& o : ts)
+    if (o.name == t.name) return &o;
+  if (!in_block) return nullptr;
+  const std::string canon = canonical_name(block_name(t.name));
+  const OwnTensor* any = nullptr;
+  for (size_t i = 0; i < ts.size(); ++i) {
+    const BlockName b = block_name(ts[i].name);
+    if (!b.indexed || canonical_name(b) != canon || ts[i].shape.size() != t.shape.size()) continue;
+    if (blocks.in_block[i]) return &ts[i];
+    if (!any) any = &ts[i];
+  }
+  return any;
+}
+
+// Does a role fit a growth pattern (fan_out grows, fan_in grows) of a matrix?
+bool role_fits(Role r, bool out_grows, bool in_grows) {
+  switch (r) {
+    case Role::Embedding: return out_grows && !in_grows;
+    case Role::Readout: return in_grows && !out_grows;
+    case Role::Vector: return !(out_grows && in_grows);
+    default: return out_grows && in_grows;  // hidden and attention matrices
+  }
+}
+
+Role role_from_growth(bool out_grows, bool in_grows) {
+  if (out_grows && in_grows) return Role::Hidden;
+  if (out_grows) return Role::Embedding;
+  if (in_grows) return Role::Readout;
+  return Role::Vector;
+}
+
+}  // namespace
+
+OwnRoles infer_roles(const OwnModelSpec& spec) {
+  const std::string& where = spec.where;
+  if (spec.target.empty())
+    throw UserError(where, "parameters", "the model has no trainable tensors", "pass a model with parameters");
+  for (const std::string& name : spec.tied)
+    throw UserError(where, name,
+                    "is shared with another parameter (tied weights): one tensor cannot take two roles' init and LR",
+                    "untie it (e.g. a separate readout matrix) before applying a parameterization");
+  std::vector<std::regex> overrides;
+  for (const RoleOverride& o : spec.overrides) {
+    try {
+      overrides.emplace_back(o.pattern);
+    } catch (const std::regex_error& e) {
+      throw UserError(where, "overrides", fmt::format("'{}' is not a regular expression ({})", o.pattern, e.what()),
+                      "give a std::regex (ECMAScript) pattern");
+    }
+  }
+  const Blocks tb = find_blocks(spec.target), bb = find_blocks(spec.base), db = find_blocks(spec.delta);
+  OwnRoles out;
+  std::optional<double> m;
+  std::string m_from;
+  bool any_growth = false;
+  for (size_t i = 0; i < spec.target.size(); ++i) {
+    const OwnTensor& t = spec.target[i];
+    OwnRole r;
+    r.name = t.name;
+    r.in_block = tb.in_block[i];
+    const BlockName bn = block_name(t.name);
+    r.canonical = r.in_block ? canonical_name(bn) : t.name;
+    const OwnTensor* base = find_match(spec.base, bb, t, r.in_block || bn.indexed);
+    const OwnTensor* delta = find_match(spec.delta, db, t, r.in_block || bn.indexed);
+    if (!base || !delta)
+      throw UserError(where, t.name, fmt::format("has no counterpart in the {} model", !base ? "base" : "delta"),
+                      "build base and delta from the same code as the model, differing only in width (and depth)");
+    if (base->shape.size() != t.shape.size() || delta->shape.size() != t.shape.size())
+      throw UserError(where, t.name,
+                      fmt::format("has shape {} but {} in the base and {} in the delta model", t.shape, base->shape,
+                                  delta->shape),
+                      "only the width (and the number of blocks) may differ between the three models");
+    const TensorLayout layout = t.shape.size() <= 1 ? TensorLayout::Vector : t.layout;
+    auto [fo, fi] = fans(t.shape, layout);
+    auto [bo, bi] = fans(base->shape, layout);
+    auto [dout, din] = fans(delta->shape, layout);
+    bool out_grows = dout != bo, in_grows = din != bi;
+    // Every dimension must either stay fixed in all three models or grow in both delta and target.
+    for (size_t d = 0; d < t.shape.size(); ++d) {
+      const bool grows = delta->shape[d] != base->shape[d];
+      if (!grows && t.shape[d] != base->shape[d])
+        throw UserError(where, t.name,
+                        fmt::format("dimension {} is {} here and {} in the base model, but the delta model keeps it "
+                                    "({}): not a width dimension",
+                                    d, t.shape[d], base->shape[d], delta->shape[d]),
+                        "keep non-width dimensions (vocabulary, classes, kernel sizes) the same in all three models");
+      if (grows) {
+        any_growth = true;
+        const double ratio = static_cast<double>(t.shape[d]) / static_cast<double>(base->shape[d]);
+        if (!m) {
+          m = ratio;
+          m_from = t.name;
+        } else if (std::fabs(ratio / *m - 1) > 1e-9) {
+          throw UserError(where, t.name,
+                          fmt::format("dimension {} grows by {:g} from the base model, but {} grows by {:g}", d, ratio,
+                                      m_from, *m),
+                          "every width dimension must grow by the same factor (or override the tensor's role and "
+                          "keep its shape fixed)");
+        }
+      }
+    }
+    r.role = layout == TensorLayout::Vector ? Role::Vector : role_from_growth(out_grows, in_grows);
+    r.why = layout == TensorLayout::Vector
+                ? "a vector"
+                : (out_grows && in_grows ? "fan-in and fan-out grow"
+                                         : out_grows ? "fan-out grows" : in_grows ? "fan-in grows" : "no fan grows");
+    for (size_t o = 0; o < overrides.size(); ++o) {
+      if (!std::regex_search(t.name, overrides[o])) continue;
+      const Role want = spec.overrides[o].role;
+      if (layout != TensorLayout::Vector && !role_fits(want, out_grows, in_grows)) {
+        if (role_fits(want, in_grows, out_grows)) {  // the other reading of the layout fits: take it
+          std::swap(fo, fi);
+          std::swap(bo, bi);
+          std::swap(out_grows, in_grows);
+        } else {
+          throw UserError(where, t.name,
+                          fmt::format("override '{}' -> {} does not fit its shape {} (base {}): {}",
+                                      spec.overrides[o].pattern, role_name(want), t.shape, base->shape, r.why),
+                          "an embedding's fan-out grows, a readout's fan-in, a hidden matrix's both; fix the "
+                          "pattern or the role");
+        }
+      }
+      r.role = want;
+      r.why = fmt::format("override '{}'", spec.overrides[o].pattern);
+      break;
+    }
+    r.fan_out = fo;
+    r.fan_in = fi;
+    r.base_fan_out = bo;
+    r.base_fan_in = bi;
+    out.tensors.push_back(std::move(r));
+  }
+  if (!any_growth)
+    throw UserError(where, "delta",
+                    "the base and delta models have the same shapes, so no tensor's role can be told",
+                    "build the delta model at another width than the base");
+  out.m = m.value_or(1.0);
+  // Depth: blocks of every container holding in-block tensors, target over base.
+  std::set<std::string> containers;
+  for (size_t i = 0; i < spec.target.size(); ++i)
+    if (tb.in_block[i]) containers.insert(block_name(spec.target[i].name).container);
+  std::optional<double> k;
+  for (const std::string& c : containers) {
+    const auto tit = tb.indices.find(c);
+    const auto bit = bb.indices.find(c);
+    const int nt = tit == tb.indices.end() ? 0 : static_cast<int>(tit->second.size());
+    const int nb = bit == bb.indices.end() ? 0 : static_cast<int>(bit->second.size());
+    if (nb == 0)
+      throw UserError(where, c.empty() ? "(top level)" : c, "holds repeated blocks but none in the base model",
+                      "give the base model at least one block");
+    const double kk = static_cast<double>(nt) / nb;
+    if (k && std::fabs(kk / *k - 1) > 1e-9)
+      throw UserError(where, c.empty() ? "(top level)" : c,
+                      fmt::format("has {} blocks for the base's {}, a depth factor {:g} unlike the other stacks' {:g}",
+                                  nt, nb, kk, *k),
+                      "scale every block stack by the same factor");
+    if (!k) {
+      k = kk;
+      out.blocks = nt;
+      out.base_blocks = nb;
+    }
+  }
+  out.k = k.value_or(1.0);
+  return out;
+}
+
+namespace {
+
+OptFamily own_family(const std::string& optimizer, double weight_decay, const std::string& where) {
+  if (optimizer == "sgd") return OptFamily::SGD;
+  if (optimizer == "adamw" || optimizer == "sign") return OptFamily::Adam;
+  if (optimizer == "adam") {
+    if (weight_decay > 0)
+      throw UserError(where, "weight_decay",
+                      "Adam with weight decay is coupled L2: the decay enters Adam's normalisation, so removing the "
+                      "table's multipliers (seed 000 eq. 28) does not leave the training unchanged",
+                      "use optimizer 'adamw' (decoupled decay) or weight_decay = 0");
+    return OptFamily::Adam;
+  }
+  if (optimizer == "muon") return OptFamily::Muon;
+  if (optimizer == "adafactor")
+    throw UserError(where, "optimizer",
+                    "adafactor's relative step and its eps2 floor follow RMS(W), which moving the multipliers into "
+                    "the init changes, so the shift of seed 000 eq. 28 is not exact",
+                    "use sgd, adam, adamw or muon on your own model (the zoo's models take adafactor)");
+  throw UserError(where, "optimizer", fmt::format("unknown optimizer '{}'", optimizer),
+                  "use one of sgd, adam, adamw, sign, muon");
+}
+
+}  // namespace
+
+OwnPlan plan_own_model(const ParamTable& table, const std::string& optimizer, double weight_decay,
+                       const OwnModelSpec& spec) {
+  OwnPlan p;
+  p.table = table;
+  p.family = own_family(optimizer, weight_decay, spec.where);
+  if (table.unit.any())
+    throw UserError(spec.where, "param", fmt::format("'{}' scales the operations themselves (unit scaling)", table.name),
+                    "use a row without [unit] op rules on your own model (its ops are plain torch ops)");
+  for (Role r : all_roles())
+    if (table.row(r).unit != 0)
+      throw UserError(spec.where, "param",
+                      fmt::format("'{}' puts part of the init scale in the op (role {} unit = {:g})", table.name,
+                                  role_name(r), table.row(r).unit),
+                      "use a row with unit = 0 on your own model");
+  p.roles = infer_roles(spec);
+  std::array<double, kNumRoles> theta{};
+  for (Role r : all_roles()) theta[static_cast<int>(r)] = -table.row(r).a;
+  p.shifted = shift(table, theta);
+  p.shifted.name = table.name;
+  for (size_t i = 0; i < p.roles.tensors.size(); ++i) {
+    const OwnRole& r = p.roles.tensors[i];
+    const OwnTensor& t = spec.target[i];
+    const OwnTensor* base = nullptr;
+    for (const OwnTensor& b : spec.base)
+      if (b.name == t.name) base = &b;
+    if (!base)  // an in-block tensor beyond the base's depth: its stack's counterpart
+      for (const OwnTensor& b : spec.base)
+        if (block_name(b.name).indexed && canonical_name(block_name(b.name)) == r.canonical && b.shape.size() ==
+                                                                                                   t.shape.size())
+          base = &b;
+    const TensorScale s = tensor_scale(p.shifted, r.role, p.family, p.roles.m, p.roles.k, r.in_block);
+    OwnTensorPlan tp;
+    tp.name = r.name;
+    tp.role = r.role;
+    tp.in_block = r.in_block;
+    tp.init = t.rms > 0 && base ? base->rms * s.init / t.rms : 1.0;
+    tp.lr = s.lr;
+    tp.wd = s.wd;
+    tp.eps = s.eps;
+    p.tensors.push_back(tp);
+  }
+  p.branch_multiplier = branch_multiplier(table, p.roles.k);
+  if (table.branch != 0 && p.roles.k != 1)
+    p.notes.push_back(fmt::format("multiply every residual branch by k^-{:g} = {:.6g} in your forward (table branch "
+                                  "exponent; seed 000 eq. 30)",
+                                  table.branch, p.branch_multiplier));
+  if (table.attn_logit != 0.5)
+    p.notes.push_back(fmt::format("scale attention logits by d_head0^-1/2 (d_head/d_head0)^-{:g} in your forward "
+                                  "(table attn_logit; muP's 1/d attention)",
+                                  table.attn_logit));
+  if (table.shortcut != 0)
+    p.notes.push_back(fmt::format("post-LN shortcut L^{:g} inside the norm (table shortcut) is not applied",
+                                  table.shortcut));
+  return p;
+}
+
+OwnModelSpec own_spec_from_json(const nlohmann::json& j) {
+  OwnModelSpec s;
+  auto tensors = [&](const char* key) {
+    std::vector<OwnTensor> out;
+    if (!j.contains(key)) throw UserError("model", key, "missing", "give the base, delta and target models");
+    for (const auto& e : j.at(key)) {
+      OwnTensor t;
+      t.name = e.at("name").get<std::string>();
+      t.shape = e.at("shape").get<std::vector<int64_t>>();
+      const std::string l = e.value("layout", std::string("out_in"));
+      t.layout = l == "in_out" ? TensorLayout::InOut : l == "vector" ? TensorLayout::Vector : TensorLayout::OutIn;
+      t.rms = e.value("rms", 0.0);
+      out.push_back(std::move(t));
+    }
+    return out;
+  };
+  s.base = tensors("base");
+  s.delta = tensors("delta");
+  s.target = tensors("target");
+  if (j.contains("overrides"))
+    for (const auto& o : j.at("overrides")) {
+      RoleOverride ro;
+      ro.pattern = o.at("pattern").get<std::string>();
+      const std::string role = o.at("role").get<std::string>();
+      if (!parse_role(role, &ro.role))
+        throw UserError("overrides", ro.pattern, fmt::format("unknown role '{}'", role),
+                        "use embedding, hidden, readout, vector, attn_q, attn_k, attn_v or attn_o");
+      s.overrides.push_back(ro);
+    }
+  if (j.contains("tied")) s.tied = j.at("tied").get<std::vector<std::string>>();
+  if (j.contains("where")) s.where = j.at("where").get<std::string>();
+  return s;
+}
+
+nlohmann::json own_plan_to_json(const OwnPlan& p) {
+  nlohmann::json j;
+  j["m"] = p.roles.m;
+  j["k"] = p.roles.k;
+  j["blocks"] = p.roles.blocks;
+  j["base_blocks"] = p.roles.base_blocks;
+  j["family"] = family_name(p.family);
+  j["table"] = param_to_json(p.table);
+  j["shifted"] = param_to_json(p.shifted);
+  nlohmann::json ts = nlohmann::json::array();
+  for (size_t i = 0; i < p.tensors.size(); ++i) {
+    const OwnTensorPlan& t = p.tensors[i];
+    const OwnRole& r = p.roles.tensors[i];
+    ts.push_back({{"name", t.name},
+                  {"role", role_name(t.role)},
+                  {"in_block", t.in_block},
+                  {"why", r.why},
+                  {"fan_in", r.fan_in},
+                  {"fan_out", r.fan_out},
+                  {"init", t.init},
+                  {"lr", t.lr},
+                  {"wd", t.wd},
+                  {"eps", t.eps}});
+  }
+  j["tensors"] = ts;
+  j["branch_multiplier"] = p.branch_multiplier;
+  j["notes"] = p.notes;
+  return j;
+}
+
+}  // namespace scaleinv

@@ -1,0 +1,119 @@
+#pragma once
+// Any row of the table on a model scaleinv did not write (issue 15). No torch here: the plan is
+// computed from names, shapes and init RMS values, so the CLI, the C++ API (adapt/apply_module.h)
+// and the Python module (python/) share it.
+//
+// Roles (like microsoft/mup's base shapes, with depth). Every tensor is compared at three shapes:
+// the base model (the width the hyperparameters were tuned at), a delta model (a second width: it
+// only tells which dimensions grow) and the target model. With fan_out and fan_in read from the
+// tensor's layout (out_in: Linear/Conv [out, in, ...]; in_out: Embedding [num, dim]):
+//   fan-out and fan-in grow -> hidden       fan-out only -> embedding
+//   fan-in only             -> readout      neither, or a 1-D tensor -> vector
+// An override (a regular expression searched in the name, first match wins) sets the role; it must
+// fit the shape (an embedding whose fan-in grows is an error naming the tensor). A tensor whose
+// growing dimensions grow by different factors, or that is missing from the base or delta model,
+// is an error naming it.
+// Blocks: the first integer component of a name ("blocks.3.attn.weight") names a block of a
+// container ("blocks"); an index is a repeated block when another index of the same container holds
+// exactly the same tensors (names after the index, and shapes): nn.Sequential's layers "0", "2" of
+// different shapes are not blocks. The depth multiplier k is the target's number of blocks over
+// the base's (one k for every container, else an error).
+//
+// Application (seed 000 eq. 28): a row (a, b, c) is shifted by theta = -a to a' = 0, so the user's
+// forward needs no multiplier: b' = b + a, c' = c + a (Adam-like, Muon), c + 2a (SGD), eps' =
+// eps - a (param/table.h shift: the stored tensor's gradient grows by m^a without the multiplier).
+// Then each tensor gets, with m the width and k the depth multiplier (tensor_scale of that row):
+//   init factor  base_rms * m^-b' / rms     (the tensor's RMS becomes the base model's, scaled by
+//                                            the table; a zero tensor stays zero)
+//   lr, wd, eps  m^-c' k^-depth_lr, m^-wd k^-depth_wd, m^-eps' k^-depth_eps (depth: in-block only)
+// Exactness: the shift is exact for SGD, Adam(W) with decoupled decay and Muon. Refused, naming the
+// cause: Adafactor (its relative step and eps2 floor follow RMS(W), which the shift changes);
+// coupled L2 decay in Adam (optimizer "adam" with weight decay: the decay enters Adam's
+// normalisation); a tied tensor (one tensor with two roles). Not expressible as a per-tensor scale
+// and so returned as notes the user's forward must apply: the residual branch multiplier k^-branch
+// and the attention logit scale d_head^-attn_logit.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "param/table.h"
+
+namespace scaleinv {
+
+enum class TensorLayout : int { OutIn = 0, InOut, Vector };
+const char* layout_name(TensorLayout l);  // "out_in", "in_out", "vector"
+
+// One tensor of one of the three models.
+struct OwnTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  TensorLayout layout = TensorLayout::OutIn;  // 1-D tensors are read as Vector whatever this says
+  double rms = 0;                             // RMS at init (the base and target models)
+};
+
+struct RoleOverride {
+  std::string pattern;  // std::regex, searched in the tensor name
+  Role role = Role::Hidden;
+};
+
+struct OwnModelSpec {
+  std::vector<OwnTensor> base, delta, target;
+  std::vector<RoleOverride> overrides;
+  std::vector<std::string> tied;  // names of tensors shared with another name (refused)
+  std::string where = "model";    // what errors name as the file ("model", a TOML file, ...)
+};
+
+// The role of one target tensor and how it was found.
+struct OwnRole {
+  std::string name;
+  Role role = Role::Vector;
+  bool in_block = false;
+  std::string canonical;  // the name with the block index replaced by '*' (how it matched the base)
+  int64_t fan_in = 1, fan_out = 1, base_fan_in = 1, base_fan_out = 1;
+  std::string why;        // "fan-in and fan-out grow", "override 'head' -> readout", ...
+};
+
+struct OwnRoles {
+  std::vector<OwnRole> tensors;  // target order
+  double m = 1;                  // width multiplier (target / base), 1 when nothing grows
+  double k = 1;                  // depth multiplier (target blocks / base blocks)
+  int base_blocks = 0, blocks = 0;
+};
+
+// Throws UserError(spec.where, <tensor name>, problem, fix) as the header says.
+OwnRoles infer_roles(const OwnModelSpec& spec);
+
+struct OwnTensorPlan {
+  std::string name;
+  Role role = Role::Vector;
+  bool in_block = false;
+  double init = 1;  // multiply the target tensor by this
+  double lr = 1, wd = 1, eps = 1;
+};
+
+struct OwnPlan {
+  ParamTable table;      // the table asked for
+  ParamTable shifted;    // the same row with a' = 0 (what is applied)
+  OptFamily family = OptFamily::Adam;
+  OwnRoles roles;
+  std::vector<OwnTensorPlan> tensors;
+  double branch_multiplier = 1;  // k^-branch: the user's residual branches must carry it
+  std::vector<std::string> notes;  // what the user's forward must do, where the shift is not exact
+};
+
+// optimizer: a scaleinv optimizer kind ("sgd", "adam", "adamw", "sign", "muon") or the Python
+// module's torch ones (the same names). weight_decay > 0 with "adam" is refused (coupled L2).
+OwnPlan plan_own_model(const ParamTable& table, const std::string& optimizer, double weight_decay,
+                       const OwnModelSpec& spec);
+
+// JSON forms for the Python module: spec {"base": [{"name", "shape", "layout", "rms"}], "delta",
+// "target", "overrides": [{"pattern", "role"}], "tied": [...]}; plan {"m", "k", "table", "shifted",
+// "tensors": [{"name", "role", "in_block", "why", "init", "lr", "wd", "eps", "fan_in", "fan_out"}],
+// "branch_multiplier", "notes"}.
+OwnModelSpec own_spec_from_json(const nlohmann::json& j);
+nlohmann::json own_plan_to_json(const OwnPlan& p);
+
+}  // namespace scaleinv
