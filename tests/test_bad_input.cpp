@@ -195,6 +195,17 @@ std::vector<BadCase> cases() {
                  "{D}/j.db", ""});
   out.push_back({"merge_empty_db", {{"e.db", ""}}, "sweep merge {D}/m.db {D}/e.db", "{D}/e.db", ""});
   out.push_back({"merge_junk_db", {{"j.db", std::string(5000, 'j')}}, "sweep merge {D}/m.db {D}/j.db", "{D}/j.db", ""});
+  // --- safetensors (export, import) ------------------------------------------------------------------
+  out.push_back({"export_junk_checkpoint", {{"c.pt", std::string(5000, 'j')}},
+                 "export --checkpoint {D}/c.pt --out {D}/w.safetensors", "{D}/c.pt", "checksum"});
+  out.push_back({"import_short", {{"w.safetensors", "abc"}}, "import --safetensors {D}/w.safetensors --out {D}/c.pt",
+                 "{D}/w.safetensors", "header"});
+  out.push_back({"import_header_too_long", {{"w.safetensors", std::string("\xff\xff\0\0\0\0\0\0{}", 10)}},
+                 "import --safetensors {D}/w.safetensors --out {D}/c.pt", "{D}/w.safetensors", "header"});
+  out.push_back({"import_header_not_json", {{"w.safetensors", std::string("\x08\0\0\0\0\0\0\0{nojson}", 16)}},
+                 "import --safetensors {D}/w.safetensors --out {D}/c.pt", "{D}/w.safetensors", "header"});
+  out.push_back({"import_no_metadata", {{"w.safetensors", std::string("\x08\0\0\0\0\0\0\0{}      ", 16)}},
+                 "import --safetensors {D}/w.safetensors --out {D}/c.pt", "{D}/w.safetensors", "__metadata__"});
   out.push_back({"sample_junk_checkpoint", {{"c.pt", std::string(5000, 'j')}}, "sample --checkpoint {D}/c.pt", "{D}/c.pt",
                  "checksum"});
   return out;

@@ -17,4 +17,5 @@ void add_sweep_command(CLI::App& app, int& exit_code);     // cmd_sweep.cpp (swe
 void add_transfer_report_command(CLI::App& app, int& exit_code);  // cmd_transfer_report.cpp
 void add_scales_command(CLI::App& app, int& exit_code);    // cmd_scales.cpp (unit scales at init)
 void add_precision_command(CLI::App& app, int& exit_code); // cmd_precision.cpp (simulated bf16 / fp8)
+void add_weights_commands(CLI::App& app, int& exit_code);  // cmd_weights.cpp (export, import: safetensors)
 }  // namespace scaleinv

@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   scaleinv::add_transfer_report_command(app, exit_code);
   scaleinv::add_scales_command(app, exit_code);
   scaleinv::add_precision_command(app, exit_code);
+  scaleinv::add_weights_commands(app, exit_code);
   app.parse_complete_callback([&] {
     if (threads < 0 || threads > 4096)
       throw scaleinv::UserError("command line", "--threads", fmt::format("{} cores", threads),

@@ -1,0 +1,209 @@
+// A parameterization on a model scaleinv did not write (issue 15): roles from shapes, blocks and the
+// depth multiplier, the refusals, and from C++ on a libtorch module written here (not from the zoo)
+// the eq. (28) application: training through apply_parameterization equals training the table's
+// own parameterization with forward multipliers.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <functional>
+
+#include <fmt/format.h>
+
+#include "adapt/apply_module.h"
+#include "adapt/own_model.h"
+#include "core/errors.h"
+#include "optim/optimizer.h"
+#include "param/table.h"
+
+using namespace scaleinv;
+
+namespace {
+
+// The muP paper's MLP: in -> w -> w -> out, ReLU, no bias; `mult` = forward multipliers per layer.
+struct MlpImpl : torch::nn::Module {
+  MlpImpl(int width, std::array<double, 3> mult = {1, 1, 1}) : mult(mult) {
+    fc1 = register_module("fc1", torch::nn::Linear(torch::nn::LinearOptions(24, width).bias(false)));
+    fc2 = register_module("fc2", torch::nn::Linear(torch::nn::LinearOptions(width, width).bias(false)));
+    head = register_module("head", torch::nn::Linear(torch::nn::LinearOptions(width, 5).bias(false)));
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    auto h = torch::relu(mult[0] * fc1(x));
+    h = torch::relu(mult[1] * fc2(h));
+    return mult[2] * head(h);
+  }
+  std::array<double, 3> mult;
+  torch::nn::Linear fc1{nullptr}, fc2{nullptr}, head{nullptr};
+};
+TORCH_MODULE(Mlp);
+
+OwnTensor t(const std::string& name, std::vector<int64_t> shape, TensorLayout l = TensorLayout::OutIn) {
+  return {name, std::move(shape), l, 1.0};
+}
+
+std::vector<OwnTensor> stack(int w, int depth) {
+  std::vector<OwnTensor> v{t("emb.weight", {50, w}, TensorLayout::InOut)};
+  for (int i = 0; i < depth; ++i) {
+    v.push_back(t(fmt::format("blocks.{}.fc.weight", i), {4 * w, w}));
+    v.push_back(t(fmt::format("blocks.{}.fc.bias", i), {4 * w}));
+    v.push_back(t(fmt::format("blocks.{}.proj.weight", i), {w, 4 * w}));
+  }
+  v.push_back(t("out.weight", {50, w}));
+  return v;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+}  // namespace
+
+TEST(AdaptRoles, FromShapesWithBlocksAndDepth) {
+  OwnModelSpec s;
+  s.base = stack(32, 2);
+  s.delta = stack(64, 2);
+  s.target = stack(128, 6);
+  const OwnRoles r = infer_roles(s);
+  EXPECT_DOUBLE_EQ(r.m, 4.0);
+  EXPECT_DOUBLE_EQ(r.k, 3.0);
+  EXPECT_EQ(r.blocks, 6);
+  EXPECT_EQ(r.base_blocks, 2);
+  auto role = [&](const std::string& n) {
+    for (const OwnRole& o : r.tensors)
+      if (o.name == n) return o;
+    ADD_FAILURE() << n;
+    return OwnRole{};
+  };
+  EXPECT_EQ(role("emb.weight").role, Role::Embedding);
+  EXPECT_FALSE(role("emb.weight").in_block);
+  EXPECT_EQ(role("blocks.5.fc.weight").role, Role::Hidden);
+  EXPECT_TRUE(role("blocks.5.fc.weight").in_block);
+  EXPECT_EQ(role("blocks.5.fc.weight").canonical, "blocks.*.fc.weight");
+  EXPECT_EQ(role("blocks.5.fc.bias").role, Role::Vector);
+  EXPECT_EQ(role("out.weight").role, Role::Readout);
+}
+
+TEST(AdaptRoles, ErrorsNameTheTensor) {
+  OwnModelSpec s;
+  s.base = stack(32, 2);
+  s.delta = stack(64, 2);
+  s.target = stack(128, 2);
+  s.target[0].shape = {51, 128};  // the vocabulary changed: not a width dimension
+  EXPECT_NE(error_of([&] { infer_roles(s); }).find("field 'emb.weight': dimension 0 is 51"), std::string::npos);
+  s.target = stack(128, 2);
+  s.target.push_back(t("extra.weight", {128, 128}));
+  EXPECT_NE(error_of([&] { infer_roles(s); }).find("field 'extra.weight': has no counterpart in the base"), std::string::npos);
+  s.target = stack(128, 2);
+  s.overrides = {{"^blocks.0.fc.weight", Role::Embedding}};  // both fans grow: not an embedding's shape
+  EXPECT_NE(error_of([&] { infer_roles(s); }).find("field 'blocks.0.fc.weight': override"), std::string::npos);
+  s.overrides = {{"^out", Role::Embedding}};  // [vocab, d] read the other way round fits: accepted
+  EXPECT_EQ(error_of([&] { infer_roles(s); }), "no error");
+  s.overrides = {{"^out", Role::Hidden}};
+  EXPECT_NE(error_of([&] { infer_roles(s); }).find("does not fit"), std::string::npos);
+  s.overrides = {{"^emb", Role::Embedding}};  // fits: accepted
+  EXPECT_EQ(error_of([&] { infer_roles(s); }), "no error");
+  s.overrides.clear();
+  s.tied = {"out.weight"};
+  EXPECT_NE(error_of([&] { infer_roles(s); }).find("field 'out.weight': is shared"), std::string::npos);
+  s.tied.clear();
+  s.delta = stack(32, 2);
+  s.target = stack(32, 2);
+  EXPECT_NE(error_of([&] { infer_roles(s); }).find("same shapes"), std::string::npos);
+}
+
+TEST(AdaptPlan, RefusesWhereTheShiftIsNotExact) {
+  OwnModelSpec s;
+  s.base = stack(32, 2);
+  s.delta = stack(64, 2);
+  s.target = stack(128, 2);
+  EXPECT_NE(error_of([&] { plan_own_model(preset("mup"), "adam", 0.1, s); }).find("weight_decay"), std::string::npos);
+  EXPECT_NE(error_of([&] { plan_own_model(preset("mup"), "adafactor", 0, s); }).find("adafactor"), std::string::npos);
+  EXPECT_NE(error_of([&] { plan_own_model(preset("u-mup"), "adamw", 0, s); }).find("unit"), std::string::npos);
+  const OwnPlan p = plan_own_model(preset("mup"), "adamw", 0.1, s);
+  for (Role r : all_roles()) EXPECT_EQ(p.shifted.row(r).a, 0.0) << role_name(r);
+}
+
+TEST(AdaptApply, LibtorchModuleTrainsExactlyAsTheTableWithMultipliers) {
+  // seed 000 eq. 28, for scaleinv's own AdamW (with decay) and SGD: the shifted module (no
+  // multipliers) and the table's parameterization (multipliers m^-a, LR m^-c, eps m^-eps).
+  torch::manual_seed(0);
+  const torch::Tensor x = torch::randn({16, 24});
+  const torch::Tensor y = torch::randint(0, 5, {16});
+  for (const std::string kind : {"adamw", "sgd"}) {
+    const ParamTable table = preset("mup");
+    const OptFamily fam = kind == "sgd" ? OptFamily::SGD : OptFamily::Adam;
+    const int w = 256;
+    const double m = 4.0;
+    torch::manual_seed(3);
+    Mlp shifted(w), base(64), delta(128);
+    OptimConfig cfg;
+    cfg.kind = kind;
+    cfg.lr = kind == "sgd" ? 0.05 : 3e-3;
+    cfg.eps = 1e-4;
+    cfg.weight_decay = kind == "sgd" ? 0.0 : 0.1;
+    OwnApplied a = apply_parameterization(*shifted, *base, *delta, table, cfg);
+    ASSERT_EQ(a.groups.size(), 3u);
+    EXPECT_EQ(a.groups[0].role, Role::Embedding);
+    EXPECT_EQ(a.groups[1].role, Role::Hidden);
+    EXPECT_EQ(a.groups[2].role, Role::Readout);
+    auto opt = make_optimizer(cfg, a.groups);
+
+    const Role roles[3] = {Role::Embedding, Role::Hidden, Role::Readout};
+    std::array<double, 3> mult;
+    for (int i = 0; i < 3; ++i) mult[i] = std::pow(m, -table.row(roles[i]).a);
+    Mlp native(w, mult);
+    std::vector<ParamGroup> groups;
+    {
+      torch::NoGradGuard ng;
+      auto np = native->parameters(), sp = shifted->parameters();
+      for (int i = 0; i < 3; ++i) {
+        np[i].copy_(sp[i] / mult[i]);  // the same effective weights
+        const TensorScale sc = tensor_scale(table, roles[i], fam, m, 1, false);
+        ParamGroup g;
+        g.name = a.groups[i].name;
+        g.param = np[i];
+        g.role = roles[i];
+        g.lr_mult = sc.lr;
+        g.wd_mult = sc.wd;
+        g.eps_mult = sc.eps;
+        groups.push_back(g);
+      }
+    }
+    auto nopt = make_optimizer(cfg, groups);
+    for (int step = 0; step < 5; ++step) {
+      for (auto [model, o] : {std::pair{shifted, opt.get()}, std::pair{native, nopt.get()}}) {
+        o->zero_grad();
+        torch::nn::functional::cross_entropy(model->forward(x), y).backward();
+        o->step(1.0);
+      }
+    }
+    const torch::Tensor out_s = shifted->forward(x), out_n = native->forward(x);
+    const double err = ((out_s - out_n).abs().max() / out_n.abs().max()).item<double>();
+    EXPECT_LT(err, 1e-5) << kind;
+  }
+}
+
+TEST(AdaptExample, OwnMlpTrainsAtTwoWidths) {
+  // examples/cpp/own_mlp.cpp: a user's module, built next to the CLI.
+  const std::string exe = std::string(SCALEINV_BIN).substr(0, std::string(SCALEINV_BIN).rfind('/')) +
+                          "/examples/own_mlp --steps 60";
+  FILE* p = popen(exe.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[512];
+  while (fgets(buf, sizeof buf, p)) out += buf;
+  ASSERT_EQ(pclose(p), 0) << out;
+  for (int w : {128, 1024}) {
+    const size_t at = out.find(fmt::format("width {:5d}: loss ", w));
+    ASSERT_NE(at, std::string::npos) << out;
+    double first = 0, last = 0;
+    ASSERT_EQ(std::sscanf(out.c_str() + at, "width %*d: loss %lf -> %lf", &first, &last), 2) << out;
+    EXPECT_LT(last, 0.8 * first) << out;
+  }
+  EXPECT_NE(out.find("head.weight readout"), std::string::npos) << out;
+}
