@@ -396,3 +396,19 @@ TEST(CoordCli, ExitCodes) {
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << bad << "\n" << r.err;
   }
 }
+
+// The muP paper's MLP (models/mlp.cpp: 784 -> w -> w -> 10, ReLU, no bias) on Fashion-MNIST, the
+// model microsoft/mup's coordinate check uses: mup passes, standard fails on the hidden layer's and
+// the logits' change (seed 000: under standard Adam both grow with width).
+TEST(CoordCli, MupPaperMlp) {
+  const std::string base = "coordcheck --model mlp --optimizer adam --lr 0.01 --widths 128,256,512,1024 --steps 2 "
+                           "--seeds 3 --quiet --strict";
+  const auto pass = run_cli(base + " --param mup");
+  EXPECT_EQ(pass.code, 0) << pass.out << pass.err;
+  EXPECT_NE(pass.out.find("mlp: rows of width_theory(L = 1) one to one"), std::string::npos) << pass.out;
+  const auto fail = run_cli(base + " --param standard");
+  EXPECT_EQ(fail.code, 1) << fail.out << fail.err;
+  const std::string tail = fail.out.substr(fail.out.rfind("strict:"));
+  EXPECT_NE(tail.find("FAILED dh h2 (width, depth 1): unstable"), std::string::npos) << tail;
+  EXPECT_NE(tail.find("FAILED dh logits (width, depth 1): unstable"), std::string::npos) << tail;
+}

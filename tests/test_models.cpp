@@ -21,7 +21,7 @@ using scaleinv::testing::fd_check;
 
 namespace {
 
-const std::vector<std::string> kKinds = {"bigram", "resmlp", "gpt", "vit"};
+const std::vector<std::string> kKinds = {"bigram", "mlp", "resmlp", "gpt", "vit"};
 
 // Tiny shapes: vocab 32, seq 8, batch 2, in_dim 16, 8x8 images with 4x4 patches.
 ModelConfig tiny(const std::string& kind, int width, int depth) {
@@ -37,7 +37,7 @@ ModelConfig tiny(const std::string& kind, int width, int depth) {
   c.patch = 4;
   c.channels = 1;
   c.head_dim = 16;
-  c.activation = kind == "resmlp" ? "relu" : "linear";
+  c.activation = kind == "resmlp" || kind == "mlp" ? "relu" : "linear";
   return c;
 }
 
@@ -66,7 +66,7 @@ Data data_for(const ModelConfig& c, torch::Dtype dtype = torch::kFloat, int64_t 
   if (c.kind == "bigram" || c.kind == "gpt") {
     d.x = torch::randint(c.vocab, {batch, c.seq_len}, gen, torch::kLong);
     d.y = torch::randint(c.vocab, {batch, c.seq_len}, gen, torch::kLong);
-  } else if (c.kind == "resmlp") {
+  } else if (c.kind == "resmlp" || c.kind == "mlp") {
     d.x = torch::randn({batch, c.in_dim}, gen, torch::TensorOptions().dtype(dtype));
     d.y = torch::randint(c.n_classes, {batch}, gen, torch::kLong);
   } else {
@@ -486,6 +486,7 @@ TEST(ModelsScaling, DepthAndAttentionFactorsComeFromTheTable) {
 TEST(ModelsBehaviour, RecordsEveryLayerInForwardOrderWithGradients) {
   const std::map<std::string, std::vector<std::string>> want = {
       {"bigram", {"h1", "h2", "h3", "logits"}},
+      {"mlp", {"h1", "h2", "h3", "logits"}},
       {"resmlp", {"x0", "h1", "x1", "h2", "x2", "logits"}},
       {"gpt", {"embed", "block1", "block2", "logits"}},
       {"vit", {"embed", "block1", "block2", "logits"}}};

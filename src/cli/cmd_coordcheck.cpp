@@ -36,6 +36,9 @@ std::vector<std::string> default_sets(const std::string& kind) {
     return {"data.source=\"fashion_mnist\"", "data.flatten=true", "model.in_dim=784", "model.activation=\"relu\"",
             "model.pre_ln=true", "train.batch_size=32"};
   if (kind == "vit") return {"data.source=\"fashion_mnist\"", "train.batch_size=16"};
+  if (kind == "mlp")  // the muP paper's MLP: 784 -> w -> w -> 10, ReLU
+    return {"data.source=\"fashion_mnist\"", "data.flatten=true", "model.in_dim=784", "model.activation=\"relu\"",
+            "model.depth=1", "train.batch_size=32"};
   return {"data.source=\"markov\"", "data.vocab=32", "data.markov_length=20000", "model.seq_len=8",
           "train.batch_size=2"};
 }
@@ -56,7 +59,7 @@ void add_coordcheck_command(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("coordcheck",
                                  "Measure how activations, gradients and updates scale with width/depth and judge the "
                                  "slopes against the theory");
-  cmd->add_option("--model", o->model, "bigram, resmlp, gpt or vit (default: the config's, gpt)");
+  cmd->add_option("--model", o->model, "bigram, mlp, resmlp, gpt or vit (default: the config's, gpt)");
   cmd->add_option("--param", o->param, "preset name or .toml file (default: the config's, mup)");
   cmd->add_option("--optimizer", o->optimizer, "sgd, adam, adamw, sign, adafactor or muon (default: the config's, adamw)");
   cmd->add_option("--widths", o->widths, "comma-separated widths, e.g. 64,128,256 (default: the config's width)");

@@ -30,6 +30,9 @@ std::vector<std::string> scales_defaults(const std::string& kind) {
     return {"data.source=\"fashion_mnist\"", "data.flatten=true", "model.in_dim=784", "model.activation=\"relu\"",
             "model.pre_ln=true", "train.batch_size=32"};
   if (kind == "vit") return {"data.source=\"fashion_mnist\"", "train.batch_size=32"};
+  if (kind == "mlp")
+    return {"data.source=\"fashion_mnist\"", "data.flatten=true", "model.in_dim=784", "model.activation=\"relu\"",
+            "train.batch_size=32"};
   return {"data.source=\"kjv\"", "model.seq_len=32", "model.vocab=256", "train.batch_size=8"};
 }
 

@@ -65,11 +65,13 @@ struct MapRule {
 
 const MapRule kLayerMap[] = {
     // bigram (seed 000 eq. 1): an exact correspondence. Records h1..h{L+1}, logits.
-    {"bigram", "width", false, R"(h(\d+))", Target::SeedRow, 0, false, "h_{} (seed 000 eq. 1)"},
-    {"bigram", "width", false, "logits", Target::Logits, 0, false, "h_L+2 = logits"},
+    // mlp: the same chain with a dense input (models/mlp.cpp).
+    {"bigram mlp", "width", false, R"(h(\d+))", Target::SeedRow, 0, false, "h_{} (seed 000 eq. 1)"},
+    {"bigram mlp", "width", false, "logits", Target::Logits, 0, false, "h_L+2 = logits"},
+    {"mlp", "width", true, R"(input\.weight)", Target::EmbeddingW, 0, false, "W_0 (embedding)"},
     {"bigram", "width", true, R"(emb\.weight)", Target::EmbeddingW, 0, true, "W_0 (embedding)"},
-    {"bigram", "width", true, R"(layers\.(\d+)\.weight)", Target::SeedRow, 1, false, "W_{} (hidden)"},
-    {"bigram", "width", true, R"(readout\.weight)", Target::ReadoutW, 0, false, "W_L+1 (readout)"},
+    {"bigram mlp", "width", true, R"(layers\.(\d+)\.weight)", Target::SeedRow, 1, false, "W_{} (hidden)"},
+    {"bigram mlp", "width", true, R"(readout\.weight)", Target::ReadoutW, 0, false, "W_L+1 (readout)"},
     // residual models: the stream (and the block pre-activations of resmlp) behave like the
     // bigram's hidden activations; every block matrix like a hidden W.
     {"gpt vit", "width", false, "embed", Target::SeedRow, 1, false, "h_1 (embedding output)"},
@@ -359,7 +361,10 @@ struct TheoryShape {
 
 TheoryShape theory_shape(const ModelConfig& mc, int depth) {
   TheoryShape s;
-  if (mc.kind == "bigram") {
+  if (mc.kind == "mlp") {
+    s.L = depth;
+    s.note = fmt::format("mlp: rows of width_theory(L = {}) one to one (a dense input as W_0)", depth);
+  } else if (mc.kind == "bigram") {
     s.L = depth;
     s.rmsnorm = mc.rmsnorm;
     s.note = fmt::format("bigram: rows of width_theory(L = {}{}) one to one", depth, mc.rmsnorm ? ", RMSNorm" : "");
@@ -406,9 +411,13 @@ double spectral_norm(const torch::Tensor& w, int iters) {
 
 namespace {
 
+// In the tensor's own precision (float32 for float32 and lower: no double copy of a width-8192
+// matrix per call, which dominated the check's time), the norm's reduction accumulating per lane.
 double rms(const torch::Tensor& t) {
   if (!t.defined() || t.numel() == 0) return kNaN;
-  return std::sqrt(t.detach().to(torch::kDouble).square().mean().item<double>());
+  const torch::Tensor d = t.detach();
+  const torch::Tensor f = d.scalar_type() == torch::kDouble ? d : d.to(torch::kFloat);
+  return f.norm().item<double>() / std::sqrt(static_cast<double>(t.numel()));
 }
 
 CoordRun measure_run(const CoordCheckConfig& cc, const ParamTable& model_table, OptFamily family, int width,
@@ -614,9 +623,9 @@ std::vector<int> sorted_unique(std::vector<int> v) {
 void validate(const CoordCheckConfig& cc, const std::vector<int>& widths, const std::vector<int>& depths,
               const ParamTable& table, OptFamily family) {
   const ModelConfig& mc = cc.train.model;
-  if (mc.kind != "bigram" && mc.kind != "resmlp" && mc.kind != "gpt" && mc.kind != "vit")
+  if (mc.kind != "bigram" && mc.kind != "resmlp" && mc.kind != "gpt" && mc.kind != "vit" && mc.kind != "mlp")
     throw UserError("command line", "--model", fmt::format("unknown model '{}'", mc.kind),
-                    "use one of bigram, resmlp, gpt, vit");
+                    "use one of bigram, mlp, resmlp, gpt, vit");
   if (widths.empty())
     throw UserError("command line", "--widths", "no widths given", "give a comma-separated list, e.g. 64,128,256");
   if (depths.empty())

@@ -22,9 +22,9 @@ void require_positive(int value, const char* field) {
 
 void validate(const ModelConfig& cfg, const ScaleContext& ctx) {
   const std::string& k = cfg.kind;
-  if (k != "bigram" && k != "resmlp" && k != "gpt" && k != "vit")
+  if (k != "bigram" && k != "resmlp" && k != "gpt" && k != "vit" && k != "mlp")
     throw UserError("config", "model.kind", fmt::format("unknown model kind '{}'", k),
-                    "use one of bigram, resmlp, gpt, vit");
+                    "use one of bigram, mlp, resmlp, gpt, vit");
   require_positive(cfg.width, "model.width");
   require_positive(cfg.depth, "model.depth");
   parse_activation(cfg.activation);  // throws on an unknown name (field model.activation)
@@ -47,7 +47,8 @@ void validate(const ModelConfig& cfg, const ScaleContext& ctx) {
       throw UserError("config", "model.block_depth", fmt::format("block_depth must be 1 or 2, got {}", cfg.block_depth),
                       "use 1 (seed 004 eq. 1) or 2 (seed 004 App. K)");
   }
-  if (k == "resmlp" || k == "vit") require_positive(cfg.n_classes, "model.n_classes");
+  if (k == "mlp") require_positive(cfg.in_dim, "model.in_dim");
+  if (k == "resmlp" || k == "vit" || k == "mlp") require_positive(cfg.n_classes, "model.n_classes");
   if (k == "gpt" || k == "vit") {
     require_positive(cfg.mlp_ratio, "model.mlp_ratio");
     head_shape(cfg, ctx);  // throws when the width does not split into heads
@@ -74,6 +75,7 @@ double estimated_parameters(const ModelConfig& c) {
     const double patch_in = static_cast<double>(c.channels) * c.patch * c.patch;
     return L * (4 + 2 * r) * d * d + patch_in * d + static_cast<double>(c.n_classes) * d;
   }
+  if (c.kind == "mlp") return L * d * d + static_cast<double>(c.in_dim + c.n_classes) * d;
   if (c.kind == "resmlp") return L * c.block_depth * d * d + static_cast<double>(c.in_dim + c.n_classes) * d;
   return L * d * d + 2.0 * c.vocab * d;  // bigram
 }
@@ -99,10 +101,11 @@ std::shared_ptr<Model> build_model(const ModelConfig& cfg, const ScaleContext& c
   if (ctx.width != cfg.width || ctx.depth != cfg.depth)
     throw std::invalid_argument(fmt::format("build_model: ScaleContext shape {}x{} differs from the model's {}x{}",
                                             ctx.width, ctx.depth, cfg.width, cfg.depth));
-  if (ctx.members > 0 && cfg.kind == "vit")
+  if (ctx.members > 0 && (cfg.kind == "vit" || cfg.kind == "mlp"))
     throw std::invalid_argument("build_model: batched ensembles take bigram, resmlp and gpt (train/ensemble.h)");
   if (cfg.kind == "bigram") return make_bigram(cfg, ctx, hp);
   if (cfg.kind == "resmlp") return make_resmlp(cfg, ctx, hp);
+  if (cfg.kind == "mlp") return make_mlp(cfg, ctx, hp);
   if (cfg.kind == "gpt") return make_gpt(cfg, ctx, hp);
   return make_vit(cfg, ctx, hp);
 }

@@ -25,6 +25,7 @@ class ModelBase : public Model {
 std::shared_ptr<Model> make_bigram(const ModelConfig& cfg, const ScaleContext& ctx, const Hyper& hp);
 std::shared_ptr<Model> make_resmlp(const ModelConfig& cfg, const ScaleContext& ctx, const Hyper& hp);
 std::shared_ptr<Model> make_gpt(const ModelConfig& cfg, const ScaleContext& ctx, const Hyper& hp);
+std::shared_ptr<Model> make_mlp(const ModelConfig& cfg, const ScaleContext& ctx, const Hyper& hp);
 std::shared_ptr<Model> make_vit(const ModelConfig& cfg, const ScaleContext& ctx, const Hyper& hp);
 
 // Readout for tied embeddings (seed 000 A.1.2: W_{L+1} = W_0^T): logits = mult_R (std_R / std_E) h E^T.
