@@ -105,6 +105,8 @@ TEST(AdaptRoles, ErrorsNameTheTensor) {
   EXPECT_EQ(error_of([&] { infer_roles(s); }), "no error");
   s.overrides = {{"^out", Role::Hidden}};
   EXPECT_NE(error_of([&] { infer_roles(s); }).find("does not fit"), std::string::npos);
+  s.overrides = {{"fc", Role::Hidden}};  // also matches blocks.*.fc.bias, a vector
+  EXPECT_NE(error_of([&] { infer_roles(s); }).find("field 'blocks.0.fc.bias': override"), std::string::npos);
   s.overrides = {{"^emb", Role::Embedding}};  // fits: accepted
   EXPECT_EQ(error_of([&] { infer_roles(s); }), "no error");
   s.overrides.clear();

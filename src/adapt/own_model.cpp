@@ -208,6 +208,11 @@ OwnRoles infer_roles(const OwnModelSpec& spec) {
     for (size_t o = 0; o < overrides.size(); ++o) {
       if (!std::regex_search(t.name, overrides[o])) continue;
       const Role want = spec.overrides[o].role;
+      if (layout == TensorLayout::Vector && want != Role::Vector)
+        throw UserError(where, t.name,
+                        fmt::format("override '{}' -> {} on a vector (shape {}): only a matrix takes a matrix role",
+                                    spec.overrides[o].pattern, role_name(want), t.shape),
+                        "narrow the pattern so that it matches the matrices only");
       if (layout != TensorLayout::Vector && !role_fits(want, out_grows, in_grows)) {
         if (role_fits(want, in_grows, out_grows)) {  // the other reading of the layout fits: take it
           std::swap(fo, fi);

@@ -1,5 +1,6 @@
-// The muP paper's MLP (Yang et al. 2022, the coordinate-check model of microsoft/mup): dense input,
-// L hidden layers, readout, no biases, no residuals, the nonlinearity after every layer but the last:
+// The muP paper's MLP (Yang et al. (muP), Tensor Programs V, 2022; the coordinate-check model of
+// microsoft/mup): dense input, L hidden layers, readout, no biases, no residuals, the nonlinearity
+// after every layer but the last:
 //   h_1     = phi(d^-a_0 W_0 x)          W_0: [d, in_dim], role Embedding (fan-in fixed)
 //   h_{l+1} = phi(d^-a_l W_l h_l)        W_l: [d, d], role Hidden, l = 1..L
 //   logits  = d^-a_{L+1} W_{L+1} h_{L+1} W_{L+1}: [n_classes, d], role Readout
