@@ -49,8 +49,13 @@ TEST(Bench, QuickJsonHasTheDocumentedKeys) {
   EXPECT_EQ(j["ensemble"].at("members").get<int>(), 8);
   EXPECT_EQ(j["ensemble"].at("width").get<int>(), 64);
   ASSERT_TRUE(j["ensemble"].at("time_ratio").is_number());
+  // time_ratio is all_s / one_s (the documented relation). Its size is not checked here: both are
+  // wall times of a few quick steps, which another test running beside this one can stretch
+  // arbitrarily (CI measured 115 under load); bench/ and README's Speed section report real ratios.
   const double ratio = j["ensemble"]["time_ratio"].get<double>();
-  EXPECT_TRUE(std::isfinite(ratio) && ratio > 0 && ratio < 100) << ratio;
+  const double all_s = j["ensemble"].at("all_s").get<double>(), one_s = j["ensemble"].at("one_s").get<double>();
+  EXPECT_TRUE(std::isfinite(ratio) && ratio > 0 && all_s > 0 && one_s > 0) << ratio;
+  EXPECT_NEAR(ratio, all_s / one_s, 1e-9 * ratio);
 
   ASSERT_TRUE(j.at("coordcheck_step_ms").is_number());
   const double cc = j["coordcheck_step_ms"].get<double>();
