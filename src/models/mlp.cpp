@@ -21,11 +21,7 @@ class MlpModel : public ModelBase {
   MlpModel(const ModelConfig& cfg, const ScaleContext& ctx, const Hyper& hp)
       : ModelBase(cfg, ctx, hp), act_(parse_activation(cfg.activation)) {
     const int64_t d = cfg.width;
-    in_ = register_module(
-        "input", std::make_shared<Dense>(cfg.in_dim, d,
-                                         DenseOptions{Role::Embedding, false, 1.0 / std::sqrt(double(cfg.in_dim)),
-                                                      hp.embed_mult},
-                                         ctx, hp));
+    in_ = register_module("input", dense_input(cfg.in_dim, d, ctx, hp));
     layers_ = register_module("layers", torch::nn::ModuleList());
     for (int l = 0; l < cfg.depth; ++l) {
       auto w = std::make_shared<Dense>(d, d, DenseOptions{Role::Hidden, false, width_fan_in_std(d, ctx)}, ctx, hp);

@@ -23,11 +23,7 @@ class ResMlp : public ModelBase {
   ResMlp(const ModelConfig& cfg, const ScaleContext& ctx, const Hyper& hp)
       : ModelBase(cfg, ctx, hp), act_(parse_activation(cfg.activation)) {
     const int64_t d = cfg.width;
-    in_ = register_module(
-        "input", std::make_shared<Dense>(cfg.in_dim, d,
-                                         DenseOptions{Role::Embedding, false, 1.0 / std::sqrt(double(cfg.in_dim)),
-                                                      hp.embed_mult},
-                                         ctx, hp));
+    in_ = register_module("input", dense_input(cfg.in_dim, d, ctx, hp));
     blocks_ = register_module("blocks", torch::nn::ModuleList());
     const DenseOptions hid{Role::Hidden, true, width_fan_in_std(d, ctx)};
     for (int l = 0; l < cfg.depth; ++l) {
@@ -97,6 +93,12 @@ class ResMlp : public ModelBase {
 };
 
 }  // namespace
+
+std::shared_ptr<Dense> dense_input(int64_t in_dim, int64_t width, const ScaleContext& ctx, const Hyper& hp) {
+  return std::make_shared<Dense>(in_dim, width,
+                                 DenseOptions{Role::Embedding, false, 1.0 / std::sqrt(double(in_dim)), hp.embed_mult},
+                                 ctx, hp);
+}
 
 std::shared_ptr<Model> make_resmlp(const ModelConfig& cfg, const ScaleContext& ctx, const Hyper& hp) {
   return std::make_shared<ResMlp>(cfg, ctx, hp);

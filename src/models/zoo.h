@@ -28,6 +28,10 @@ std::shared_ptr<Model> make_gpt(const ModelConfig& cfg, const ScaleContext& ctx,
 std::shared_ptr<Model> make_mlp(const ModelConfig& cfg, const ScaleContext& ctx, const Hyper& hp);
 std::shared_ptr<Model> make_vit(const ModelConfig& cfg, const ScaleContext& ctx, const Hyper& hp);
 
+// The dense input layer of the feature models (resmlp, mlp): in_dim -> width, role Embedding, base
+// std 1/sqrt(in_dim) (the fan-in is fixed), multiplier hp.embed_mult.
+std::shared_ptr<Dense> dense_input(int64_t in_dim, int64_t width, const ScaleContext& ctx, const Hyper& hp);
+
 // Readout for tied embeddings (seed 000 A.1.2: W_{L+1} = W_0^T): logits = mult_R (std_R / std_E) h E^T.
 // std_R / std_E is the ratio of the init stds an untied readout and the embedding get, so the
 // tied model's effective readout starts at the untied one's scale; E itself is an embedding
