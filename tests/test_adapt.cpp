@@ -9,8 +9,10 @@
 #include <functional>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "adapt/apply_module.h"
+#include "adapt/module_coordcheck.h"
 #include "adapt/own_model.h"
 #include "core/errors.h"
 #include "optim/optimizer.h"
@@ -190,22 +192,92 @@ TEST(AdaptApply, LibtorchModuleTrainsExactlyAsTheTableWithMultipliers) {
   }
 }
 
-TEST(AdaptExample, OwnMlpTrainsAtTwoWidths) {
-  // examples/cpp/own_mlp.cpp: a user's module, built next to the CLI.
-  const std::string exe = std::string(SCALEINV_BIN).substr(0, std::string(SCALEINV_BIN).rfind('/')) +
-                          "/examples/own_mlp --steps 60";
-  FILE* p = popen(exe.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  std::string out;
-  char buf[512];
-  while (fgets(buf, sizeof buf, p)) out += buf;
-  ASSERT_EQ(pclose(p), 0) << out;
-  for (int w : {128, 1024}) {
-    const size_t at = out.find(fmt::format("width {:5d}: loss ", w));
-    ASSERT_NE(at, std::string::npos) << out;
-    double first = 0, last = 0;
-    ASSERT_EQ(std::sscanf(out.c_str() + at, "width %*d: loss %lf -> %lf", &first, &last), 2) << out;
-    EXPECT_LT(last, 0.8 * first) << out;
+// The coordinate check on the module as written (adapt/module_coordcheck.h): under mup every row
+// matches the theory; under standard the hidden and readout updates grow with width and the check
+// names them. The probe is small against the widths (16 samples + 5 outputs << 128; coordcheck.h).
+TEST(AdaptCoordCheck, MupPassesStandardFailsOnTheUserModule) {
+  torch::manual_seed(5);
+  const torch::Tensor x = torch::randn({16, 24});
+  const torch::Tensor y = torch::randint(0, 5, {16});
+  auto make = [](int w) { return std::make_shared<MlpImpl>(w); };
+  auto loss = [](torch::nn::Module& m, const torch::Tensor& in, const torch::Tensor& target, ActivationTap& tap) {
+    auto& net = static_cast<MlpImpl&>(m);
+    torch::Tensor h = torch::relu(tap("fc1", net.fc1(in)));
+    h = torch::relu(tap("fc2", net.fc2(h)));
+    return torch::nn::functional::cross_entropy(tap("head", net.head(h)), target);
+  };
+  ModuleCoordCheck cc;
+  cc.widths = {128, 256, 512, 1024};
+  cc.optim.kind = "adamw";
+  cc.optim.lr = 1e-2;
+  cc.show_progress = false;
+  cc.quantities = parse_coord_quantities("h,dh,hgrad,wgrad,dw", "test");
+  const torch::Tensor before = torch::rand({1});
+  torch::manual_seed(77);
+  const torch::Tensor expect = torch::rand({1});
+  torch::manual_seed(77);
+  const CoordCheckResult mup = coordcheck_module(make, loss, {{x, y}}, cc);
+  EXPECT_TRUE(torch::equal(torch::rand({1}), expect)) << "the caller's generator state is restored";
+  EXPECT_TRUE(mup.pass()) << render_coordcheck(mup);
+  // Every tapped module and parameter got its role's prediction.
+  int predicted_dw = 0, predicted_dh = 0;
+  for (const CoordRow& r : mup.rows) {
+    if (r.q == CoordQuantity::DW && r.step == 1 && r.predicted) ++predicted_dw;
+    if (r.q == CoordQuantity::DH && r.step == 1 && r.predicted) ++predicted_dh;
   }
-  EXPECT_NE(out.find("head.weight readout"), std::string::npos) << out;
+  EXPECT_EQ(predicted_dw, 3) << render_coordcheck(mup);
+  EXPECT_EQ(predicted_dh, 3) << render_coordcheck(mup);
+
+  cc.param = "standard";
+  const CoordCheckResult sp = coordcheck_module(make, loss, {{x, y}}, cc);
+  EXPECT_FALSE(sp.pass());
+  const std::string failures = fmt::format("{}", fmt::join(sp.failures, "\n"));
+  EXPECT_NE(failures.find("dh head"), std::string::npos) << failures;  // the logits' update grows
+  EXPECT_NE(failures.find("dh fc2"), std::string::npos) << failures;   // the hidden update grows
+
+  // A tap that names no module is one line naming it.
+  auto bad = [](torch::nn::Module& m, const torch::Tensor& in, const torch::Tensor& target, ActivationTap& tap) {
+    return torch::nn::functional::cross_entropy(tap("logits", static_cast<MlpImpl&>(m).forward(in)), target);
+  };
+  cc.param = "mup";
+  cc.widths = {64, 128};
+  cc.seeds = {0, 1};
+  cc.steps = 1;
+  const std::string bad_tap = error_of([&] { coordcheck_module(make, bad, {{x, y}}, cc); });
+  EXPECT_NE(bad_tap.find("field 'logits': a tap names no module"), std::string::npos) << bad_tap;
+  cc.widths = {64};
+  EXPECT_NE(error_of([&] { coordcheck_module(make, loss, {{x, y}}, cc); }).find("widths"), std::string::npos);
+}
+
+TEST(AdaptExample, OwnMlpPassesItsCheckAndTrains) {
+  // examples/cpp/own_mlp.cpp: a user's module, built next to the CLI.
+  const std::string dir = std::string(SCALEINV_BIN).substr(0, std::string(SCALEINV_BIN).rfind('/'));
+  auto run = [&](const std::string& args) {
+    FILE* p = popen((dir + "/examples/own_mlp " + args + " 2>&1").c_str(), "r");
+    std::string out;
+    char buf[512];
+    while (p && fgets(buf, sizeof buf, p)) out += buf;
+    const int rc = p ? pclose(p) : -1;
+    return std::make_pair(rc, out);
+  };
+  const auto [rc, out] = run("--steps 60");
+  ASSERT_EQ(rc, 0) << out;
+  EXPECT_NE(out.find("under mup (AdamW lr 0.01, widths 128..1024, 3 seeds, 3 steps): PASS"), std::string::npos) << out;
+  // Every run of the sweep trained: a finite loss below ln(10) = 2.30 at the sweep's middle LR.
+  for (const std::string p : {"mup     ", "standard"})
+    for (int w : {128, 1024}) {
+      const size_t at = out.find(fmt::format("  {} {:5d}", p, w));
+      ASSERT_NE(at, std::string::npos) << out;
+      double l[9];
+      ASSERT_EQ(std::sscanf(out.c_str() + at + 16, "%lf %lf %lf %lf %lf %lf %lf %lf %lf", &l[0], &l[1], &l[2], &l[3],
+                            &l[4], &l[5], &l[6], &l[7], &l[8]),
+                9)
+          << out;
+      EXPECT_LT(l[4], 2.0) << p << " " << w << "\n" << out;
+    }
+  const auto [rc_sp, out_sp] = run("--param standard --skip-sweep");
+  ASSERT_EQ(rc_sp, 0) << out_sp;
+  EXPECT_NE(out_sp.find("under standard (AdamW lr 0.01, widths 128..1024, 3 seeds, 3 steps): FAIL"), std::string::npos)
+      << out_sp;
+  EXPECT_EQ(run("--bogus").first >> 8, 2);
 }

@@ -2,7 +2,7 @@
 //                     --widths 64,128,... [--depths 4,8,...] --steps T --seeds S [--lr X]
 //                     [--json PATH] [--plot DIR] [--strict] [--config FILE] [--set key=value]...
 //                     [--break readout-multiplier] [--omega-hidden X] [--omega-readout X]
-//                     [--align-alpha X] [--align-u X] [--train-batches N] [--quiet]`
+//                     [--align-alpha X] [--align-u X] [--train-batches N] [--quantities LIST] [--quiet]`
 // Measures how every activation, gradient and update scales with width (and depth) and judges the
 // slopes against the theory's exponents (measure/coordcheck.h). Exit 0, or 1 under --strict when a
 // quantity deviates from theory or is unstable; 2 on bad input.
@@ -47,7 +47,7 @@ std::vector<std::string> default_sets(const std::string& kind) {
 
 void add_coordcheck_command(CLI::App& app, int& exit_code) {
   struct Opts {
-    std::string model, param, optimizer, widths, depths, json, plot, config, break_mode;
+    std::string model, param, optimizer, widths, depths, json, plot, config, break_mode, quantities = "all";
     std::string omega_hidden = "1/2", omega_readout = "1", align_alpha = "1", align_u = "1";
     std::vector<std::string> sets;
     int steps = 3, seeds = 3;
@@ -81,6 +81,9 @@ void add_coordcheck_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--align-u", o->align_u, "alignment of dW_l with dh_l (eq. 20; default 1)");
   cmd->add_option("--train-batches", o->train_batches,
                   "training steps cycle through this many fixed batches (default 1: train on the probe batch)");
+  cmd->add_option("--quantities", o->quantities,
+                  "what to measure: comma-separated h, dh, hgrad, wgrad, dw, wspec, dwspec or all (default all; the "
+                  "spectral norms wspec, dwspec cost most at large widths)");
   cmd->add_flag("--quiet", o->quiet, "no progress bar");
   cmd->callback([o, &exit_code] {
     // Config: (file or coordcheck defaults), then the flags, then --set.
@@ -125,6 +128,7 @@ void add_coordcheck_command(CLI::App& app, int& exit_code) {
     cc.align.omega_readout = alignment_value("--omega-readout", o->omega_readout);
     cc.align.alpha = alignment_value("--align-alpha", o->align_alpha);
     cc.align.u = alignment_value("--align-u", o->align_u);
+    cc.quantities = parse_coord_quantities(o->quantities, "command line");
     cc.show_progress = !o->quiet;
 
     const CoordCheckResult r = run_coordcheck(cc);

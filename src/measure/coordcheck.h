@@ -70,6 +70,11 @@ enum class CoordQuantity : int { H = 0, DH, HGrad, WGrad, DW, WSpec, DWSpec };
 inline constexpr int kNumCoordQuantities = 7;
 const char* coord_quantity_name(CoordQuantity q);  // "h", "dh", "h'", "W'", "dW", "||W||", "||dW||"
 bool is_activation_quantity(CoordQuantity q);      // h, dh, h'
+inline constexpr unsigned kAllCoordQuantities = (1u << kNumCoordQuantities) - 1;
+// A comma-separated list of quantities (printed names h, dh, h', W', dW, ||W||, ||dW|| or the plot
+// files' hgrad, wgrad, dw, wspec, dwspec; "all") as a mask of bits 1 << CoordQuantity. UserError
+// (where, "quantities") for an unknown or empty list.
+unsigned parse_coord_quantities(const std::string& list, const std::string& where);
 
 struct CoordCheckConfig {
   TrainConfig train;          // model kind and architecture, param, hp, optim, data (width/depth set per point)
@@ -82,6 +87,9 @@ struct CoordCheckConfig {
   // Testing hook "the check can fail": "readout-multiplier" builds the model with the readout's
   // multiplier exponent a set to 0; the predictions still come from the unbroken table.
   std::string break_mode;
+  // What is measured (parse_coord_quantities): the spectral norms cost most at large widths (2 x 16
+  // matrix-vector products per matrix and step), so a quick check may leave them out.
+  unsigned quantities = kAllCoordQuantities;
   bool show_progress = true;
 };
 
@@ -138,10 +146,12 @@ struct CoordCheckResult {
 };
 
 // The spectral norm (largest singular value) of a matrix [rows, cols] (trailing dims flattened) by
-// `iters` power iterations on W^T W from a fixed start vector (no random draw: the caller's generator
-// is untouched), in the tensor's dtype and device. Underestimates by a width-independent ~1% at 30
-// iterations on an iid matrix, whose top singular values crowd together; exact for a bounded rank.
-double spectral_norm(const torch::Tensor& w, int iters = 30);
+// `steps` Golub-Kahan-Lanczos steps (2 matrix-vector products each, fully reorthogonalised) from a
+// fixed start vector (no random draw: the caller's generator is untouched), in the tensor's dtype
+// and device. A lower bound that is within ~0.1% at 16 steps on an iid matrix (whose top singular
+// values crowd together, the slow case) and exact for a matrix of rank < steps. NaN for a
+// non-finite matrix.
+double spectral_norm(const torch::Tensor& w, int steps = 16);
 
 // Validates the configuration (UserError, exit 2: no widths, a width or depth < 1, a width that
 // does not split into heads, fewer than 2 widths and 2 depths, unknown model/param/optimizer,

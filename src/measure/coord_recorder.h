@@ -1,0 +1,53 @@
+#pragma once
+// One run's measurement, step by step: the seven quantities of coordcheck.h on the tensors a
+// forward recorded and on the trainable parameters. The one implementation behind the zoo's check
+// (run_coordcheck) and a user module's (adapt/module_coordcheck.h); the Python module measures
+// the same quantities with the same definitions (python/scaleinv/coordcheck.py).
+//
+//   CoordRecorder rec(T, cfg.quantities);
+//   for t = 0..T: forward on the probe (activations retain their grad), backward,
+//                 rec.record(t, activations, params); if t == T stop;
+//                 rec.before_update(params); optimizer step
+//   CoordRun run = rec.run();   // then set width, depth, seed, loss
+//
+// RMS values are computed in the tensor's own precision (float32 for float32 and lower: no double
+// copy of a width^2 matrix); spectral norms by spectral_norm (coordcheck.h). A quantity outside
+// the mask is not measured and gets no series (so no row).
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "measure/coordcheck.h"
+
+namespace scaleinv {
+
+using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
+
+// RMS = sqrt(mean v^2) of a tensor; NaN for an undefined or empty tensor.
+double coord_rms(const torch::Tensor& t);
+
+class CoordRecorder {
+ public:
+  CoordRecorder(int steps, unsigned quantities);
+  // After the backward at step t: h, dh (against step 0's h), h' of every activation (its grad
+  // retained; 0-filled when none), W', dW (against before_update's copy), ||W||, ||dW|| of every
+  // parameter. Series appear in first-seen order.
+  void record(int t, const NamedTensors& activations, const NamedTensors& params);
+  // Before the optimizer's step: keep the parameters (one buffer per tensor, reused every step).
+  void before_update(const NamedTensors& params);
+  const CoordRun& run() const { return run_; }
+  CoordRun& run() { return run_; }
+
+ private:
+  CoordSeries* put(CoordQuantity q, const std::string& layer, int t, double v);
+  bool wants(CoordQuantity q) const { return (mask_ >> static_cast<int>(q)) & 1u; }
+  int steps_;
+  unsigned mask_;
+  CoordRun run_;
+  std::vector<std::pair<std::string, size_t>> index_;  // (quantity#layer, series index)
+  std::vector<torch::Tensor> h0_, prev_;
+};
+
+}  // namespace scaleinv
