@@ -9,7 +9,6 @@
 #include <functional>
 #include <limits>
 #include <map>
-#include <regex>
 #include <set>
 #include <sstream>
 
@@ -38,7 +37,7 @@ std::string fmt_exp(double e) { return format_fraction(std::fabs(e) <= kExponent
 
 // ============================================================================================
 // The layer map: which theory row every recorded activation and every parameter follows.
-// One table for every model; a name no rule matches gets "no prediction" (still measured).
+// From roles (role_layer_map below); a layer without one gets "no prediction" (still measured).
 // ============================================================================================
 
 enum class Target {
@@ -53,56 +52,6 @@ enum class Target {
   DepthLogits,  // depth axis: the logits (readout of the top)
 };
 
-struct MapRule {
-  const char* kinds;    // model kinds, space separated
-  const char* axis;     // "width" or "depth"
-  bool weight;          // a parameter (W', dW) or an activation (h, dh, h')
-  const char* pattern;  // regex_match on the layer name; capture 1 is the index for SeedRow
-  Target target;
-  int offset;           // SeedRow: theory row = capture + offset
-  bool untied_only;     // the rule holds only without tied embeddings
-  const char* what;     // what the theory row is, for the table's "maps to"
-};
-
-const MapRule kLayerMap[] = {
-    // bigram (seed 000 eq. 1): an exact correspondence. Records h1..h{L+1}, logits.
-    // mlp: the same chain with a dense input (models/mlp.cpp).
-    {"bigram mlp", "width", false, R"(h(\d+))", Target::SeedRow, 0, false, "h_{} (seed 000 eq. 1)"},
-    {"bigram mlp", "width", false, "logits", Target::Logits, 0, false, "h_L+2 = logits"},
-    {"mlp", "width", true, R"(input\.weight)", Target::EmbeddingW, 0, false, "W_0 (embedding)"},
-    {"bigram", "width", true, R"(emb\.weight)", Target::EmbeddingW, 0, true, "W_0 (embedding)"},
-    {"bigram mlp", "width", true, R"(layers\.(\d+)\.weight)", Target::SeedRow, 1, false, "W_{} (hidden)"},
-    {"bigram mlp", "width", true, R"(readout\.weight)", Target::ReadoutW, 0, false, "W_L+1 (readout)"},
-    // residual models: the stream (and the block pre-activations of resmlp) behave like the
-    // bigram's hidden activations; every block matrix like a hidden W.
-    {"gpt vit", "width", false, "embed", Target::SeedRow, 1, false, "h_1 (embedding output)"},
-    {"resmlp", "width", false, "x0", Target::SeedRow, 1, false, "h_1 (embedding output)"},
-    {"gpt vit", "width", false, R"(block\d+)", Target::Stream, 0, false, "hidden h (residual stream)"},
-    {"resmlp", "width", false, R"(x\d+|h\d+|g\d+)", Target::Stream, 0, false, "hidden h (residual stream)"},
-    {"gpt vit resmlp", "width", false, "logits", Target::Logits, 0, false, "h_L+2 = logits"},
-    {"gpt", "width", true, R"(tok_emb\.weight)", Target::EmbeddingW, 0, true, "W_0 (embedding)"},
-    {"gpt vit", "width", true, R"(pos_emb\.weight)", Target::EmbeddingW, 0, false, "W_0 (embedding)"},
-    {"vit", "width", true, R"(stem\.weight)", Target::EmbeddingW, 0, false, "W_0 (embedding)"},
-    {"resmlp", "width", true, R"(input\.weight)", Target::EmbeddingW, 0, false, "W_0 (embedding)"},
-    {"gpt vit", "width", true, R"(blocks\.\d+\.(attn\.[vo]|mlp\.(fc|proj))\.weight)", Target::HiddenW, 0, false,
-     "hidden W"},
-    {"gpt vit", "width", true, R"(blocks\.\d+\.attn\.[qk]\.weight)", Target::HiddenWQK, 0, false, "hidden W"},
-    {"resmlp", "width", true, R"(blocks\.\d+\.w[12]\.weight)", Target::HiddenW, 0, false, "hidden W"},
-    {"gpt resmlp", "width", true, R"(readout\.weight)", Target::ReadoutW, 0, false, "W_L+1 (readout)"},
-    {"vit", "width", true, R"(head\.weight)", Target::ReadoutW, 0, false, "W_L+1 (readout)"},
-    // resmlp across depths (seed 004; seed 000 eqs. 29-31)
-    {"resmlp", "depth", false, "top", Target::DepthTop, 0, false, "top activation x_L (seed 004)"},
-    {"resmlp", "depth", false, "logits", Target::DepthLogits, 0, false, "logits f = V x_L (seed 004)"},
-};
-
-bool kind_in(const char* kinds, const std::string& kind) {
-  std::istringstream in(kinds);
-  std::string k;
-  while (in >> k)
-    if (k == kind) return true;
-  return false;
-}
-
 struct Mapping {
   bool found = false;
   Target target = Target::SeedRow;
@@ -110,25 +59,82 @@ struct Mapping {
   std::string what;
 };
 
-Mapping find_mapping(const std::string& kind, const std::string& axis, bool weight, const std::string& layer,
-                     bool tied) {
-  for (const MapRule& r : kLayerMap) {
-    if (!kind_in(r.kinds, kind) || axis != r.axis || weight != r.weight) continue;
-    if (r.untied_only && tied) continue;
-    std::smatch m;
-    if (!std::regex_match(layer, m, std::regex(r.pattern))) continue;
-    Mapping out;
-    out.found = true;
-    out.target = r.target;
-    if (r.target == Target::SeedRow) {
-      out.row = (m.size() > 1 && m[1].matched ? std::stoi(m[1].str()) : 0) + r.offset;
-      out.what = fmt::format(fmt::runtime(r.what), out.row);
+// map_layer(axis, weight, layer) gives the theory row of a layer.
+using LayerMapper = std::function<Mapping(const std::string& axis, bool weight, const std::string& layer)>;
+
+bool hidden_like(Role r) { return r != Role::Embedding && r != Role::Readout && r != Role::Vector; }
+
+// The layer map from roles (coordcheck.h), one for the zoo's models and a user's: a chain (no
+// hidden tensor in a repeated block) maps its i-th hidden output onto h_{i+1} and its i-th hidden
+// matrix onto W_i of seed 000 eq. 1; with blocks, every hidden output is the residual stream and
+// every block matrix a hidden W. Along depth (depth_rows: seed 004's residual MLP, the model
+// depth_theory describes) the top of the stream ("top") and the readout's output are mapped.
+LayerMapper role_layer_map(const std::vector<OwnCoordLayer>& layers, bool depth_rows) {
+  bool blocks = false;
+  for (const OwnCoordLayer& l : layers)
+    if (l.role && hidden_like(*l.role) && l.in_block) blocks = true;
+  std::map<std::string, Mapping> acts, weights;
+  int hidden_acts = 0, hidden_weights = 0;
+  for (const OwnCoordLayer& l : layers) {
+    if (!l.role || *l.role == Role::Vector) continue;  // norm gains, biases: no prediction
+    const Role r = *l.role;
+    Mapping m;
+    m.found = true;
+    if (l.weight) {
+      if (l.tied) continue;  // W_0 and W_{L+1} at once: no single row
+      if (r == Role::Embedding) {
+        m.target = Target::EmbeddingW;
+        m.what = "W_0 (embedding)";
+      } else if (r == Role::Readout) {
+        m.target = Target::ReadoutW;
+        m.what = "W_L+1 (readout)";
+      } else if (blocks) {
+        m.target = r == Role::AttnQ || r == Role::AttnK ? Target::HiddenWQK : Target::HiddenW;
+        m.what = "hidden W";
+      } else {
+        m.row = ++hidden_weights;
+        m.what = fmt::format("W_{} (hidden)", m.row);
+      }
+      weights[l.name] = m;
     } else {
-      out.what = r.what;
+      if (r == Role::Embedding) {
+        m.row = 1;
+        m.what = "h_1 (embedding output)";
+      } else if (r == Role::Readout) {
+        m.target = Target::Logits;
+        m.what = "h_L+2 = logits";
+      } else if (blocks) {
+        m.target = Target::Stream;
+        m.what = "hidden h (residual stream)";
+      } else {
+        m.row = ++hidden_acts + 1;
+        m.what = fmt::format("h_{} (seed 000 eq. 1)", m.row);
+      }
+      acts[l.name] = m;
     }
-    return out;
   }
-  return {};
+  return [acts, weights, depth_rows](const std::string& axis, bool weight, const std::string& name) {
+    Mapping m;
+    if (axis == "depth") {
+      if (!depth_rows || weight) return m;
+      m.found = true;
+      if (name == "top") {
+        m.target = Target::DepthTop;
+        m.what = "top activation x_L (seed 004)";
+        return m;
+      }
+      const auto it = acts.find(name);
+      if (it != acts.end() && it->second.target == Target::Logits) {
+        m.target = Target::DepthLogits;
+        m.what = "logits f = V x_L (seed 004)";
+        return m;
+      }
+      return Mapping{};
+    }
+    const auto& map = weight ? weights : acts;
+    const auto it = map.find(name);
+    return it == map.end() ? m : it->second;
+  };
 }
 
 // ============================================================================================
@@ -442,8 +448,11 @@ double spectral_norm(const torch::Tensor& w, int steps) {
 
 namespace {
 
+// `layers` gets every recorded activation (by the role of the weight that produced it) and every
+// parameter (by its tag): the layer map's input.
 CoordRun measure_run(const CoordCheckConfig& cc, const ParamTable& model_table, OptFamily family, int width,
-                     int depth, int64_t seed, const std::vector<Batch>& batches, torch::Device dev) {
+                     int depth, int64_t seed, const std::vector<Batch>& batches, torch::Device dev,
+                     std::map<std::string, OwnCoordLayer>& layers) {
   TrainConfig cfg = cc.train;
   cfg.model.width = width;
   cfg.model.depth = depth;
@@ -452,7 +461,10 @@ CoordRun measure_run(const CoordCheckConfig& cc, const ParamTable& model_table, 
   std::shared_ptr<Model> model = build_model(cfg.model, ctx, cfg.hp);
   model->to(dev);
   NamedTensors params;
-  for (const TaggedParam& p : model->tagged_parameters()) params.emplace_back(p.name, p.tensor);
+  for (const TaggedParam& p : model->tagged_parameters()) {
+    params.emplace_back(p.name, p.tensor);
+    layers.emplace("w:" + p.name, OwnCoordLayer{p.name, true, p.tag.role, p.tag.in_block, p.tag.tied});
+  }
   auto opt = make_optimizer(cfg.optim, param_groups(model->tagged_parameters(), ctx));
 
   const int T = cc.steps;
@@ -473,6 +485,10 @@ CoordRun measure_run(const CoordCheckConfig& cc, const ParamTable& model_table, 
     loss.backward();
     NamedTensors acts(model->recorded().begin(), model->recorded().end());
     rec.record(t, acts, params);
+    for (size_t i = 0; i < acts.size(); ++i) {
+      const Model::ActivationRole& r = model->recorded_roles().at(i);
+      layers.emplace("a:" + acts[i].first, OwnCoordLayer{acts[i].first, false, r.role, r.in_block, false});
+    }
     model->set_recording(false);
     if (t == T) break;
     // The update: on the probe batch itself (its gradient is already there) or on batch t mod n.
@@ -491,8 +507,7 @@ CoordRun measure_run(const CoordCheckConfig& cc, const ParamTable& model_table, 
 }
 
 // Rows: every (axis, at, quantity, layer, step) with at least 2 x values, fitted and predicted.
-// map_layer(axis, weight, layer) gives the theory row of a layer (the zoo's kLayerMap, or roles).
-using LayerMapper = std::function<Mapping(const std::string& axis, bool weight, const std::string& layer)>;
+// map_layer(axis, weight, layer) gives the theory row of a layer (role_layer_map).
 void fit_rows(CoordCheckResult& res, const std::map<int, WidthTheory>& width_theories,
               const std::string& stream_prefix, bool qk_unmodelled, bool depth_power_law,
               const LayerMapper& map_layer) {
@@ -835,10 +850,11 @@ CoordCheckResult run_coordcheck(const CoordCheckConfig& cc_in) {
   std::unique_ptr<Progress> bar;
   if (cc.show_progress) bar = std::make_unique<Progress>(total, "coordcheck", "runs");
   long done = 0;
+  std::map<std::string, OwnCoordLayer> layers;
   for (int d : res.depths)
     for (int w : res.widths)
       for (int64_t s : cc.seeds) {
-        res.runs.push_back(measure_run(cc, model_table, res.family, w, d, s, batches, dev));
+        res.runs.push_back(measure_run(cc, model_table, res.family, w, d, s, batches, dev, layers));
         ++done;
         if (bar) bar->update(done, fmt::format("width {} depth {} seed {}", w, d, s));
       }
@@ -847,10 +863,17 @@ CoordCheckResult run_coordcheck(const CoordCheckConfig& cc_in) {
   const std::string stream_prefix = mc.kind == "resmlp" ? "x" : "block";
   const bool qk_unmodelled = mc.n_heads > 0 && std::fabs(res.table.attn_logit - 0.5) > kExponentTol;
   const bool power_law = mc.kind != "resmlp" || mc.pre_ln || res.depth_theory.alpha >= 0.5 - kExponentTol;
+  // Parameters in registration order and activations in forward order matter for a chain's rows:
+  // order by the first run's series (forward order, then registration order).
+  std::vector<OwnCoordLayer> ordered;
+  std::set<std::string> placed;
+  for (const CoordRun& run : res.runs)
+    for (const CoordSeries& se : run.series) {
+      const std::string key = (is_activation_quantity(se.q) ? "a:" : "w:") + se.layer;
+      if (placed.insert(key).second && layers.count(key)) ordered.push_back(layers.at(key));
+    }
   fit_rows(res, width_theories, stream_prefix, qk_unmodelled, power_law,
-           [&](const std::string& axis, bool weight, const std::string& name) {
-             return find_mapping(mc.kind, axis, weight, name, mc.tied);
-           });
+           role_layer_map(ordered, /*depth_rows=*/mc.kind == "resmlp"));
   judge(res);
   res.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;
@@ -904,66 +927,17 @@ CoordCheckResult judge_own_coordcheck(const OwnCoordInput& in) {
   res.n_probe = in.n_probe;
   res.n_out = in.n_out;
 
-  // The layer map from roles (header).
+  // The theory's L: 2 for blocks (every sublayer applies two matrices to a normalised input, as
+  // the zoo's gpt), else the chain's hidden count (outputs or matrices, whichever is larger).
   bool blocks = false;
-  int hidden_outputs = 0;
-  for (const OwnCoordLayer& l : in.layers) {
-    if (l.role && *l.role != Role::Embedding && *l.role != Role::Readout && *l.role != Role::Vector) {
-      if (l.in_block) blocks = true;
-      if (!l.weight) ++hidden_outputs;
+  int hidden_outputs = 0, hidden_weights = 0;
+  for (const OwnCoordLayer& l : in.layers)
+    if (l.role && hidden_like(*l.role)) {
+      blocks = blocks || l.in_block;
+      ++(l.weight ? hidden_weights : hidden_outputs);
     }
-  }
-  const int L = blocks ? 2 : std::max(hidden_outputs, 1);
-  std::map<std::string, Mapping> amap;
-  int hidden_seen = 0;
-  for (const OwnCoordLayer& l : in.layers) {
-    if (l.weight || !l.role) continue;
-    Mapping m;
-    m.found = true;
-    switch (*l.role) {
-      case Role::Embedding:
-        m.target = Target::SeedRow;
-        m.row = 1;
-        m.what = "h_1 (embedding output)";
-        break;
-      case Role::Readout:
-        m.target = Target::Logits;
-        m.what = "h_L+2 = logits";
-        break;
-      case Role::Vector: m.found = false; break;
-      default:
-        if (blocks) {
-          m.target = Target::Stream;
-          m.what = "hidden h (residual stream)";
-        } else {
-          ++hidden_seen;
-          m.target = Target::SeedRow;
-          m.row = hidden_seen + 1;
-          m.what = fmt::format("h_{} (hidden output {})", m.row, hidden_seen);
-        }
-    }
-    amap[l.name] = m;
-  }
-  auto map_layer = [&](const std::string& axis, bool weight, const std::string& name) {
-    Mapping m;
-    if (axis != "width") return m;
-    if (!weight) {
-      auto it = amap.find(name);
-      return it == amap.end() ? m : it->second;
-    }
-    const auto it = layer_of.find("w:" + name);
-    if (it == layer_of.end() || !it->second->role) return m;
-    m.found = true;
-    switch (*it->second->role) {
-      case Role::Embedding: m.target = Target::EmbeddingW; m.what = "W_0 (embedding)"; break;
-      case Role::Readout: m.target = Target::ReadoutW; m.what = "W_L+1 (readout)"; break;
-      case Role::Vector: m.found = false; break;
-      case Role::AttnQ:
-      case Role::AttnK: m.target = Target::HiddenWQK; m.what = "hidden W"; break;
-      default: m.target = Target::HiddenW; m.what = "hidden W";
-    }
-    return m;
-  };
+  const int L = blocks ? 2 : std::max({hidden_outputs, hidden_weights, 1});
+  const LayerMapper map_layer = role_layer_map(in.layers, /*depth_rows=*/false);
   std::map<int, WidthTheory> width_theories;
   width_theories.emplace(1, width_theory(res.table, res.family, L, {}, false, in.muon_scale));
   res.width_theory = width_theories.at(1);

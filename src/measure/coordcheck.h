@@ -34,13 +34,17 @@
 // an iid matrix has ||W||_2 ~ sigma (sqrt(d) + sqrt(f)), whose slope differs from 1/2 by
 //   [ln(1 + sqrt(f/d_min)) - ln(1 + sqrt(f/d_max))] / ln(d_max / d_min).
 //
-// Predictions come from one table (coordcheck.cpp, kLayerMap): the bigram maps exactly onto the
-// rows of width_theory; the residual models (gpt, vit, resmlp) map the embedding output onto h_1,
-// the stream after each block onto the hidden activations (h of h_1; dh and h' the max over the
-// hidden rows of an L = 2 chain: every sublayer applies two matrices to a normalised input), every
-// block matrix onto a hidden W, the embedding(s) onto W_0, the readout onto W_{L+1} and the logits
-// onto h_{L+2}; resmlp across depths maps its top activation and logits onto depth_theory.
-// Anything unmapped (norm gains, biases) is measured and shown with "no prediction".
+// Predictions come from roles, never from names (coordcheck.cpp, role_layer_map): every recorded
+// activation carries the role of the weight that produced it (Model::record) and every parameter
+// its tag, as a user's model gets them from its shapes (adapt/own_model.h). A chain (no hidden
+// tensor in a repeated block: bigram, mlp) maps exactly onto the rows of width_theory: the
+// embedding output onto h_1, its i-th hidden output onto h_{i+1}, its i-th hidden matrix onto W_i.
+// With blocks (gpt, vit, resmlp) the stream after each block is the hidden activations (h of h_1;
+// dh and h' the max over the hidden rows of an L = 2 chain: every sublayer applies two matrices to
+// a normalised input) and every block matrix a hidden W. The embedding(s) map onto W_0 (not a tied
+// one, which is W_{L+1} too), the readout onto W_{L+1}, its output onto the logits h_{L+2}; resmlp
+// across depths maps its top activation and logits onto depth_theory. Vector-like tensors (norm
+// gains, biases) are measured and shown with "no prediction".
 // From the one-step exponents to step t (coordcheck.cpp, width_prediction):
 //   h at t >= 1 only where e(h) = e(dh) (h_t = h_0 + dh_t mixes two power laws otherwise);
 //   dh after t updates has the one-step exponent (seed 000 1.2.1);
@@ -172,6 +176,7 @@ struct OwnCoordLayer {
   bool weight = false;        // a parameter (W', dW, ||W||, ||dW||) or a module output (h, dh, h')
   std::optional<Role> role;   // nullopt: no prediction
   bool in_block = false;
+  bool tied = false;          // a tied embedding/readout tensor: no prediction
 };
 struct OwnCoordInput {
   ParamTable table;

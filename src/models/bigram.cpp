@@ -29,6 +29,7 @@ class Bigram : public ModelBase {
       hidden_.push_back(w);
     }
     if (cfg.tied) {
+      emb_->mark_tied("weight");
       tied_factor_ = tied_readout_factor(d, ctx, hp);
     } else {
       readout_ = register_module(
@@ -42,13 +43,13 @@ class Bigram : public ModelBase {
   torch::Tensor forward(const torch::Tensor& x) override {
     check_tokens(x, cfg_.vocab, -1, "bigram", ctx_.members);
     torch::Tensor h = norm(emb_->forward(x));
-    record("h1", h);
+    record("h1", h, {Role::Embedding, false});
     for (size_t l = 0; l < hidden_.size(); ++l) {
       h = activate(act_, norm(hidden_[l]->forward(h)), ctx_.table.unit);
-      if (recording()) record(fmt::format("h{}", l + 2), h);
+      if (recording()) record(fmt::format("h{}", l + 2), h, {Role::Hidden, false});
     }
     torch::Tensor logits = readout_ ? readout_->forward(h) : tied_logits(h, emb_->weight(), tied_factor_);
-    record("logits", logits);
+    record("logits", logits, {Role::Readout, false});
     return logits;
   }
 

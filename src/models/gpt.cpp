@@ -38,6 +38,7 @@ class Gpt : public ModelBase {
     }
     ln_f_ = register_module("ln_f", std::make_shared<NormGain>(d, /*in_block=*/false, ctx));
     if (cfg.tied) {
+      tok_->mark_tied("weight");
       tied_factor_ = tied_readout_factor(d, ctx, hp);
     } else {
       readout_ = register_module(
@@ -51,14 +52,14 @@ class Gpt : public ModelBase {
   torch::Tensor forward(const torch::Tensor& x) override {
     check_tokens(x, cfg_.vocab, cfg_.seq_len, "gpt", ctx_.members);
     torch::Tensor h = unit_sum(tok_->forward(x), pos_->first_rows(x.size(-1)), ctx_.table.unit);
-    record("embed", h);
+    record("embed", h, {Role::Embedding, false});
     for (size_t l = 0; l < blocks_.size(); ++l) {
       h = blocks_[l]->forward(h);
-      if (recording()) record(fmt::format("block{}", l + 1), h);
+      if (recording()) record(fmt::format("block{}", l + 1), h, {Role::Hidden, true});
     }
     h = ln_f_->forward(h);
     torch::Tensor logits = readout_ ? readout_->forward(h) : tied_logits(h, tok_->weight(), tied_factor_);
-    record("logits", logits);
+    record("logits", logits, {Role::Readout, false});
     return logits;
   }
 

@@ -45,13 +45,13 @@ class MlpModel : public ModelBase {
                       "set model.in_dim to the data's feature count (784 for Fashion-MNIST)");
     const UnitScaling& u = ctx_.table.unit;
     torch::Tensor h = activate(act_, in_->forward(xi), u);
-    record("h1", h);
+    record("h1", h, {Role::Embedding, false});
     for (size_t l = 0; l < hidden_.size(); ++l) {
       h = activate(act_, hidden_[l]->forward(h), u);
-      if (recording()) record(fmt::format("h{}", l + 2), h);
+      if (recording()) record(fmt::format("h{}", l + 2), h, {Role::Hidden, false});
     }
     torch::Tensor logits = readout_->forward(h);
-    record("logits", logits);
+    record("logits", logits, {Role::Readout, false});
     return logits;
   }
 

@@ -59,10 +59,11 @@ std::vector<TaggedParam> Model::tagged_parameters() {
   return out;
 }
 
-void Model::record(const std::string& name, torch::Tensor& h) {
+void Model::record(const std::string& name, torch::Tensor& h, ActivationRole role) {
   if (!recording_) return;
   if (h.requires_grad()) h.retain_grad();
   recorded_.emplace_back(name, h);
+  recorded_roles_.push_back(role);
 }
 
 }  // namespace scaleinv

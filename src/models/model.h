@@ -76,6 +76,7 @@ struct ParamTag {
   Role role = Role::Hidden;
   bool in_block = false;      // inside a residual block: the table's depth exponents apply
   double base_std = 0;        // init std at the base shape, before the table's m^-b (0: constant init)
+  bool tied = false;          // also the readout (tied embeddings): W_0 and W_{L+1} at once
 };
 
 struct TaggedParam {
@@ -90,6 +91,8 @@ class TaggedModule : public torch::nn::Module {
   // register_parameter + tag. Returns the registered tensor.
   torch::Tensor add_param(const std::string& name, torch::Tensor value, ParamTag tag);
   const std::map<std::string, ParamTag>& tags() const { return tags_; }
+  // Marks a registered tensor as the tied embedding/readout (ParamTag::tied).
+  void mark_tied(const std::string& name) { tags_.at(name).tied = true; }
 
  private:
   std::map<std::string, ParamTag> tags_;
@@ -112,17 +115,29 @@ class Model : public TaggedModule {
   virtual const ScaleContext& context() const = 0;
 
   // Activation recording (coordinate checks, diagnostics). When on, record() keeps the tensor
-  // (retain_grad so h' is readable after backward) under its name, in forward order.
-  void set_recording(bool on) { recording_ = on; recorded_.clear(); }
+  // (retain_grad so h' is readable after backward) under its name, in forward order, with the
+  // role of the weight that produced it (recorded_roles(), same order): the coordinate check's
+  // layer map reads roles, not names (measure/coordcheck.h).
+  void set_recording(bool on) {
+    recording_ = on;
+    recorded_.clear();
+    recorded_roles_.clear();
+  }
   const std::vector<std::pair<std::string, torch::Tensor>>& recorded() const { return recorded_; }
+  struct ActivationRole {
+    Role role = Role::Hidden;  // Embedding: the embedding's output; Readout: the logits
+    bool in_block = false;     // a residual block's output (the stream) or inside one
+  };
+  const std::vector<ActivationRole>& recorded_roles() const { return recorded_roles_; }
 
  protected:
-  void record(const std::string& name, torch::Tensor& h);
+  void record(const std::string& name, torch::Tensor& h, ActivationRole role);
   bool recording() const { return recording_; }  // lets forward() skip building record names
 
  private:
   bool recording_ = false;
   std::vector<std::pair<std::string, torch::Tensor>> recorded_;
+  std::vector<ActivationRole> recorded_roles_;
 };
 
 // Builds and initialises a model (seeded by the caller through torch::manual_seed).

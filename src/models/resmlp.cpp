@@ -47,15 +47,15 @@ class ResMlp : public ModelBase {
     torch::Tensor xi = input.dim() > lead + 1 ? input.flatten(lead) : input;
     check_input(xi);
     torch::Tensor x = in_->forward(xi);
-    record("x0", x);
+    record("x0", x, {Role::Embedding, false});
     for (size_t l = 0; l < w1_.size(); ++l) {
       const UnitScaling& u = ctx_.table.unit;
       auto branch_of = [&](const torch::Tensor& xin) {
         torch::Tensor h = w1_[l]->forward(cfg_.pre_ln ? layer_norm(xin) : xin);
-        if (recording()) record(fmt::format("h{}", l + 1), h);
+        if (recording()) record(fmt::format("h{}", l + 1), h, {Role::Hidden, true});
         if (!w2_.empty()) {
           h = w2_[l]->forward(activate(act_, h, u));
-          if (recording()) record(fmt::format("g{}", l + 1), h);
+          if (recording()) record(fmt::format("g{}", l + 1), h, {Role::Hidden, true});
         }
         torch::Tensor branch = activate(act_, h, u);
         return cfg_.mean_subtract ? mean_subtract(branch) : branch;
@@ -68,10 +68,10 @@ class ResMlp : public ModelBase {
         torch::Tensor branch = branch_of(x);
         x = beta_ == 1.0 ? x + branch : x + branch * beta_;
       }
-      if (recording()) record(fmt::format("x{}", l + 1), x);
+      if (recording()) record(fmt::format("x{}", l + 1), x, {Role::Hidden, true});
     }
     torch::Tensor logits = readout_->forward(x);
-    record("logits", logits);
+    record("logits", logits, {Role::Readout, false});
     return logits;
   }
 

@@ -64,14 +64,14 @@ class Vit : public ModelBase {
     // [B, C, g, p, g, p] -> [B, g, g, C, p, p] -> [B, g*g, C*p*p]
     torch::Tensor patches = x.reshape({B, C, g, p, g, p}).permute({0, 2, 4, 1, 3, 5}).reshape({B, g * g, C * p * p});
     torch::Tensor h = stem_->forward(patches) + pos_->first_rows(g * g);
-    record("embed", h);
+    record("embed", h, {Role::Embedding, false});
     for (size_t l = 0; l < blocks_.size(); ++l) {
       h = blocks_[l]->forward(h);
-      if (recording()) record(fmt::format("block{}", l + 1), h);
+      if (recording()) record(fmt::format("block{}", l + 1), h, {Role::Hidden, true});
     }
     torch::Tensor pooled = ln_f_->forward(h).mean(1);  // seed 002 eq. (1.23): mean over tokens
     torch::Tensor logits = head_->forward(pooled) + (bias_mult_ == 1.0 ? head_bias_ : head_bias_ * bias_mult_);
-    record("logits", logits);
+    record("logits", logits, {Role::Readout, false});
     return logits;
   }
 
