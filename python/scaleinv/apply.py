@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 import _scaleinv
-from ._core import UserError
+from ._core import UserError, rms
 
 OPTIMIZERS = ("sgd", "adam", "adamw")
 
@@ -22,12 +22,6 @@ def _layout(module, pname, p):
     if isinstance(module, nn.Embedding) and pname == "weight":
         return "in_out"  # [num_embeddings, embedding_dim]: fan-in is the index, fan-out the width
     return "out_in"      # nn.Linear, nn.Conv*: [out, in, ...]
-
-
-def _rms(t):
-    if t.numel() == 0:
-        return 0.0
-    return float(torch.linalg.vector_norm(t.detach(), dtype=torch.float64)) / math.sqrt(t.numel())
 
 
 def named_tensors(model):
@@ -49,7 +43,7 @@ def _spec(model):
                 tied.append(name)
             continue
         seen[id(p)] = name
-        tensors.append({"name": name, "shape": list(p.shape), "layout": _layout(mod, pname, p), "rms": _rms(p)})
+        tensors.append({"name": name, "shape": list(p.shape), "layout": _layout(mod, pname, p), "rms": rms(p, torch.float64) or 0.0})
     return tensors, tied
 
 

@@ -14,17 +14,8 @@ import torch
 import torch.nn.functional as F
 
 import _scaleinv
-from ._core import UserError
+from ._core import UserError, rms
 from .apply import apply, named_tensors
-
-
-def _rms(t):
-    if t is None:
-        return None
-    if t.numel() == 0:
-        return None
-    v = float(torch.linalg.vector_norm(t.detach(), dtype=torch.float64)) / math.sqrt(t.numel())
-    return v if math.isfinite(v) else None
 
 
 def spectral_norm(w, steps=16):
@@ -177,16 +168,16 @@ def _measure(model, opt, batches, steps, loss_fn, wanted=frozenset(QUANTITIES)):
                 h = rec.get(name)
                 if h is None:
                     continue
-                put("h", name, t, _rms(h))
+                put("h", name, t, rms(h))
                 if t == 0:
                     h0[name] = h.detach().clone()
                 elif h.shape == h0[name].shape:
-                    put("dh", name, t, _rms(h.detach() - h0[name]))
-                put("h'", name, t, _rms(h.grad))
+                    put("dh", name, t, rms(h.detach() - h0[name]))
+                put("h'", name, t, rms(h.grad))
             for i, (name, p) in enumerate(params):
-                put("W'", name, t, _rms(p.grad) if p.grad is not None else 0.0)
+                put("W'", name, t, rms(p.grad) if p.grad is not None else 0.0)
                 if t > 0 and "dW" in wanted:
-                    put("dW", name, t, _rms(p.detach() - prev[i]))
+                    put("dW", name, t, rms(p.detach() - prev[i]))
                 if p.dim() >= 2 and "||W||" in wanted:
                     put("||W||", name, t, spectral_norm(p), [p.shape[0], p.numel() // p.shape[0]])
                 if p.dim() >= 2 and "||dW||" in wanted and t > 0:
