@@ -142,6 +142,8 @@ std::vector<BadCase> cases() {
       {"coordcheck --model bigram --param nosuch", "param.name"},
       {"coordcheck --model bigram --param mup --widths 0,64", "--widths"},
       {"coordcheck --model bigram --param mup --steps 0", "--steps"},
+      {"coordcheck --model bigram --param mup --quantities h,bogus", "quantities"},
+      {"coordcheck --model bigram --param mup --quantities ,", "quantities"},
       {"sample --checkpoint {D}/none.pt", ""},
       {"sample --checkpoint {D}/none.pt --tokens -5", "--tokens"},
       {"sample --checkpoint {D}/none.pt --temperature nan", "--temperature"},

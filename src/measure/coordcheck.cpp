@@ -770,6 +770,7 @@ unsigned parse_coord_quantities(const std::string& list, const std::string& wher
   while (std::getline(ss, item, ',')) {
     item.erase(0, item.find_first_not_of(" \t"));
     item.erase(item.find_last_not_of(" \t") + 1);
+    if (item.empty()) continue;
     if (item == "all") {
       mask = kAllCoordQuantities;
       continue;
