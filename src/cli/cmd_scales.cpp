@@ -2,7 +2,7 @@
 //                 [--optimizer adam] [--seed S] [--json PATH] [--plot DIR] [--strict]
 //                 [--config FILE] [--set key=value]...`
 // The RMS of every operation's output (forward) and of every gradient (backward) at init, PASS where
-// within a factor 2 of 1 (src/unit/scales.h). Exit 0, or 1 under --strict when a row fails; 2 on bad input.
+// within a factor 2 of 1 (src/measure/unit_scales.h). Exit 0, or 1 under --strict when a row fails; 2 on bad input.
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -17,7 +17,7 @@
 #include "core/errors.h"
 #include "optim/optimizer.h"
 #include "train/config.h"
-#include "unit/scales.h"
+#include "measure/unit_scales.h"
 
 namespace scaleinv {
 

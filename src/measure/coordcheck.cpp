@@ -24,7 +24,7 @@
 #include "models/layers.h"
 #include "models/model.h"
 #include "optim/optimizer.h"
-#include "report/gnuplot.h"
+#include "core/gnuplot.h"
 #include "theory/theory_report.h"
 
 namespace scaleinv {

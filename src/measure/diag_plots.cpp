@@ -1,11 +1,11 @@
-// Figures of the diagnostics through gnuplot (report/gnuplot.h): one SVG + PNG per diagnostic,
+// Figures of the diagnostics through gnuplot (core/gnuplot.h): one SVG + PNG per diagnostic,
 // measured curves solid (mean over seeds), predictions dashed.
 #include <cmath>
 
 #include <fmt/format.h>
 
 #include "measure/diagnostics.h"
-#include "report/gnuplot.h"
+#include "core/gnuplot.h"
 
 namespace scaleinv::diag {
 

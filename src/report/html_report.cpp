@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/atomic_file.h"
-#include "report/gnuplot.h"
+#include "core/gnuplot.h"
 
 namespace scaleinv {
 

@@ -1,5 +1,5 @@
-// `scaleinv scales`: RMS of every op's output and gradient at init (src/unit/scales.h).
-#include "unit/scales.h"
+// `scaleinv scales`: RMS of every op's output and gradient at init (src/measure/unit_scales.h).
+#include "measure/unit_scales.h"
 
 #include <chrono>
 #include <cmath>
@@ -13,7 +13,7 @@
 #include "data/data.h"
 #include "models/model.h"
 #include "optim/optimizer.h"
-#include "report/gnuplot.h"
+#include "core/gnuplot.h"
 #include "unit/probe.h"
 
 namespace scaleinv {

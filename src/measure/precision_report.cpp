@@ -1,5 +1,5 @@
-// `scaleinv precision`: fp32 against simulated bf16 / fp8 training (src/precision/report.h).
-#include "precision/report.h"
+// `scaleinv precision`: fp32 against simulated bf16 / fp8 training (src/measure/precision_report.h).
+#include "measure/precision_report.h"
 
 #include <algorithm>
 #include <cmath>

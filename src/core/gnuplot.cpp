@@ -1,5 +1,5 @@
 // Figures through gnuplot (see gnuplot.h).
-#include "report/gnuplot.h"
+#include "core/gnuplot.h"
 
 #include <sys/wait.h>
 #include <unistd.h>
