@@ -15,7 +15,7 @@
 #include "measure/coordcheck.h"
 #include "measure/slope_fit.h"
 #include "param/table.h"
-#include "report/gnuplot.h"
+#include "core/gnuplot.h"
 #include "train/config.h"
 
 using namespace scaleinv;

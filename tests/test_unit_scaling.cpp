@@ -15,10 +15,10 @@
 #include "data/data.h"
 #include "models/model.h"
 #include "param/table.h"
-#include "precision/report.h"
+#include "measure/precision_report.h"
 #include "train/config.h"
 #include "unit/scaled_ops.h"
-#include "unit/scales.h"
+#include "measure/unit_scales.h"
 
 using namespace scaleinv;
 using namespace scaleinv::unit;
