@@ -412,3 +412,23 @@ TEST(CoordCli, MupPaperMlp) {
   EXPECT_NE(tail.find("FAILED dh h2 (width, depth 1): unstable"), std::string::npos) << tail;
   EXPECT_NE(tail.find("FAILED dh logits (width, depth 1): unstable"), std::string::npos) << tail;
 }
+
+// spectral_norm (16 Golub-Kahan-Lanczos steps): a lower bound on the largest singular value, within
+// 1% on an iid matrix (the slow case: its top singular values crowd together; measured 0.1-0.5% at
+// 128..8192), exact when the rank is below the step count, NaN where undefined.
+TEST(CoordCheck, SpectralNormIsALanczosLowerBoundExactAtLowRank) {
+  torch::manual_seed(3);
+  const torch::Tensor w = torch::randn({512, 256});
+  const double exact = torch::linalg_svdvals(w.to(torch::kDouble))[0].item<double>();
+  const double est = spectral_norm(w);
+  EXPECT_LE(est, exact * (1 + 1e-5));
+  EXPECT_GE(est, exact * (1 - 0.01)) << est << " vs " << exact;
+  const torch::Tensor low = torch::randn({300, 3}).mm(torch::randn({3, 200}));
+  EXPECT_NEAR(spectral_norm(low) / torch::linalg_svdvals(low.to(torch::kDouble))[0].item<double>(), 1.0, 1e-5);
+  const torch::Tensor conv = torch::randn({8, 4, 3, 3});  // trailing dims flattened: [8, 36]
+  EXPECT_NEAR(spectral_norm(conv) / torch::linalg_svdvals(conv.reshape({8, 36}).to(torch::kDouble))[0].item<double>(),
+              1.0, 1e-5);
+  EXPECT_EQ(spectral_norm(torch::zeros({16, 16})), 0.0);
+  EXPECT_TRUE(std::isnan(spectral_norm(torch::full({4, 4}, NAN))));
+  EXPECT_TRUE(std::isnan(spectral_norm(torch::ones({5}))));
+}
