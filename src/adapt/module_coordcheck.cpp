@@ -76,34 +76,21 @@ CoordCheckResult coordcheck_module(const ModuleFactory& make, const TappedLoss& 
       NamedTensors params;
       for (const auto& g : a.groups) params.emplace_back(g.name, g.param);
       auto opt = make_optimizer(cc.optim, a.groups);
-      CoordRecorder rec(cc.steps, cc.quantities);
-      CoordRun& run = rec.run();
       ActivationTap tap;
-      for (int t = 0; t <= cc.steps; ++t) {
-        tap.recording = true;
-        tap.taken.clear();
-        torch::Tensor lv = loss(*model, batches.front().first, batches.front().second, tap);
+      auto step_loss = [&](size_t b, bool record) {
+        tap.recording = record;
+        if (record) tap.taken.clear();
+        torch::Tensor lv = loss(*model, batches[b].first, batches[b].second, tap);
         tap.recording = false;
-        const double v = lv.item<double>();
-        run.loss[static_cast<size_t>(t)] = v;
-        if (!std::isfinite(v)) {
-          run.diverged = true;
-          break;
-        }
-        opt->zero_grad();
-        lv.backward();
-        rec.record(t, tap.taken, params);
+        return lv;
+      };
+      auto recorded = [&] {
         for (const auto& [name, h] : tap.taken)
           if (std::find(order.begin(), order.end(), name) == order.end()) order.push_back(name);
-        if (t == cc.steps) break;
-        const size_t bi = static_cast<size_t>(t) % batches.size();
-        if (bi != 0) {
-          opt->zero_grad();
-          loss(*model, batches[bi].first, batches[bi].second, tap).backward();
-        }
-        rec.before_update(params);
-        opt->step(schedule_factor(cc.optim, t));
-      }
+        return tap.taken;
+      };
+      CoordRun run =
+          measure_coord_steps(cc.steps, cc.quantities, batches.size(), step_loss, recorded, params, *opt, cc.optim);
       run.width = w;
       run.depth = 1;
       run.seed = seed;

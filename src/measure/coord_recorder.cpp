@@ -63,6 +63,35 @@ void CoordRecorder::record(int t, const NamedTensors& activations, const NamedTe
   }
 }
 
+CoordRun measure_coord_steps(int steps, unsigned quantities, size_t n_batches, const CoordLoss& loss,
+                             const std::function<NamedTensors()>& recorded, const NamedTensors& params,
+                             Optimizer& opt, const OptimConfig& optim) {
+  CoordRecorder rec(steps, quantities);
+  CoordRun& run = rec.run();
+  for (int t = 0; t <= steps; ++t) {
+    torch::Tensor lv = loss(0, true);
+    const double v = lv.item<double>();
+    run.loss[static_cast<size_t>(t)] = v;
+    if (!std::isfinite(v)) {
+      run.diverged = true;
+      break;
+    }
+    opt.zero_grad();
+    lv.backward();
+    rec.record(t, recorded(), params);
+    if (t == steps) break;
+    // The update: on the probe batch itself (its gradient is already there) or on batch t mod n.
+    const size_t bi = static_cast<size_t>(t) % n_batches;
+    if (bi != 0) {
+      opt.zero_grad();
+      loss(bi, false).backward();
+    }
+    rec.before_update(params);
+    opt.step(schedule_factor(optim, t));
+  }
+  return std::move(run);
+}
+
 void CoordRecorder::before_update(const NamedTensors& params) {
   if (!(wants(CoordQuantity::DW) || wants(CoordQuantity::DWSpec))) return;
   if (prev_.size() != params.size()) {

@@ -13,6 +13,7 @@
 // RMS values are computed in the tensor's own precision (float32 for float32 and lower: no double
 // copy of a width^2 matrix); spectral norms by spectral_norm (coordcheck.h). A quantity outside
 // the mask is not measured and gets no series (so no row).
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -20,6 +21,7 @@
 #include <torch/torch.h>
 
 #include "measure/coordcheck.h"
+#include "optim/optimizer.h"
 
 namespace scaleinv {
 
@@ -49,5 +51,15 @@ class CoordRecorder {
   std::vector<std::pair<std::string, size_t>> index_;  // (quantity#layer, series index)
   std::vector<torch::Tensor> h0_, prev_;
 };
+
+// One run's steps, the loop both checks share: at t = 0..T, loss(0, true) (the probe, recording
+// on), its backward, recorder.record(t, recorded(), params); then (t < T) the update on batch
+// t mod n_batches (loss(b, false)'s gradient; the probe's own when b = 0) with
+// schedule_factor(optim, t). A non-finite probe loss ends the run as diverged. Returns the run
+// with its loss and series (width, depth, seed left to the caller).
+using CoordLoss = std::function<torch::Tensor(size_t batch, bool record)>;
+CoordRun measure_coord_steps(int steps, unsigned quantities, size_t n_batches, const CoordLoss& loss,
+                             const std::function<NamedTensors()>& recorded, const NamedTensors& params,
+                             Optimizer& opt, const OptimConfig& optim);
 
 }  // namespace scaleinv

@@ -460,50 +460,33 @@ CoordRun measure_run(const CoordCheckConfig& cc, const ParamTable& model_table, 
   torch::manual_seed(static_cast<uint64_t>(seed));
   std::shared_ptr<Model> model = build_model(cfg.model, ctx, cfg.hp);
   model->to(dev);
+  const std::vector<TaggedParam> tagged = model->tagged_parameters();
   NamedTensors params;
-  for (const TaggedParam& p : model->tagged_parameters()) {
+  for (const TaggedParam& p : tagged) {
     params.emplace_back(p.name, p.tensor);
     layers.emplace("w:" + p.name, OwnCoordLayer{p.name, true, p.tag.role, p.tag.in_block, p.tag.tied});
   }
-  auto opt = make_optimizer(cfg.optim, param_groups(model->tagged_parameters(), ctx));
-
-  const int T = cc.steps;
-  CoordRecorder rec(T, cc.quantities);
-  CoordRun& run = rec.run();
-  const Batch& probe = batches.front();
-  for (int t = 0; t <= T; ++t) {
-    model->set_recording(true);
-    torch::Tensor loss = model->loss(probe.x, probe.y);
-    const double lv = loss.item<double>();
-    run.loss[static_cast<size_t>(t)] = lv;
-    if (!std::isfinite(lv)) {
-      run.diverged = true;
-      model->set_recording(false);
-      break;
-    }
-    opt->zero_grad();
-    loss.backward();
+  auto opt = make_optimizer(cfg.optim, param_groups(tagged, ctx));
+  // Recording is switched on for the probe's forward (set_recording clears what the last one kept)
+  // and off for an update on another batch.
+  auto loss = [&](size_t b, bool record) {
+    model->set_recording(record);
+    return model->loss(batches[b].x, batches[b].y);
+  };
+  auto recorded = [&] {
     NamedTensors acts(model->recorded().begin(), model->recorded().end());
-    rec.record(t, acts, params);
     for (size_t i = 0; i < acts.size(); ++i) {
       const Model::ActivationRole& r = model->recorded_roles().at(i);
       layers.emplace("a:" + acts[i].first, OwnCoordLayer{acts[i].first, false, r.role, r.in_block, false});
     }
-    model->set_recording(false);
-    if (t == T) break;
-    // The update: on the probe batch itself (its gradient is already there) or on batch t mod n.
-    const size_t bi = static_cast<size_t>(t % static_cast<int64_t>(batches.size()));
-    if (bi != 0) {
-      opt->zero_grad();
-      model->loss(batches[bi].x, batches[bi].y).backward();
-    }
-    rec.before_update(params);
-    opt->step(schedule_factor(cfg.optim, t));
-  }
+    return acts;
+  };
+  CoordRun run = measure_coord_steps(cc.steps, cc.quantities, batches.size(), loss, recorded, params, *opt, cfg.optim);
+  model->set_recording(false);
   run.width = width;
   run.depth = depth;
   run.seed = seed;
-  return std::move(run);
+  return run;
 }
 
 // Rows: every (axis, at, quantity, layer, step) with at least 2 x values, fitted and predicted.
