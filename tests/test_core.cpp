@@ -16,6 +16,8 @@
 #include "core/atomic_file.h"
 #include "core/errors.h"
 #include "core/sqlite_db.h"
+#include "core/toml_json.h"
+#include "core/toml_reader.h"
 
 using namespace scaleinv;
 using scaleinv::testing::temp_dir;
@@ -105,4 +107,15 @@ TEST(SqliteDb, AWriterOnAFileThatIsNoDatabaseGetsAUserError) {
   const std::string dir = temp_dir("sqlite_junk");
   std::ofstream(dir + "/junk.db") << std::string(5000, 'j');
   EXPECT_THROW(SqliteDb(dir + "/junk.db"), UserError);
+}
+
+TEST(TomlJson, ScalarsKeepTheirTypeArraysAndTablesAreNone) {
+  const toml::table t = parse_toml("i = 3\nf = 0.5\ns = \"mup\"\nb = true\na = [1, 2]\n[sub]\nx = 1\n", "t.toml");
+  EXPECT_TRUE(toml_scalar_json(*t.get("i"))->is_number_integer());
+  EXPECT_EQ(*toml_scalar_json(*t.get("i")), 3);
+  EXPECT_TRUE(toml_scalar_json(*t.get("f"))->is_number_float());
+  EXPECT_EQ(*toml_scalar_json(*t.get("s")), "mup");
+  EXPECT_EQ(*toml_scalar_json(*t.get("b")), true);
+  EXPECT_FALSE(toml_scalar_json(*t.get("a")).has_value());
+  EXPECT_FALSE(toml_scalar_json(*t.get("sub")).has_value());
 }

@@ -153,13 +153,36 @@ TEST(TransferAnalysis, KnownOptimaDriftVerdictsAndRegret) {
   EXPECT_EQ(mup.shared_lr_log2, -6);
   ASSERT_TRUE(sp.better_with_scale.has_value());
   EXPECT_FALSE(*sp.better_with_scale);
-  // Regret at width 512 against the best tuned loss there (mup at its best grid point -6).
-  const double best = mean_loss("mup", 512, -6);
-  EXPECT_EQ(mup.tuned_best_param, "mup");
-  EXPECT_NEAR(mup.tuned_best_loss, best, 1e-12);
-  EXPECT_NEAR(mup.regret_pct, 0.0, 1e-9);  // grid point nearest -6.3 is -6, mup's own best
-  EXPECT_EQ(sp.transfer_lr_log2, -5);
-  EXPECT_NEAR(sp.regret_pct, 100 * (mean_loss("standard", 512, -5) - best) / best, 1e-9);
+  // The joint bootstrap: every resample draws the same seeds at every width, so mup's drift is 0
+  // and standard's -1 in every resample (independent draws per width would spread them).
+  EXPECT_NEAR(mup.slope_lo, 0.0, 1e-9);
+  EXPECT_NEAR(mup.slope_hi, 0.0, 1e-9);
+  EXPECT_NEAR(sp.slope_lo, -1.0, 1e-9);
+  EXPECT_NEAR(sp.slope_hi, -1.0, 1e-9);
+  // Regret of the base LR (width 64's best grid point) at every width. mup's optimum stays at -6.3,
+  // so its best grid point -6 is the base LR everywhere: no regret against itself. Against
+  // standard re-tuned (its optimum -5 - log2(w/64), on the grid), mup loses only at width 64,
+  // where standard's own best grid point sits at its exact optimum and mup's is 0.3 off.
+  ASSERT_EQ(mup.regrets.size(), 4u);
+  for (const ScaleRegret& r : mup.regrets) {
+    EXPECT_EQ(r.lr_log2_used, -6);
+    EXPECT_NEAR(r.vs_self, 0.0, 1e-9);
+    const double sbest = mean_loss("standard", static_cast<int64_t>(r.scale), -5 - std::log2(r.scale / 64));
+    EXPECT_NEAR(r.standard_best, sbest, 1e-12);
+    EXPECT_NEAR(r.vs_standard, 100 * (mean_loss("mup", static_cast<int64_t>(r.scale), -6) - sbest) / sbest, 1e-9);
+  }
+  EXPECT_NEAR(mup.worst_vs_self, 0.0, 1e-9);
+  EXPECT_EQ(mup.worst_vs_standard_at, 64);
+  EXPECT_GT(mup.worst_vs_standard, 0.0);
+  EXPECT_LT(mup.regrets[3].vs_standard, 0.0);  // at 512 mup beats standard re-tuned
+  // standard keeps its width-64 LR -5: the worst is at 512, three doublings from its optimum -8.
+  const double s512 = mean_loss("standard", 512, -8);
+  EXPECT_EQ(sp.worst_vs_self_at, 512);
+  EXPECT_NEAR(sp.worst_vs_self, 100 * (mean_loss("standard", 512, -5) - s512) / s512, 1e-9);
+  EXPECT_NEAR(sp.worst_vs_standard, sp.worst_vs_self, 1e-12);  // standard is its own baseline
+  EXPECT_LE(sp.worst_vs_self_lo, sp.worst_vs_self);
+  EXPECT_GE(sp.worst_vs_self_hi, sp.worst_vs_self);
+  EXPECT_LT(sp.worst_vs_self_lo, sp.worst_vs_self_hi);
   // The JSON carries every number.
   nlohmann::json j = transfer_to_json(a);
   EXPECT_EQ(j["groups"][0]["params"].size(), 3u);
@@ -216,6 +239,66 @@ TEST(TransferAnalysis, WidthAndDepthInOneDatabase) {
   EXPECT_NE(d.verdict.find("from depth 4 to 32"), std::string::npos) << d.verdict;
 }
 
+// A batch-size axis (issue 16): the optimum per batch size from synthetic rows with known optima,
+// its exponent against the reference rule, the surge shape, the AdamW timescale at the optimum,
+// and a non-numeric axis that only splits the data.
+TEST(TransferAnalysis, HyperparameterAxisExponentShapeAndTimescale) {
+  const std::vector<int64_t> batches = {4, 8, 16, 32, 64};
+  // "sqrt": optimum -9 + 0.5 log2(B/4) (the square-root rule); "surge": -9, -8, -7, -8, -9.
+  auto opt = [](const std::string& p, int64_t b) {
+    const double d = std::log2(static_cast<double>(b) / 4);
+    return p == "sqrt" ? -9 + 0.5 * d : -9 + (d <= 2 ? d : 4 - d);
+  };
+  SweepTable t;
+  for (const std::string sched : {"cosine", "linear"})
+    for (const std::string p : {"sqrt", "surge"})
+      for (int64_t b : batches)
+        for (double x = -13; x <= -4; x += 1)
+          for (int64_t s : kSeeds) {
+            SweepRow r;
+            r.id = fmt::format("{}-{}-{}-{}-{}", sched, p, b, x, s);
+            r.param = p;
+            r.width = 128;
+            r.depth = 2;
+            r.seed = s;
+            r.lr_log2 = x;
+            r.axes = {{"train.batch_size", std::to_string(b)}, {"optim.schedule", sched}};
+            r.steps = 200;
+            r.weight_decay = 0.1;
+            const double v = opt(p, b) + 0.1 * static_cast<double>(s - 1);
+            r.final_loss = 2.0 + 0.05 * (x - v) * (x - v);
+            t.rows.push_back(r);
+          }
+  TransferAnalysis a = analyze_transfer(t);
+  ASSERT_EQ(a.groups.size(), 2u);  // one per schedule; width and depth do not vary
+  const TransferGroup& g = a.groups[0];
+  EXPECT_EQ(g.axis, "train.batch_size");
+  EXPECT_FALSE(g.info.scale);
+  EXPECT_EQ(g.title(), "batch size (width 128, depth 2, optim.schedule=cosine)");
+  EXPECT_NEAR(g.info.rule_exponent, 0.5, 1e-12);
+  ASSERT_EQ(g.params.size(), 2u);
+  const ParamTransfer& sq = g.params[0];
+  const ParamTransfer& su = g.params[1];
+  ASSERT_EQ(sq.curves.size(), batches.size());
+  for (size_t i = 0; i < batches.size(); ++i) {
+    EXPECT_EQ(sq.curves[i].scale, batches[i]);
+    EXPECT_NEAR(sq.curves[i].opt.lr_log2, opt("sqrt", batches[i]), 1e-9);
+    // tau = 1/(lr wd) at the optimum, and as a fraction of the 200-step run.
+    EXPECT_NEAR(sq.curves[i].tau_steps, 1.0 / (std::exp2(opt("sqrt", batches[i])) * 0.1), 1e-6);
+    EXPECT_NEAR(sq.curves[i].tau_fraction, sq.curves[i].tau_steps / 200, 1e-9);
+  }
+  EXPECT_NEAR(sq.slope, 0.5, 1e-9);
+  EXPECT_EQ(sq.shape, "rises");
+  EXPECT_NE(sq.verdict.find("+0.50 doublings per doubling of batch size"), std::string::npos) << sq.verdict;
+  EXPECT_NE(su.shape.find("peaks at 16"), std::string::npos) << su.shape;
+  const std::string md = transfer_markdown(a);
+  EXPECT_NE(md.find("| batch size (width 128, depth 2, optim.schedule=cosine) | sqrt |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| +0.50 | rises |"), std::string::npos) << md;
+  nlohmann::json j = transfer_to_json(a);
+  EXPECT_EQ(j["groups"][0]["axis"], "train.batch_size");
+  EXPECT_EQ(j["groups"][0]["params"][1]["optimum_shape"], su.shape);
+}
+
 TEST(TransferReport, CliWritesTheReportAndRefusesBadInput) {
   const std::string dir = temp_dir("transfer_cli");
   SweepTable t = synthetic({"mup", "standard"});
@@ -225,6 +308,8 @@ TEST(TransferReport, CliWritesTheReportAndRefusesBadInput) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("| width transfer (depth 4) | standard |"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("FAILS"), std::string::npos);
+  EXPECT_NE(r.out.find("worst regret vs standard re-tuned"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Regret at every scale of the base LR"), std::string::npos) << r.out;
   for (const char* f : {"report.html", "summary.md", "transfer.json"})
     EXPECT_TRUE(std::filesystem::exists(dir + "/rep/" + f)) << f;
   std::ifstream in(dir + "/rep/transfer.json");
@@ -252,7 +337,7 @@ TEST(TransferReport, EveryImageLoadsInHeadlessChromium) {
   const std::string dir = temp_dir("transfer_html");
   TransferAnalysis a = analyze_transfer(synthetic({"mup", "standard"}));
   TransferReportFiles f = write_transfer_report(a, dir + "/rep");
-  ASSERT_EQ(f.images, 2);  // loss vs LR, optimum vs width
+  ASSERT_EQ(f.images, 3);  // loss vs LR, optimum vs width, regret vs width
   const std::string html = [&] {
     std::ifstream in(f.html);
     std::stringstream ss;

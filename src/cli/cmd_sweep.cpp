@@ -3,6 +3,7 @@
 // Runs a hyperparameter sweep into a SQLite store (issue 8; sweep/*.h), or merges shard stores.
 // --shard i/N is 0-based: shards 0/N .. N-1/N together run the grid exactly once.
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
@@ -12,6 +13,7 @@
 
 #include "cli/commands.h"
 #include "core/errors.h"
+#include "sweep/search_runner.h"
 #include "sweep/shard.h"
 #include "sweep/sweep_runner.h"
 #include "sweep/sweep_spec.h"
@@ -58,8 +60,21 @@ void add_sweep_command(CLI::App& app, int& exit_code) {
     exit_code = 0;
   });
 
-  sweep->callback([o, merge, &exit_code] {
-    if (merge->parsed()) return;
+  auto* rank = sweep->add_subcommand("rank", "Rank the trials of a [search] sweep from its database (e.g. after merging shards)");
+  rank->add_option("--config", o->config, "the search's sweep TOML")->required();
+  rank->add_option("--db", o->out, "its database (merged shards, or a partial one)")->required();
+  rank->callback([o, &exit_code] {
+    SweepSpec spec = load_sweep(o->config);
+    if (!std::filesystem::exists(o->out))
+      throw UserError(o->out, "--db", "no such database", "give the file written by scaleinv sweep (--out)");
+    SearchRunSummary s;
+    s.ranking = rank_search(spec, o->out);
+    s.json_path = "(not written by rank)";
+    std::fputs(render_search_summary(spec, s).c_str(), stdout);
+    exit_code = 0;
+  });
+  sweep->callback([o, merge, rank, &exit_code] {
+    if (merge->parsed() || rank->parsed()) return;
     if (o->config.empty())
       throw UserError("command line", "--config", "missing", "write scaleinv sweep --config SWEEP.toml");
     const Shard shard = parse_shard(o->shard);
@@ -74,8 +89,13 @@ void add_sweep_command(CLI::App& app, int& exit_code) {
       throw UserError("command line", "--batch", "is \"" + o->batch + "\"", "write --batch auto, on or off");
     ro.batching = o->no_batch ? Batching::Off : modes.at(o->batch);
     ro.jobs = o->jobs;
-    SweepRunSummary s = run_sweep(spec, ro);
-    std::fputs(render_sweep_summary(s).c_str(), stdout);
+    if (spec.search) {
+      SearchRunSummary s = run_search(spec, ro);
+      std::fputs(render_search_summary(spec, s).c_str(), stdout);
+    } else {
+      SweepRunSummary s = run_sweep(spec, ro);
+      std::fputs(render_sweep_summary(s).c_str(), stdout);
+    }
     exit_code = 0;
   });
 }

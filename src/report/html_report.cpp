@@ -53,10 +53,35 @@ std::string better_text(const ParamTransfer& p) {
   return *p.better_with_scale ? "yes" : "no";
 }
 
-std::string regret_text(const ParamTransfer& p) {
-  if (std::isnan(p.regret_pct)) return "n/a";
-  if (std::isinf(p.regret_pct)) return "diverged";
-  return fmt::format("{:.2f}%", p.regret_pct);
+// A regret in percent with its interval: "+0.42% [+0.10, +0.95]", "diverged", "n/a".
+std::string pct_text(double v, double lo, double hi) {
+  if (std::isnan(v)) return "n/a";
+  if (std::isinf(v)) return "diverged";
+  std::string s = fmt::format("{:+.2f}%", v);
+  if (!std::isnan(lo)) s += fmt::format(" [{}, {}]", std::isinf(lo) ? "inf" : fmt::format("{:+.2f}", lo),
+                                        std::isinf(hi) ? "inf" : fmt::format("{:+.2f}", hi));
+  return s;
+}
+
+std::string value_text(double v) { return std::isnan(v) ? "n/a" : fmt::format("{:g}", v); }
+
+// "+0.42% [...] at 256" (the worst over the axis' values).
+std::string worst_text(double v, double lo, double hi, double at) {
+  if (std::isnan(v)) return "n/a";
+  return pct_text(v, lo, hi) + " at " + value_text(at);
+}
+
+std::string interval_text(double v, double lo, double hi) {
+  std::string s = signed2(v);
+  if (!std::isnan(lo)) s += fmt::format(" [{}, {}]", signed2(lo), signed2(hi));
+  return s;
+}
+
+std::string tau_text(const ScaleCurve& c) {
+  if (std::isnan(c.tau_steps)) return "n/a";
+  std::string s = fmt::format("{:.0f}", c.tau_steps);
+  if (!std::isnan(c.tau_fraction)) s += fmt::format(" ({:.2f} of the run)", c.tau_fraction);
+  return s;
 }
 
 const char* kScript = R"(<script>
@@ -112,19 +137,49 @@ std::string base64_encode(const std::string& in) {
 }
 
 std::string transfer_markdown(const TransferAnalysis& a) {
-  std::string md = fmt::format("| scaling | param | optimum log2 LR per scale [5-95%] | drift (doublings/doubling) | "
-                               "shift (doublings) | verdict | better with scale | regret at largest |\n");
-  md += "|---|---|---|---|---|---|---|---|\n";
+  std::string scales, hps, regrets;
   for (const auto& g : a.groups) {
     for (const auto& p : g.params) {
       std::string opts;
-      for (const auto& c : p.curves) opts += (opts.empty() ? "" : "; ") + fmt::format("{}: {}", c.scale, optimum_text(c));
-      std::string verdict = p.curves.size() < 2 ? "n/a" : std::isnan(p.shift) ? "undetermined" : p.holds ? "holds" : "FAILS";
-      if (p.any_edge && verdict != "n/a") verdict += " (grid edge)";
-      md += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} |\n", g.title(), p.param, opts, signed2(p.slope),
-                        signed2(p.shift), verdict, better_text(p), regret_text(p));
+      for (const auto& c : p.curves)
+        opts += (opts.empty() ? "" : "; ") + fmt::format("{}: {}", value_text(c.scale), optimum_text(c));
+      if (g.info.scale) {
+        std::string verdict = p.curves.size() < 2 ? "n/a" : std::isnan(p.shift) ? "undetermined" : p.holds ? "holds" : "FAILS";
+        if (p.any_edge && verdict != "n/a") verdict += " (grid edge)";
+        scales += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", g.title(), p.param, opts,
+                              interval_text(p.slope, p.slope_lo, p.slope_hi), signed2(p.shift), verdict, better_text(p),
+                              worst_text(p.worst_vs_standard, p.worst_vs_standard_lo, p.worst_vs_standard_hi,
+                                         p.worst_vs_standard_at),
+                              worst_text(p.worst_vs_self, p.worst_vs_self_lo, p.worst_vs_self_hi, p.worst_vs_self_at));
+        std::string vs_std, vs_self;
+        for (const auto& r : p.regrets) {
+          vs_std += (vs_std.empty() ? "" : "; ") + value_text(r.scale) + ": " + pct_text(r.vs_standard, r.vs_standard_lo, r.vs_standard_hi);
+          vs_self += (vs_self.empty() ? "" : "; ") + value_text(r.scale) + ": " + pct_text(r.vs_self, r.vs_self_lo, r.vs_self_hi);
+        }
+        regrets += fmt::format("| {} | {} | {} | {} | {} |\n", g.title(), p.param, f2(p.shared_lr_log2), vs_std, vs_self);
+      } else {
+        std::string taus;
+        for (const auto& c : p.curves)
+          if (!std::isnan(c.tau_steps)) taus += (taus.empty() ? "" : "; ") + value_text(c.scale) + ": " + tau_text(c);
+        hps += fmt::format("| {} | {} | {} | {} | {} | {} | {} |\n", g.title(), p.param, opts,
+                           interval_text(p.slope, p.slope_lo, p.slope_hi),
+                           std::isnan(g.info.rule_exponent) ? std::string("n/a") : signed2(g.info.rule_exponent), p.shape,
+                           taus.empty() ? "n/a" : taus);
+      }
     }
   }
+  std::string md;
+  if (!scales.empty())
+    md += "| scaling | param | optimum log2 LR per scale [5-95%] | drift (doublings/doubling) [5-95%] | shift (doublings) "
+          "| verdict | better with scale | worst regret vs standard re-tuned [5-95%] | worst regret vs itself re-tuned [5-95%] |\n"
+          "|---|---|---|---|---|---|---|---|---|\n" + scales +
+          "\nRegret at every scale of the base LR (the smallest scale's best grid point), in loss, against re-tuning there:\n\n"
+          "| scaling | param | base LR (log2) | vs standard re-tuned [5-95%] | vs itself re-tuned [5-95%] |\n"
+          "|---|---|---|---|---|\n" + regrets;
+  if (!hps.empty())
+    md += std::string(md.empty() ? "" : "\n") +
+          "| axis | param | optimum log2 LR per value [5-95%] | exponent d log2 LR* / d log2 x [5-95%] | reference exponent "
+          "| shape | weight-decay timescale at the optimum, steps |\n|---|---|---|---|---|---|---|\n" + hps;
   return md;
 }
 
@@ -152,36 +207,58 @@ std::string transfer_html(const TransferAnalysis& a, const std::vector<ReportFig
   }
   h += fmt::format("<p class=\"note\">database {}: {} points, {} diverged.</p>\n", html_escape(a.db), a.rows, a.diverged_rows);
   if (a.groups.empty())
-    h += "<div class=\"verdict unknown\">no scaling axis: width and depth each take a single value in this "
-         "database, so there is no transfer to judge</div>\n";
+    h += "<div class=\"verdict unknown\">no analysis axis: width, depth and every numeric grid axis each take a "
+         "single value in this database, so there is no transfer to judge</div>\n";
   for (const auto& g : a.groups) {
     h += "<h2>" + html_escape(g.title()) + "</h2>\n";
     for (const auto& p : g.params) {
-      const char* cls = p.curves.size() < 2 || std::isnan(p.shift) ? "unknown" : p.holds ? "holds" : "fails";
-      h += fmt::format("<div class=\"verdict {}\">{}: {}</div>\n", cls, html_escape(p.param), html_escape(p.verdict));
+      const char* cls =
+          !g.info.scale || p.curves.size() < 2 || std::isnan(p.shift) ? "unknown" : p.holds ? "holds" : "fails";
+      std::string line = p.verdict;
+      if (g.info.scale && !std::isnan(p.worst_vs_standard))
+        line += "; worst regret vs standard re-tuned " +
+                worst_text(p.worst_vs_standard, p.worst_vs_standard_lo, p.worst_vs_standard_hi, p.worst_vs_standard_at);
+      if (g.info.scale && !std::isnan(p.worst_vs_self))
+        line += "; vs itself re-tuned " + worst_text(p.worst_vs_self, p.worst_vs_self_lo, p.worst_vs_self_hi, p.worst_vs_self_at);
+      if (!g.info.scale) line += "; shape: " + p.shape;
+      h += fmt::format("<div class=\"verdict {}\">{}: {}</div>\n", cls, html_escape(p.param), html_escape(line));
     }
+    if (!g.info.rule.empty())
+      h += "<p class=\"note\">reference: " + html_escape(g.info.rule) + " (docs/references.md)</p>\n";
     // Summary table.
-    h += "<table><tr><th class=\"l\">param</th><th>slope (doublings per doubling)</th><th>shift</th>"
-         "<th>" + std::string(g.axis == "width" ? "wider" : "deeper") + " is better at the shared LR</th>"
-         "<th>LR used at the largest (log2)</th><th>loss there</th><th>best tuned loss (param)</th><th>regret</th></tr>\n";
+    const std::string lab = html_escape(g.info.label);
+    h += "<table><tr><th class=\"l\">param</th><th>" + std::string(g.info.scale ? "drift" : "exponent") +
+         " (doublings per doubling) [5-95%]</th><th>shift</th>";
+    if (g.info.scale)
+      h += "<th>" + std::string(g.axis == "width" ? "wider" : "deeper") + " is better at the base LR</th>";
+    else
+      h += "<th>shape</th>";
+    h += "<th>base LR (log2)</th><th>worst regret vs standard re-tuned [5-95%]</th><th>worst regret vs itself re-tuned "
+         "[5-95%]</th></tr>\n";
     for (const auto& p : g.params)
-      h += fmt::format("<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} ({})</td>"
-                       "<td>{}</td></tr>\n",
-                       html_escape(p.param), signed2(p.slope), signed2(p.shift), better_text(p), f2(p.transfer_lr_log2),
-                       f4(p.transfer_loss), f4(p.tuned_best_loss), html_escape(p.tuned_best_param), regret_text(p));
+      h += fmt::format("<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+                       html_escape(p.param), interval_text(p.slope, p.slope_lo, p.slope_hi), signed2(p.shift),
+                       g.info.scale ? better_text(p) : html_escape(p.shape), f2(p.shared_lr_log2),
+                       worst_text(p.worst_vs_standard, p.worst_vs_standard_lo, p.worst_vs_standard_hi, p.worst_vs_standard_at),
+                       worst_text(p.worst_vs_self, p.worst_vs_self_lo, p.worst_vs_self_hi, p.worst_vs_self_at));
     h += "</table>\n";
-    // Per parameterization: the optimum per scale and the loss grid.
+    // Per parameterization: the optimum per value, the regret there and the loss grid.
     for (const auto& p : g.params) {
-      h += "<h3>" + html_escape(p.param) + "</h3>\n<table><tr><th class=\"l\">" + g.axis +
+      h += "<h3>" + html_escape(p.param) + "</h3>\n<table><tr><th class=\"l\">" + lab +
            "</th><th>seeds</th><th>optimum log2 LR</th><th>5-95% (bootstrap)</th><th>fit</th><th>loss at optimum</th>"
-           "<th>loss at shared LR " + f2(p.shared_lr_log2) + "</th></tr>\n";
+           "<th>loss at base LR " + f2(p.shared_lr_log2) + "</th><th>regret vs standard re-tuned</th>"
+           "<th>regret vs itself re-tuned</th><th>wd timescale (steps)</th></tr>\n";
       for (size_t i = 0; i < p.curves.size(); ++i) {
         const auto& c = p.curves[i];
-        h += fmt::format("<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
-                         c.scale, c.n_seeds, f2(c.opt.lr_log2),
+        const auto& r = p.regrets[i];
+        h += fmt::format("<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+                         "<td>{}</td><td>{}</td><td>{}</td></tr>\n",
+                         value_text(c.scale), c.n_seeds, f2(c.opt.lr_log2),
                          std::isnan(c.lo) ? std::string("n/a") : fmt::format("[{}, {}]", f2(c.lo), f2(c.hi)),
                          c.opt.at_edge ? "grid edge" : c.opt.fitted ? "parabola" : "grid point", f4(c.opt.loss),
-                         i < p.loss_at_shared.size() ? f4(p.loss_at_shared[i]) : "n/a");
+                         i < p.loss_at_shared.size() ? f4(p.loss_at_shared[i]) : "n/a",
+                         pct_text(r.vs_standard, r.vs_standard_lo, r.vs_standard_hi),
+                         pct_text(r.vs_self, r.vs_self_lo, r.vs_self_hi), tau_text(c));
       }
       h += "</table>\n";
       // Mean loss: rows LR, columns scale.
@@ -191,8 +268,8 @@ std::string transfer_html(const TransferAnalysis& a, const std::vector<ReportFig
           if (std::find_if(lrs.begin(), lrs.end(), [&](double x) { return std::fabs(x - q.lr_log2) < 1e-6; }) == lrs.end())
             lrs.push_back(q.lr_log2);
       std::sort(lrs.begin(), lrs.end());
-      h += "<table><tr><th class=\"l\">log2 LR \\ " + g.axis + "</th>";
-      for (const auto& c : p.curves) h += fmt::format("<th>{}</th>", c.scale);
+      h += "<table><tr><th class=\"l\">log2 LR \\ " + lab + "</th>";
+      for (const auto& c : p.curves) h += fmt::format("<th>{}</th>", value_text(c.scale));
       h += "</tr>\n";
       for (double x : lrs) {
         h += fmt::format("<tr><td class=\"l\">{}</td>", f2(x));
@@ -221,7 +298,8 @@ std::string transfer_html(const TransferAnalysis& a, const std::vector<ReportFig
        "the neighbours' interval. When the best grid point is the smallest or largest LR the edge is reported and "
        "flagged: the true optimum lies beyond the grid.</li>\n";
   h += fmt::format("<li>Interval: seeds resampled with replacement ({} resamples, fixed RNG seed), {:.0f}-{:.0f}% "
-                   "percentiles of the located optimum; none with a single seed.</li>\n",
+                   "percentiles of each statistic (optimum, drift, regrets); the seeds are drawn once per resample for every "
+                   "curve of a group. None with a single seed.</li>\n",
                    a.opts.bootstrap, a.opts.lo_q * 100, a.opts.hi_q * 100);
   h += fmt::format("<li>Drift: OLS slope of the optimum against log2 scale; shift: optimum at the largest scale minus "
                    "at the smallest. Transfer holds when |shift| &lt;= {} doubling.</li>\n",
@@ -229,8 +307,17 @@ std::string transfer_html(const TransferAnalysis& a, const std::vector<ReportFig
   h += fmt::format("<li>Better with scale: at the smallest scale's best LR grid point, the mean loss does not rise from "
                    "one scale to the next (relative tolerance {}).</li>\n",
                    a.opts.better_tolerance);
-  h += "<li>Regret: at the largest scale, the loss at the LR grid point nearest to the smallest scale's optimum "
-       "(no interpolation), against the best grid-point loss any parameterization in this database reaches there.</li>\n"
+  h += "<li>Regret at each value of the axis: the mean loss at the base LR (the smallest value's best grid point; "
+       "the nearest grid point where it was not run) against the best grid-point loss there of the same "
+       "parameterization re-tuned, and of <code>standard</code> re-tuned when the group holds it, in percent. The "
+       "headline is the worst over the values, with its interval (the same joint bootstrap).</li>\n"
+       "<li>Hyperparameter axes (batch size, horizon, weight decay, warmup, ...): the exponent is the OLS slope of the "
+       "optimum against log2 of the value (values &lt;= 0 left out), beside the reference rule's exponent. Shape: a "
+       "peak inside the range whose interval lies above both ends' intervals is the surge; otherwise rises / falls "
+       "when the exponent's interval excludes 0.</li>\n"
+       "<li>Weight decay (AdamW, decoupled): the per-step decay fraction is lr &times; schedule &times; wd "
+       "(wd_mode coupled, lr the base LR; the table's per-role wd multipliers apply on top) or wd (independent), so "
+       "the timescale is tau = 1/(lr wd) or 1/wd steps, reported at each optimum and as a fraction of the run.</li>\n"
        "</ul>\n</body></html>\n";
   return h;
 }
@@ -254,7 +341,7 @@ TransferReportFiles write_transfer_report(const TransferAnalysis& a, const std::
         panel.yformat = "%g";
         for (size_t i = 0; i < p.curves.size(); ++i) {
           PlotSeries s;
-          s.title = fmt::format("{} {}", g.axis, p.curves[i].scale);
+          s.title = fmt::format("{} {}", g.info.label, value_text(p.curves[i].scale));
           s.color = static_cast<int>(i);
           for (const auto& q : p.curves[i].points) {
             s.x.push_back(q.lr_log2);
@@ -269,10 +356,10 @@ TransferReportFiles write_transfer_report(const TransferAnalysis& a, const std::
       figures.push_back({loss.title + " (diverged grid points left out)", stem1 + ".png"});
 
       PlotFigure optf;
-      optf.title = g.title() + ": optimal log2 LR vs log2 " + g.axis;
+      optf.title = g.title() + ": optimal log2 LR vs log2 " + g.info.label;
       PlotPanel panel;
       panel.title = "optimum (dashed: 5-95% bootstrap interval)";
-      panel.xlabel = "log2 " + g.axis;
+      panel.xlabel = "log2 " + g.info.label;
       panel.ylabel = "optimal log2 LR";
       panel.logx = panel.logy = false;
         panel.yformat = "%g";
@@ -284,7 +371,8 @@ TransferReportFiles write_transfer_report(const TransferAnalysis& a, const std::
         lo.dashed = hi.dashed = true;
         lo.points = hi.points = false;
         for (const auto& c : p.curves) {
-          const double x = std::log2(static_cast<double>(c.scale));
+          if (!(c.scale > 0)) continue;  // e.g. weight decay 0: no log
+          const double x = std::log2(c.scale);
           s.x.push_back(x);
           s.y.push_back(c.opt.lr_log2);
           lo.x.push_back(x);
@@ -300,7 +388,50 @@ TransferReportFiles write_transfer_report(const TransferAnalysis& a, const std::
       const std::string stem2 = dir + "/" + g.slug() + "-optimum";
       render_figure(optf, stem2);
       figures.push_back({optf.title, stem2 + ".png"});
-      for (const auto& st : {stem1, stem2}) {
+      std::vector<std::string> stems = {stem1, stem2};
+      if (g.info.scale) {  // the regret of the base LR at every scale, with its interval
+        PlotFigure rf;
+        rf.title = g.title() + ": regret of the base LR vs log2 " + g.info.label;
+        PlotPanel rp;
+        rp.title = "loss at the base LR against re-tuning there, % (dashed: 5-95%)";
+        rp.xlabel = "log2 " + g.info.label;
+        rp.ylabel = "regret, %";
+        rp.logx = rp.logy = false;
+        rp.yformat = "%g";
+        int col = 0;
+        for (const auto& p : g.params)
+          for (const bool vs_standard : {true, false}) {
+            PlotSeries s, lo, hi;
+            s.title = p.param + (vs_standard ? " vs standard re-tuned" : " vs itself re-tuned");
+            s.color = lo.color = hi.color = col;
+            lo.dashed = hi.dashed = true;
+            lo.points = hi.points = false;
+            for (const auto& r : p.regrets) {
+              const double y = vs_standard ? r.vs_standard : r.vs_self;
+              if (!std::isfinite(y) || !(r.scale > 0)) continue;  // a diverged base LR is in the tables
+              const double x = std::log2(r.scale);
+              s.x.push_back(x);
+              s.y.push_back(y);
+              lo.x.push_back(x);
+              lo.y.push_back(vs_standard ? r.vs_standard_lo : r.vs_self_lo);
+              hi.x.push_back(x);
+              hi.y.push_back(vs_standard ? r.vs_standard_hi : r.vs_self_hi);
+            }
+            if (s.x.empty()) continue;
+            ++col;
+            rp.series.push_back(std::move(s));
+            rp.series.push_back(std::move(lo));
+            rp.series.push_back(std::move(hi));
+          }
+        if (!rp.series.empty()) {
+          rf.panels.push_back(std::move(rp));
+          const std::string stem3 = dir + "/" + g.slug() + "-regret";
+          render_figure(rf, stem3);
+          figures.push_back({rf.title, stem3 + ".png"});
+          stems.push_back(stem3);
+        }
+      }
+      for (const auto& st : stems) {
         files.plots.push_back(st + ".png");
         files.plots.push_back(st + ".svg");
       }

@@ -7,6 +7,7 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -90,7 +91,7 @@ std::string fmt_signed(double v) { return std::isfinite(v) ? fmt::format("{:+.2f
 }  // namespace
 
 std::string TransferGroup::title() const {
-  std::string t = axis + " transfer";
+  std::string t = info.scale ? axis + " transfer" : info.label;
   std::string extra = fixed;
   if (!context.empty()) extra += (extra.empty() ? "" : ", ") + context;
   if (!extra.empty()) t += " (" + extra + ")";
@@ -120,7 +121,8 @@ SweepTable read_sweep_rows(const std::string& db_path) {
       throw UserError(db_path, "--db", "not a sweep database (no points table)", "give the file written by scaleinv sweep");
     auto name = db.query("SELECT value FROM meta WHERE key = 'name'");
     if (!name.empty()) t.name = sql_text(name[0][0], db_path, "meta.name");
-    rows = db.query("SELECT id, param, width, depth, lr_log2, seed, final_loss, diverged, axes FROM points ORDER BY rowid");
+    rows = db.query(
+        "SELECT id, param, width, depth, lr_log2, seed, final_loss, diverged, axes, config FROM points ORDER BY rowid");
   } catch (const UserError&) {
     throw;
   } catch (const std::exception& e) {
@@ -147,13 +149,25 @@ SweepTable read_sweep_rows(const std::string& db_path) {
     s.diverged = num(r[7]) != 0;
     if (auto a = std::get_if<std::string>(&r[8])) {
       nlohmann::json axes = nlohmann::json::parse(*a, nullptr, false);
-      if (axes.is_object()) {
-        std::map<std::string, std::string> ctx;
+      if (axes.is_object())
         for (auto& [k, v] : axes.items())
-          if (!is_coordinate_axis(k)) ctx[k] = v.is_string() ? v.get<std::string>() : v.dump();
-        for (auto& [k, v] : ctx) s.context += (s.context.empty() ? "" : ", ") + k + "=" + v;
+          if (!is_coordinate_axis(k)) s.axes[k] = v.is_string() ? v.get<std::string>() : v.dump();
+    }
+    if (auto c = std::get_if<std::string>(&r[9])) {  // the resolved config: the run's length and decay
+      nlohmann::json cfg = nlohmann::json::parse(*c, nullptr, false);
+      if (cfg.is_object()) {
+        const nlohmann::json train = cfg.value("train", nlohmann::json::object());
+        const nlohmann::json optim = cfg.value("optim", nlohmann::json::object());
+        if (train.is_object() && train.contains("steps") && train["steps"].is_number())
+          s.steps = train["steps"].get<int64_t>();
+        if (optim.is_object() && optim.contains("weight_decay") && optim["weight_decay"].is_number())
+          s.weight_decay = optim["weight_decay"].get<double>();
+        if (optim.is_object() && optim.value("wd_mode", std::string()) == "independent") s.wd_independent = true;
       }
     }
+    if (s.axes.count("search.trial"))
+      throw UserError(db_path, "--db", "holds a hyperparameter search (its points carry search.trial), not a grid",
+                      "rank it with scaleinv sweep rank --config SEARCH.toml --db " + db_path);
     t.rows.push_back(std::move(s));
   }
   return t;
@@ -188,6 +202,146 @@ Optimum locate_optimum(const std::vector<double>& x, const std::vector<double>& 
   return o;
 }
 
+namespace {
+
+// The analysis axes: a new axis with a reference rule is a new row (transfer.h).
+const std::vector<AxisInfo>& axis_table() {
+  static const std::vector<AxisInfo> t = {
+      {"width", "width", true, "", kNaN},
+      {"depth", "depth", true, "", kNaN},
+      {"train.batch_size", "batch size", false,
+       "square-root rule for Adam [sqrt-rule] +0.50 (linear rule for SGD +1); the surge [surge]: rises, then falls "
+       "past the noise scale",
+       0.5},
+      {"train.steps", "training steps", false, "Bjorck et al. [horizon]: LR* ~ D^-beta, beta > 0 (a negative exponent)",
+       kNaN},
+      {"optim.weight_decay", "weight decay", false,
+       "a fixed AdamW timescale tau = 1/(lr wd) [wd-tau]: LR* ~ 1/wd, -1.00", -1.0},
+      {"optim.warmup_steps", "warmup steps", false, "", kNaN},
+  };
+  return t;
+}
+
+// A group's data: param -> axis value -> seed -> lr key -> loss (+inf when diverged).
+using GroupData = std::map<std::string, std::map<double, SeedTable>>;
+
+// What one seed draw gives for one parameterization: the curve per axis value.
+struct DrawFit {
+  std::vector<std::vector<LrPoint>> points;  // per value, as in the group's value order
+  std::vector<Optimum> opt;
+};
+
+DrawFit fit_draw(const std::map<double, SeedTable>& by_value, const std::vector<int64_t>& draw) {
+  DrawFit f;
+  for (const auto& [value, seeds_tab] : by_value) {
+    std::set<int64_t> lrset;
+    for (const auto& [seed, by_lr] : seeds_tab)
+      for (const auto& [k, l] : by_lr) lrset.insert(k);
+    f.points.push_back(mean_curve(seeds_tab, draw, std::vector<int64_t>(lrset.begin(), lrset.end())));
+    f.opt.push_back(curve_optimum(f.points.back()));
+  }
+  return f;
+}
+
+// OLS slope of the located optima against log2 of the positive axis values.
+double optimum_slope(const std::vector<double>& values, const std::vector<Optimum>& opt) {
+  std::vector<double> xs, ys;
+  for (size_t i = 0; i < values.size(); ++i)
+    if (values[i] > 0 && std::isfinite(opt[i].lr_log2)) {
+      xs.push_back(std::log2(values[i]));
+      ys.push_back(opt[i].lr_log2);
+    }
+  if (xs.size() < 2) return kNaN;
+  double mx = 0, my = 0;
+  for (size_t i = 0; i < xs.size(); ++i) mx += xs[i], my += ys[i];
+  mx /= static_cast<double>(xs.size());
+  my /= static_cast<double>(ys.size());
+  double sxy = 0, sxx = 0;
+  for (size_t i = 0; i < xs.size(); ++i) sxy += (xs[i] - mx) * (ys[i] - my), sxx += (xs[i] - mx) * (xs[i] - mx);
+  return sxx > 0 ? sxy / sxx : kNaN;
+}
+
+const LrPoint* best_point(const std::vector<LrPoint>& pts) {
+  const LrPoint* b = nullptr;
+  for (const auto& p : pts)
+    if (std::isfinite(p.mean_loss) && (!b || p.mean_loss < b->mean_loss)) b = &p;
+  return b;
+}
+
+// The grid point of `pts` nearest `lr` (ties: the smaller LR); nullptr when `pts` is empty.
+const LrPoint* nearest_point(const std::vector<LrPoint>& pts, double lr) {
+  const LrPoint* n = nullptr;
+  for (const auto& p : pts)
+    if (!n || std::fabs(p.lr_log2 - lr) < std::fabs(n->lr_log2 - lr) - 1e-9) n = &p;
+  return n;
+}
+
+double regret_pct(double loss, double best) {
+  if (std::isnan(best) || std::isnan(loss)) return kNaN;
+  return std::isfinite(loss) ? 100.0 * (loss - best) / std::fabs(best) : kInf;
+}
+
+// Per value: the regret of the base LR against the parameterization re-tuned and against standard
+// re-tuned (`standard`: its fit under the same draw, or nullptr).
+std::vector<ScaleRegret> regrets_of(const std::vector<double>& values, const DrawFit& f, const DrawFit* standard) {
+  std::vector<ScaleRegret> out;
+  const LrPoint* base = f.points.empty() ? nullptr : best_point(f.points.front());
+  for (size_t i = 0; i < values.size(); ++i) {
+    ScaleRegret r;
+    r.scale = values[i];
+    r.lr_log2_used = r.loss = r.self_best = r.standard_best = r.vs_self = r.vs_standard = kNaN;
+    r.vs_self_lo = r.vs_self_hi = r.vs_standard_lo = r.vs_standard_hi = kNaN;
+    const LrPoint* used = base ? nearest_point(f.points[i], base->lr_log2) : nullptr;
+    if (used) {
+      r.lr_log2_used = used->lr_log2;
+      r.loss = used->mean_loss;
+    }
+    if (const LrPoint* b = best_point(f.points[i])) r.self_best = b->mean_loss;
+    if (standard && i < standard->points.size())
+      if (const LrPoint* b = best_point(standard->points[i])) r.standard_best = b->mean_loss;
+    r.vs_self = regret_pct(r.loss, r.self_best);
+    r.vs_standard = regret_pct(r.loss, r.standard_best);
+    out.push_back(r);
+  }
+  return out;
+}
+
+// The largest of `v` (NaN entries skipped; +inf counts) and the index where; {NaN, -1} when none.
+std::pair<double, int> worst_of(const std::vector<double>& v) {
+  std::pair<double, int> w{kNaN, -1};
+  for (size_t i = 0; i < v.size(); ++i)
+    if (!std::isnan(v[i]) && (w.second < 0 || v[i] > w.first)) w = {v[i], static_cast<int>(i)};
+  return w;
+}
+
+std::string value_text(double v) { return fmt::format("{:g}", v); }
+
+// Hyperparameter axes: the shape of the optimum over the axis. A peak inside the range whose
+// interval lies above both ends' is the surge; otherwise the exponent's interval decides.
+std::string optimum_shape(const ParamTransfer& pt) {
+  const auto& c = pt.curves;
+  int k = -1;
+  for (size_t i = 0; i < c.size(); ++i)
+    if (std::isfinite(c[i].opt.lr_log2) && (k < 0 || c[i].opt.lr_log2 > c[static_cast<size_t>(k)].opt.lr_log2))
+      k = static_cast<int>(i);
+  if (k < 0) return "undetermined";
+  const auto& peak = c[static_cast<size_t>(k)];
+  if (k > 0 && k + 1 < static_cast<int>(c.size()) && peak.lo > c.front().hi && peak.lo > c.back().hi)
+    return fmt::format("rises, then falls: peaks at {} (the surge shape)", value_text(peak.scale));
+  if (std::isnan(pt.slope)) return "undetermined";
+  if (pt.slope_lo > 0) return "rises";
+  if (pt.slope_hi < 0) return "falls";
+  return "flat within its interval";
+}
+
+}  // namespace
+
+AxisInfo axis_info(const std::string& key) {
+  for (const AxisInfo& a : axis_table())
+    if (a.key == key) return a;
+  return {key, key, false, "", kNaN};
+}
+
 TransferAnalysis analyze_transfer(const SweepTable& table, const TransferOptions& opts) {
   TransferAnalysis A;
   A.db = table.db;
@@ -196,104 +350,203 @@ TransferAnalysis analyze_transfer(const SweepTable& table, const TransferOptions
   A.rows = static_cast<int64_t>(table.rows.size());
   for (const auto& r : table.rows) A.diverged_rows += r.diverged ? 1 : 0;
 
-  for (const std::string axis : {"width", "depth"}) {
-    auto scale_of = [&](const SweepRow& r) { return axis == "width" ? r.width : r.depth; };
-    auto other_of = [&](const SweepRow& r) { return axis == "width" ? r.depth : r.width; };
-    std::set<int64_t> scales;
-    for (const auto& r : table.rows) scales.insert(scale_of(r));
-    if (scales.size() < 2) continue;
-    // Partition by (other axis, context); inside, by param -> scale -> seed -> lr.
-    std::map<std::pair<int64_t, std::string>, std::map<std::string, std::map<int64_t, SeedTable>>> parts;
-    for (const auto& r : table.rows) {
-      const double loss = (r.diverged || !std::isfinite(r.final_loss)) ? kInf : r.final_loss;
-      parts[{other_of(r), r.context}][r.param][scale_of(r)][r.seed][lr_key(r.lr_log2)] = loss;
+  // The analysis axes present: width and depth, then every numeric grid axis with two values or
+  // more (the table's rows first, in its order).
+  std::vector<std::string> axes = {"width", "depth"};
+  std::map<std::string, std::set<double>> numeric;
+  std::set<std::string> non_numeric;
+  for (const auto& r : table.rows)
+    for (const auto& [k, v] : r.axes) {
+      char* end = nullptr;
+      const double x = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end != '\0' || !std::isfinite(x)) non_numeric.insert(k);
+      else numeric[k].insert(x);
     }
-    for (const auto& [part_key, by_param] : parts) {
+  for (const AxisInfo& a : axis_table())
+    if (!a.scale && numeric.count(a.key) && !non_numeric.count(a.key)) axes.push_back(a.key);
+  for (const auto& [k, vals] : numeric)
+    if (!non_numeric.count(k) && std::find(axes.begin(), axes.end(), k) == axes.end()) axes.push_back(k);
+
+  for (const std::string& axis : axes) {
+    const AxisInfo info = axis_info(axis);
+    auto value_of = [&](const SweepRow& r) {
+      if (axis == "width") return static_cast<double>(r.width);
+      if (axis == "depth") return static_cast<double>(r.depth);
+      return std::strtod(r.axes.at(axis).c_str(), nullptr);
+    };
+    std::set<double> values;
+    for (const auto& r : table.rows)
+      if (axis == "width" || axis == "depth" || r.axes.count(axis)) values.insert(value_of(r));
+    if (values.size() < 2) continue;
+    // Partition by what is held fixed: the scales not analysed and every other axis.
+    struct Part {
+      std::string fixed, context;
+      bool operator<(const Part& o) const { return std::tie(fixed, context) < std::tie(o.fixed, o.context); }
+    };
+    std::map<Part, GroupData> parts;
+    std::map<Part, std::map<std::string, std::map<double, const SweepRow*>>> sample;  // a row per curve
+    for (const auto& r : table.rows) {
+      if (axis != "width" && axis != "depth" && !r.axes.count(axis)) continue;
+      Part key;
+      if (axis == "width") key.fixed = fmt::format("depth {}", r.depth);
+      else if (axis == "depth") key.fixed = fmt::format("width {}", r.width);
+      else key.fixed = fmt::format("width {}, depth {}", r.width, r.depth);
+      for (const auto& [k, v] : r.axes)
+        if (k != axis) key.context += (key.context.empty() ? "" : ", ") + k + "=" + v;
+      const double loss = (r.diverged || !std::isfinite(r.final_loss)) ? kInf : r.final_loss;
+      parts[key][r.param][value_of(r)][r.seed][lr_key(r.lr_log2)] = loss;
+      sample[key][r.param].emplace(value_of(r), &r);
+    }
+    for (const auto& [part_key, data] : parts) {
       TransferGroup g;
       g.axis = axis;
-      g.fixed = fmt::format("{} {}", axis == "width" ? "depth" : "width", part_key.first);
-      g.context = part_key.second;
-      // The best grid-point loss per scale over every parameterization (for the regret).
-      std::map<int64_t, std::pair<double, std::string>> best_at;
-      std::vector<ParamTransfer> params;
-      for (const auto& [param, by_scale] : by_param) {
+      g.info = info;
+      g.fixed = part_key.fixed;
+      g.context = part_key.context;
+      std::vector<int64_t> all_seeds;
+      {
+        std::set<int64_t> s;
+        for (const auto& [param, by_value] : data)
+          for (const auto& [value, seeds_tab] : by_value)
+            for (const auto& [seed, by_lr] : seeds_tab) s.insert(seed);
+        all_seeds.assign(s.begin(), s.end());
+      }
+      // The point estimate (every seed once) and the joint bootstrap draws.
+      std::vector<std::vector<int64_t>> draws = {all_seeds};
+      if (all_seeds.size() > 1) {
+        Rng rng{opts.rng_seed};
+        for (int b = 0; b < opts.bootstrap; ++b) {
+          std::vector<int64_t> d;
+          for (size_t i = 0; i < all_seeds.size(); ++i) d.push_back(all_seeds[rng.next() % all_seeds.size()]);
+          draws.push_back(std::move(d));
+        }
+      }
+      // Per param: per draw, its fit, slope and regrets.
+      std::map<std::string, std::vector<DrawFit>> fits;
+      for (const auto& [param, by_value] : data)
+        for (const auto& d : draws) fits[param].push_back(fit_draw(by_value, d));
+      const bool has_standard = fits.count("standard") > 0;
+      bool any_scaled = false;
+      for (const auto& [param, by_value] : data) {
         ParamTransfer pt;
         pt.param = param;
-        for (const auto& [scale, seeds_tab] : by_scale) {
-          std::vector<int64_t> seeds, lrs;
-          std::set<int64_t> lrset;
-          for (const auto& [seed, by_lr] : seeds_tab) {
-            seeds.push_back(seed);
-            for (const auto& [k, l] : by_lr) lrset.insert(k);
-          }
-          lrs.assign(lrset.begin(), lrset.end());
-          ScaleCurve c;
-          c.scale = scale;
-          c.n_seeds = static_cast<int>(seeds.size());
-          c.points = mean_curve(seeds_tab, seeds, lrs);
-          c.opt = curve_optimum(c.points);
-          c.lo = c.hi = kNaN;
-          if (seeds.size() > 1 && opts.bootstrap > 0) {
-            Rng rng{opts.rng_seed};
-            std::vector<double> opts_found;
-            for (int b = 0; b < opts.bootstrap; ++b) {
-              std::vector<int64_t> draw;
-              for (size_t i = 0; i < seeds.size(); ++i) draw.push_back(seeds[rng.next() % seeds.size()]);
-              Optimum o = curve_optimum(mean_curve(seeds_tab, draw, lrs));
-              if (std::isfinite(o.lr_log2)) opts_found.push_back(o.lr_log2);
+        std::vector<double> vals;
+        for (const auto& [value, seeds_tab] : by_value) vals.push_back(value);
+        const std::vector<DrawFit>& fs = fits.at(param);
+        const std::vector<DrawFit>* st = has_standard ? &fits.at("standard") : nullptr;
+        // The standard baseline needs the same values; align by value.
+        auto standard_fit = [&](size_t di) -> std::optional<DrawFit> {
+          if (!st) return std::nullopt;
+          const auto& sdata = data.at("standard");
+          DrawFit aligned;
+          size_t si = 0;
+          std::vector<double> svals;
+          for (const auto& [value, t] : sdata) svals.push_back(value);
+          for (double v : vals) {
+            auto it = std::find(svals.begin(), svals.end(), v);
+            if (it == svals.end()) {
+              aligned.points.emplace_back();
+              aligned.opt.emplace_back();
+            } else {
+              si = static_cast<size_t>(it - svals.begin());
+              aligned.points.push_back((*st)[di].points[si]);
+              aligned.opt.push_back((*st)[di].opt[si]);
             }
-            c.lo = percentile(opts_found, opts.lo_q);
-            c.hi = percentile(opts_found, opts.hi_q);
           }
-          for (const auto& p : c.points) {
-            auto& b = best_at[scale];
-            if (std::isfinite(p.mean_loss) && (b.second.empty() || p.mean_loss < b.first)) b = {p.mean_loss, param};
+          return aligned;
+        };
+        std::vector<std::vector<double>> boot_opt(vals.size()), boot_self(vals.size()), boot_std(vals.size());
+        std::vector<double> boot_slope, boot_worst_self, boot_worst_std;
+        std::vector<ScaleRegret> point_regrets;
+        for (size_t di = 0; di < draws.size(); ++di) {
+          const auto sf = standard_fit(di);
+          std::vector<ScaleRegret> rg = regrets_of(vals, fs[di], sf ? &*sf : nullptr);
+          if (di == 0) {
+            point_regrets = rg;
+            continue;
+          }
+          for (size_t i = 0; i < vals.size(); ++i) {
+            if (std::isfinite(fs[di].opt[i].lr_log2)) boot_opt[i].push_back(fs[di].opt[i].lr_log2);
+            if (!std::isnan(rg[i].vs_self)) boot_self[i].push_back(rg[i].vs_self);
+            if (!std::isnan(rg[i].vs_standard)) boot_std[i].push_back(rg[i].vs_standard);
+          }
+          const double sl = optimum_slope(vals, fs[di].opt);
+          if (std::isfinite(sl)) boot_slope.push_back(sl);
+          std::vector<double> vs, vd;
+          for (const auto& r : rg) vs.push_back(r.vs_self), vd.push_back(r.vs_standard);
+          if (const auto w = worst_of(vs); w.second >= 0) boot_worst_self.push_back(w.first);
+          if (const auto w = worst_of(vd); w.second >= 0) boot_worst_std.push_back(w.first);
+        }
+        const bool boot = draws.size() > 1;
+        auto q = [&](const std::vector<double>& v, double p) { return boot ? percentile(v, p) : kNaN; };
+        for (size_t i = 0; i < vals.size(); ++i) {
+          ScaleCurve c;
+          c.scale = vals[i];
+          c.points = fs[0].points[i];
+          c.opt = fs[0].opt[i];
+          c.n_seeds = static_cast<int>(by_value.at(vals[i]).size());
+          c.lo = q(boot_opt[i], opts.lo_q);
+          c.hi = q(boot_opt[i], opts.hi_q);
+          const SweepRow* any = sample.at(part_key).at(param).at(vals[i]);
+          c.steps = any->steps;
+          c.tau_steps = c.tau_fraction = kNaN;
+          if (any->weight_decay > 0 && std::isfinite(c.opt.lr_log2)) {
+            c.tau_steps = any->wd_independent ? 1.0 / any->weight_decay : 1.0 / (std::exp2(c.opt.lr_log2) * any->weight_decay);
+            if (c.steps > 0) c.tau_fraction = c.tau_steps / static_cast<double>(c.steps);
           }
           pt.any_edge = pt.any_edge || c.opt.at_edge;
+          ScaleRegret r = point_regrets[i];
+          r.vs_self_lo = q(boot_self[i], opts.lo_q);
+          r.vs_self_hi = q(boot_self[i], opts.hi_q);
+          r.vs_standard_lo = q(boot_std[i], opts.lo_q);
+          r.vs_standard_hi = q(boot_std[i], opts.hi_q);
           pt.curves.push_back(std::move(c));
+          pt.regrets.push_back(r);
         }
-        params.push_back(std::move(pt));
-      }
-      bool any_scaled = false;
-      for (auto& pt : params) {
-        pt.slope = pt.shift = pt.shared_lr_log2 = pt.transfer_lr_log2 = pt.transfer_loss = kNaN;
-        pt.tuned_best_loss = pt.regret_pct = kNaN;
+        pt.slope = optimum_slope(vals, fs[0].opt);
+        pt.slope_lo = q(boot_slope, opts.lo_q);
+        pt.slope_hi = q(boot_slope, opts.hi_q);
+        {
+          std::vector<double> vs, vd;
+          for (const auto& r : pt.regrets) vs.push_back(r.vs_self), vd.push_back(r.vs_standard);
+          const auto ws = worst_of(vs), wd = worst_of(vd);
+          pt.worst_vs_self = ws.first;
+          pt.worst_vs_self_at = ws.second >= 0 ? vals[static_cast<size_t>(ws.second)] : kNaN;
+          pt.worst_vs_standard = wd.first;
+          pt.worst_vs_standard_at = wd.second >= 0 ? vals[static_cast<size_t>(wd.second)] : kNaN;
+          pt.worst_vs_self_lo = q(boot_worst_self, opts.lo_q);
+          pt.worst_vs_self_hi = q(boot_worst_self, opts.hi_q);
+          pt.worst_vs_standard_lo = q(boot_worst_std, opts.lo_q);
+          pt.worst_vs_standard_hi = q(boot_worst_std, opts.hi_q);
+        }
+        pt.shift = pt.shared_lr_log2 = kNaN;
         if (pt.curves.size() < 2) {
-          pt.verdict = fmt::format("only one {} ({}): no transfer to judge", axis, pt.curves.front().scale);
+          pt.verdict = fmt::format("only one {} ({}): no transfer to judge", info.label, value_text(pt.curves.front().scale));
+          pt.shape = "undetermined";
+          g.params.push_back(std::move(pt));
           continue;
         }
         any_scaled = true;
         const ScaleCurve& lo = pt.curves.front();
         const ScaleCurve& hi = pt.curves.back();
-        // Drift: OLS of the optimum against log2 scale.
-        std::vector<double> xs, ys;
-        for (const auto& c : pt.curves)
-          if (std::isfinite(c.opt.lr_log2)) {
-            xs.push_back(std::log2(static_cast<double>(c.scale)));
-            ys.push_back(c.opt.lr_log2);
-          }
-        if (xs.size() >= 2) {
-          double mx = 0, my = 0;
-          for (size_t i = 0; i < xs.size(); ++i) mx += xs[i], my += ys[i];
-          mx /= xs.size();
-          my /= ys.size();
-          double sxy = 0, sxx = 0;
-          for (size_t i = 0; i < xs.size(); ++i) sxy += (xs[i] - mx) * (ys[i] - my), sxx += (xs[i] - mx) * (xs[i] - mx);
-          pt.slope = sxx > 0 ? sxy / sxx : kNaN;
-        }
         pt.shift = hi.opt.lr_log2 - lo.opt.lr_log2;
         pt.holds = std::isfinite(pt.shift) && std::fabs(pt.shift) <= opts.shift_tolerance;
         if (!std::isfinite(pt.shift)) {
-          pt.verdict = fmt::format("transfer undetermined: every LR diverged at {} {}", axis,
-                                   std::isfinite(lo.opt.lr_log2) ? hi.scale : lo.scale);
-        } else {
+          pt.verdict = fmt::format("{} undetermined: every LR diverged at {} {}", info.scale ? "transfer" : "optimum",
+                                   info.label, value_text(std::isfinite(lo.opt.lr_log2) ? hi.scale : lo.scale));
+        } else if (info.scale) {
           pt.verdict = fmt::format("transfer {}: optimum moved {} doublings from {} {} to {}", pt.holds ? "holds" : "fails",
-                                   fmt_signed(pt.shift), axis, lo.scale, hi.scale);
-          if (pt.any_edge) pt.verdict += " (an optimum is at the LR grid edge: the true shift may be larger)";
+                                   fmt_signed(pt.shift), axis, value_text(lo.scale), value_text(hi.scale));
+        } else {
+          pt.verdict = fmt::format("optimal LR moves {} doublings per doubling of {} ({} to {})", fmt_signed(pt.slope),
+                                   info.label, value_text(lo.scale), value_text(hi.scale));
         }
-        // Better with scale at the smallest scale's best grid point.
+        if (pt.any_edge && std::isfinite(pt.shift))
+          pt.verdict += " (an optimum is at the LR grid edge: the true shift may be larger)";
+        pt.shape = info.scale ? "" : optimum_shape(pt);
+        // Better with scale at the base LR.
         if (lo.opt.best_index >= 0) {
-          pt.shared_lr_log2 = lo.points[lo.opt.best_index].lr_log2;
+          pt.shared_lr_log2 = lo.points[static_cast<size_t>(lo.opt.best_index)].lr_log2;
           bool missing = false, better = true;
           double prev = kNaN;
           for (const auto& c : pt.curves) {
@@ -307,25 +560,9 @@ TransferAnalysis analyze_transfer(const SweepTable& table, const TransferOptions
           }
           if (!missing) pt.better_with_scale = better;
         }
-        // Regret at the largest scale.
-        if (std::isfinite(lo.opt.lr_log2) && !hi.points.empty()) {
-          const LrPoint* near = &hi.points.front();
-          for (const auto& p : hi.points)
-            if (std::fabs(p.lr_log2 - lo.opt.lr_log2) < std::fabs(near->lr_log2 - lo.opt.lr_log2) - 1e-9) near = &p;
-          pt.transfer_lr_log2 = near->lr_log2;
-          pt.transfer_loss = near->mean_loss;
-          auto b = best_at.find(hi.scale);
-          if (b != best_at.end() && !b->second.second.empty()) {
-            pt.tuned_best_loss = b->second.first;
-            pt.tuned_best_param = b->second.second;
-            pt.regret_pct = std::isfinite(pt.transfer_loss)
-                                ? 100.0 * (pt.transfer_loss - pt.tuned_best_loss) / std::fabs(pt.tuned_best_loss)
-                                : kInf;
-          }
-        }
+        g.params.push_back(std::move(pt));
       }
       if (!any_scaled) continue;
-      g.params = std::move(params);
       A.groups.push_back(std::move(g));
     }
   }
@@ -343,41 +580,69 @@ nlohmann::json transfer_to_json(const TransferAnalysis& a) {
     nlohmann::json params = nlohmann::json::array();
     for (const auto& p : g.params) {
       nlohmann::json curves = nlohmann::json::array();
-      for (const auto& c : p.curves) {
+      for (size_t i = 0; i < p.curves.size(); ++i) {
+        const ScaleCurve& c = p.curves[i];
+        const ScaleRegret& r = p.regrets[i];
         nlohmann::json pts = nlohmann::json::array();
         for (const auto& q : c.points)
           pts.push_back({{"lr_log2", q.lr_log2}, {"mean_loss", num(q.mean_loss)}, {"seeds", q.seeds}, {"diverged", q.diverged}});
         curves.push_back({{g.axis, c.scale},
                           {"seeds", c.n_seeds},
+                          {"steps", c.steps},
                           {"optimum_lr_log2", num(c.opt.lr_log2)},
                           {"optimum_loss", num(c.opt.loss)},
                           {"fitted", c.opt.fitted},
                           {"at_grid_edge", c.opt.at_edge},
                           {"interval_lr_log2", {num(c.lo), num(c.hi)}},
+                          {"wd_timescale_steps", num(c.tau_steps)},
+                          {"wd_timescale_fraction_of_run", num(c.tau_fraction)},
+                          {"regret",
+                           {{"lr_log2_used", num(r.lr_log2_used)},
+                            {"loss", num(r.loss)},
+                            {"self_best_loss", num(r.self_best)},
+                            {"standard_best_loss", num(r.standard_best)},
+                            {"vs_self_percent", num(r.vs_self)},
+                            {"vs_self_interval", {num(r.vs_self_lo), num(r.vs_self_hi)}},
+                            {"vs_standard_percent", num(r.vs_standard)},
+                            {"vs_standard_interval", {num(r.vs_standard_lo), num(r.vs_standard_hi)}}}},
                           {"points", pts}});
       }
       nlohmann::json shared = nlohmann::json::array();
       for (double l : p.loss_at_shared) shared.push_back(num(l));
-      params.push_back({{"param", p.param},
-                        {"verdict", p.verdict},
-                        {"transfer_holds", p.holds},
-                        {"slope_doublings_per_doubling", num(p.slope)},
-                        {"shift_doublings", num(p.shift)},
-                        {"any_optimum_at_grid_edge", p.any_edge},
-                        {"shared_lr_log2", num(p.shared_lr_log2)},
-                        {"loss_at_shared_lr", shared},
-                        {std::string(g.axis == "width" ? "wider" : "deeper") + "_is_better",
-                         p.better_with_scale ? nlohmann::json(*p.better_with_scale) : nlohmann::json()},
-                        {"regret",
-                         {{"lr_log2_used", num(p.transfer_lr_log2)},
-                          {"lr_choice", "LR grid point nearest the smallest scale's optimum"},
-                          {"loss", num(p.transfer_loss)},
-                          {"best_tuned_loss", num(p.tuned_best_loss)},
-                          {"best_tuned_param", p.tuned_best_param},
-                          {"percent", num(p.regret_pct)}}},
-                        {"curves", curves}});
+      nlohmann::json j = {{"param", p.param},
+                          {"verdict", p.verdict},
+                          {"transfer_holds", p.holds},
+                          {"slope_doublings_per_doubling", num(p.slope)},
+                          {"slope_interval", {num(p.slope_lo), num(p.slope_hi)}},
+                          {"shift_doublings", num(p.shift)},
+                          {"any_optimum_at_grid_edge", p.any_edge},
+                          {"shared_lr_log2", num(p.shared_lr_log2)},
+                          {"loss_at_shared_lr", shared},
+                          {"worst_regret",
+                           {{"lr_choice", "the smallest value's best LR grid point (nearest grid point where not run)"},
+                            {"vs_standard_percent", num(p.worst_vs_standard)},
+                            {"vs_standard_interval", {num(p.worst_vs_standard_lo), num(p.worst_vs_standard_hi)}},
+                            {"vs_standard_at", num(p.worst_vs_standard_at)},
+                            {"vs_self_percent", num(p.worst_vs_self)},
+                            {"vs_self_interval", {num(p.worst_vs_self_lo), num(p.worst_vs_self_hi)}},
+                            {"vs_self_at", num(p.worst_vs_self_at)}}},
+                          {"curves", curves}};
+      if (g.info.scale)
+        j[std::string(g.axis == "width" ? "wider" : "deeper") + "_is_better"] =
+            p.better_with_scale ? nlohmann::json(*p.better_with_scale) : nlohmann::json();
+      else
+        j["optimum_shape"] = p.shape;
+      params.push_back(std::move(j));
     }
-    groups.push_back({{"title", g.title()}, {"axis", g.axis}, {"fixed", g.fixed}, {"context", g.context}, {"params", params}});
+    groups.push_back({{"title", g.title()},
+                      {"axis", g.axis},
+                      {"label", g.info.label},
+                      {"model_scale", g.info.scale},
+                      {"reference_rule", g.info.rule},
+                      {"reference_exponent", num(g.info.rule_exponent)},
+                      {"fixed", g.fixed},
+                      {"context", g.context},
+                      {"params", params}});
   }
   return {{"db", a.db},
           {"sweep", a.name},
@@ -387,8 +652,13 @@ nlohmann::json transfer_to_json(const TransferAnalysis& a) {
            {{"mean_loss", "mean final_loss over seeds; a grid point where any seed diverged counts as +inf"},
             {"optimum", "parabola through the best grid point and its neighbours in log2 LR, vertex clamped to "
                         "their interval; the grid point itself at the edge (flagged)"},
-            {"interval", fmt::format("bootstrap over seeds, {} resamples, {}-{}%", a.opts.bootstrap,
-                                     a.opts.lo_q * 100, a.opts.hi_q * 100)},
+            {"interval", fmt::format("bootstrap over seeds, jointly for a group's curves, {} resamples, {}-{}%",
+                                     a.opts.bootstrap, a.opts.lo_q * 100, a.opts.hi_q * 100)},
+            {"slope", "OLS of the optimum (log2 LR) against log2 of the axis value (values <= 0 left out)"},
+            {"regret", "at each value, the loss at the smallest value's best LR grid point against the best grid-point "
+                       "loss there of the same parameterization re-tuned and of standard re-tuned; worst over values"},
+            {"wd_timescale", "AdamW: tau = 1/(lr wd) steps (wd_mode coupled, lr the base LR at the optimum), 1/wd "
+                             "(independent)"},
             {"verdict", fmt::format("transfer holds when |shift| <= {} doubling", a.opts.shift_tolerance)}}},
           {"groups", groups}};
 }

@@ -1,9 +1,16 @@
 #pragma once
-// Hyperparameter-transfer analysis of a sweep store (issue 8; DESIGN.md "Measurement: Sweeps" and
-// "Acceptance evidence"): per parameterization and scaling axis (width, or depth; whichever has
-// more than one value, both when both do), where the optimal learning rate sits at each scale,
-// how far it drifts, whether wider (deeper) is better at the shared optimum, and what taking the
-// small model's LR to the large one costs.
+// Hyperparameter-transfer analysis of a sweep store (issues 8 and 16; DESIGN.md "Measurement:
+// Sweeps" and "Acceptance evidence"): per parameterization and analysis axis, where the optimal
+// learning rate sits at each value of the axis, how it moves, and what keeping the base's LR costs.
+//
+// Analysis axes (a table, kAxes in transfer.cpp; any other numeric grid axis gets a generic row):
+//  - model scales, width and depth: transfer is judged (shift, wider/deeper is better, regret);
+//  - hyperparameter axes, e.g. train.batch_size, train.steps (the horizon), optim.weight_decay,
+//    optim.warmup_steps: the exponent d log2 LR* / d log2 x beside the reference rule of the row
+//    (square-root rule for Adam's batch size, Bjorck et al.'s LR* ~ D^-beta for the horizon, a
+//    fixed AdamW timescale for weight decay: docs/references.md [sqrt-rule], [horizon], [wd-tau]),
+//    and the shape of the optimum (a peak inside the range is the surge of Li et al. [surge]).
+// Every other varying axis splits the data into groups.
 //
 // Definitions (printed in the report):
 //  - mean loss per log2-LR grid point: mean of final_loss over seeds; a grid point where any seed
@@ -11,17 +18,23 @@
 //  - optimum: the best grid point and its two neighbours define a parabola in log2 LR; its vertex,
 //    clamped to the neighbours' interval, is the optimum. At the grid edge (the best point is the
 //    smallest or largest LR) the edge itself is reported and flagged; the true optimum lies beyond;
-//  - interval: seeds resampled with replacement (fixed RNG seed), the optimum located again per
-//    resample; the 5-95% percentiles (none with a single seed);
-//  - drift: OLS slope of the optimum (log2 LR) against log2 scale, doublings of LR per doubling of
-//    scale; shift: optimum at the largest scale minus at the smallest. Transfer holds when
+//  - interval: seeds resampled with replacement, jointly for every curve of a group (fixed RNG
+//    seed); each statistic recomputed per resample; the 5-95% percentiles (none with one seed);
+//  - drift (the exponent on a hyperparameter axis): OLS slope of the optimum (log2 LR) against
+//    log2 of the axis value (values <= 0, e.g. weight decay 0, left out), doublings of LR per
+//    doubling; shift: optimum at the largest value minus at the smallest. Transfer holds when
 //    |shift| <= 1 doubling;
-//  - wider (deeper) is better: at the smallest scale's best LR grid point, the mean loss does not
-//    increase from scale to scale (within a relative tolerance);
-//  - regret: at the largest scale, the loss at the LR grid point nearest to the smallest scale's
-//    optimum, against the best grid-point loss any parameterization in the db reaches at that
-//    scale, in percent.
+//  - base LR: the smallest value's best LR grid point. Wider (deeper) is better: at the base LR
+//    the mean loss does not increase from value to value (within a relative tolerance);
+//  - regret at each value: the loss at the base LR (the nearest grid point where it was not run)
+//    against the best grid-point loss there of (a) the same parameterization re-tuned and (b)
+//    "standard" re-tuned (when the group holds a parameterization named standard), in percent;
+//    the headline is the worst over values, not the largest value's;
+//  - weight-decay timescale (AdamW, Wang and Aitchison [wd-tau]): the per-step decay fraction is
+//    lr x schedule x wd (optim.wd_mode "coupled", the base LR) or wd ("independent"), so
+//    tau = 1/(lr wd) or 1/wd steps; reported at each optimum, in steps and as a fraction of the run.
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -36,7 +49,10 @@ struct SweepRow {
   double lr_log2 = 0;
   double final_loss = 0;   // NaN when missing
   bool diverged = false;
-  std::string context;     // axes other than param/width/depth/lr/seed, "k=v, ..." ("" when none)
+  std::map<std::string, std::string> axes;  // the other grid axes (not param/width/depth/lr/seed): key -> value
+  int64_t steps = 0;            // train.steps of the point's config (0: unknown)
+  double weight_decay = 0;      // optim.weight_decay of the point's config
+  bool wd_independent = false;  // optim.wd_mode = "independent" (decay wd per step, not lr x wd)
 };
 
 struct SweepTable {
@@ -67,37 +83,65 @@ struct LrPoint {
 };
 
 struct ScaleCurve {
-  int64_t scale = 0;       // the width or depth
+  double scale = 0;        // the value of the analysis axis (width, depth, batch size, ...)
   std::vector<LrPoint> points;  // by increasing LR
   Optimum opt;
   double lo = 0, hi = 0;   // bootstrap interval of opt.lr_log2 (NaN with one seed)
   int n_seeds = 0;
+  int64_t steps = 0;       // train.steps of the curve's runs
+  double tau_steps = 0;    // AdamW timescale at the optimum, steps (NaN without weight decay)
+  double tau_fraction = 0; // tau_steps / steps
+};
+
+// Keeping the base LR at one value of the axis, against re-tuning there.
+struct ScaleRegret {
+  double scale = 0;
+  double lr_log2_used = 0;   // the LR grid point used (the base LR, or the nearest run there)
+  double loss = 0;           // mean loss there (+inf: diverged)
+  double self_best = 0;      // best grid-point loss of this parameterization there
+  double standard_best = 0;  // best grid-point loss of "standard" there (NaN: none in the group)
+  double vs_self = 0, vs_self_lo = 0, vs_self_hi = 0;              // percent, with its interval
+  double vs_standard = 0, vs_standard_lo = 0, vs_standard_hi = 0;  // percent (NaN: no standard)
 };
 
 struct ParamTransfer {
   std::string param;
   std::vector<ScaleCurve> curves;   // by increasing scale
   double slope = 0;                 // NaN with fewer than two located optima
+  double slope_lo = 0, slope_hi = 0;  // its bootstrap interval
   double shift = 0;                 // doublings, largest minus smallest scale (NaN if undetermined)
   bool holds = false;               // |shift| <= shift_tolerance
   bool any_edge = false;            // some optimum sits at the LR grid edge
   std::string verdict;              // one line, e.g. "transfer holds: optimum moved +0.3 doublings ..."
-  double shared_lr_log2 = 0;        // the smallest scale's best grid point
+  std::string shape;                // hyperparameter axes: "rises", "falls", "flat", "peaks at 16 (surge)", ...
+  double shared_lr_log2 = 0;        // the base LR: the smallest value's best grid point
   std::vector<double> loss_at_shared;  // per curve (NaN: not run there)
   std::optional<bool> better_with_scale;  // nullopt: cannot tell (missing point)
-  double transfer_lr_log2 = 0;      // grid point nearest the smallest scale's optimum, at the largest
-  double transfer_loss = 0;
-  double tuned_best_loss = 0;       // best grid-point loss at the largest scale, any parameterization
-  std::string tuned_best_param;
-  double regret_pct = 0;            // +inf when the transferred LR diverges
+  std::vector<ScaleRegret> regrets;  // per curve
+  // The worst regret over the axis' values (+inf: the base LR diverges somewhere), where, and its
+  // interval; against "standard" re-tuned (NaN when the group has none) and against itself.
+  double worst_vs_standard = 0, worst_vs_standard_lo = 0, worst_vs_standard_hi = 0, worst_vs_standard_at = 0;
+  double worst_vs_self = 0, worst_vs_self_lo = 0, worst_vs_self_hi = 0, worst_vs_self_at = 0;
 };
 
+// One row per analysis axis (see the header comment).
+struct AxisInfo {
+  std::string key;           // grid key, or "width" / "depth"
+  std::string label;         // "batch size"
+  bool scale = false;        // a model scale: transfer is judged
+  std::string rule;          // the reference for the exponent ("" when none)
+  double rule_exponent = 0;  // d log2 LR* / d log2 x under that rule (NaN when it gives no number)
+};
+// The row of `key` (a generic one, label = key, for an axis the table does not name).
+AxisInfo axis_info(const std::string& key);
+
 struct TransferGroup {
-  std::string axis;        // "width" or "depth"
-  std::string fixed;       // the other axis, e.g. "depth 4"
+  std::string axis;        // "width", "depth" or a grid key such as "train.batch_size"
+  AxisInfo info;           // axis_info(axis)
+  std::string fixed;       // the scales held fixed, e.g. "depth 4" or "width 128, depth 2"
   std::string context;     // other axes held fixed ("" when none)
   std::vector<ParamTransfer> params;
-  std::string title() const;  // "width transfer (depth 4)"
+  std::string title() const;  // "width transfer (depth 4)", "batch size (width 128, depth 2)"
   std::string slug() const;   // file-name friendly
 };
 

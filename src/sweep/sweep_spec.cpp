@@ -12,8 +12,10 @@
 
 #include "core/atomic_file.h"
 #include "core/errors.h"
+#include "core/toml_json.h"
 #include "core/toml_reader.h"
 #include "dist/dist.h"
+#include "sweep/search_space.h"
 
 namespace scaleinv {
 
@@ -40,14 +42,6 @@ const nlohmann::json& default_config_json() {
   return j;
 }
 
-// A scalar TOML node as JSON; nullopt for arrays and tables.
-std::optional<nlohmann::json> scalar_json(const toml::node& n) {
-  if (auto v = n.value_exact<int64_t>()) return nlohmann::json(*v);
-  if (auto v = n.value_exact<double>()) return nlohmann::json(*v);
-  if (auto v = n.value_exact<std::string>()) return nlohmann::json(*v);
-  if (auto v = n.value_exact<bool>()) return nlohmann::json(*v);
-  return std::nullopt;
-}
 
 // Inserts `value` at the dotted `path`, creating tables on the way.
 template <class T>
@@ -137,7 +131,7 @@ void flatten_grid(const toml::table& t, const std::string& prefix, const std::st
       throw UserError(where, field, "expected an array of values", fmt::format("write {} = [value1, value2]", key));
     GridAxis axis{key, {}};
     for (const auto& el : *arr) {
-      auto j = scalar_json(el);
+      auto j = toml_scalar_json(el);
       if (!j)
         throw UserError(where, field, "values must be numbers, strings or booleans",
                         fmt::format("write {} = [value1, value2]", key));
@@ -206,7 +200,7 @@ SweepSpec sweep_from_toml_text(const std::string& text, const std::string& where
   spec.path = where;
   toml::table root = parse_toml(text, where);
   TomlReader r(root, where, "");
-  std::vector<std::string> top = {"base", "set", "sweep", "grid"};
+  std::vector<std::string> top = {"base", "set", "sweep", "grid", "search"};
   top.insert(top.end(), kConfigSections.begin(), kConfigSections.end());
   r.expect_keys(top);
 
@@ -265,12 +259,16 @@ SweepSpec sweep_from_toml_text(const std::string& text, const std::string& where
   train_config_from_toml_text(to_toml_text(cfg_root), label);  // the base alone must load
 
   // [grid]
-  if (!r.has("grid")) throw UserError(where, "grid", "missing", "add a [grid] table, e.g. lr_log2 = [-10, -8, -6]");
-  const toml::table* grid = root["grid"].as_table();
-  if (!grid) throw UserError(where, "grid", "expected a table", "write it as a [grid] section");
+  if (!r.has("grid") && !r.has("search"))
+    throw UserError(where, "grid", "missing", "add a [grid] table, e.g. lr_log2 = [-10, -8, -6]");
   std::vector<GridAxis> axes;
-  flatten_grid(*grid, "", where, axes);
-  if (axes.empty()) throw UserError(where, "grid", "the grid is empty", "add an axis, e.g. lr_log2 = [-10, -8, -6]");
+  if (r.has("grid")) {
+    const toml::table* grid = root["grid"].as_table();
+    if (!grid) throw UserError(where, "grid", "expected a table", "write it as a [grid] section");
+    flatten_grid(*grid, "", where, axes);
+  }
+  if (axes.empty() && !r.has("search"))
+    throw UserError(where, "grid", "the grid is empty", "add an axis, e.g. lr_log2 = [-10, -8, -6]");
   std::vector<std::vector<std::string>> targets;
   std::map<std::string, std::string> target_owner;
   for (auto& a : axes) {
@@ -301,70 +299,125 @@ SweepSpec sweep_from_toml_text(const std::string& text, const std::string& where
     return axes[a].key < axes[b].key;
   });
   for (size_t i : order) spec.axes.push_back(axes[i]);
-  std::vector<std::vector<std::string>> sorted_targets;
-  for (size_t i : order) sorted_targets.push_back(targets[i]);
 
   // The Cartesian product, last axis fastest; every point loaded through the config loader.
   // Bounded before expanding: a grid of 10^8 points would otherwise expand for hours, silently.
+  constexpr double kMaxPoints = 100000;
+  double product = 1;
   {
-    constexpr double kMaxPoints = 100000;
-    double product = 1;
     for (const auto& ax : spec.axes) product *= static_cast<double>(ax.values.size());
     if (product > kMaxPoints)
       throw UserError(spec.path.empty() ? std::string("sweep") : spec.path, "grid",
                       fmt::format("the grid has {:.0f} points, more than {:.0f}", product, kMaxPoints),
                       "use fewer values per axis, or split it into several sweep files");
   }
-  std::vector<size_t> idx(spec.axes.size(), 0);
-  std::set<std::string> ids, checked_params;
-  bool done = false;
-  while (!done) {
-    toml::table pt = cfg_root;
-    nlohmann::json axes_j = nlohmann::json::object();
-    for (size_t a = 0; a < spec.axes.size(); ++a) {
-      const nlohmann::json& v = spec.axes[a].values[idx[a]];
-      axes_j[spec.axes[a].key] = v;
-      for (const auto& t : sorted_targets[a]) {
-        if (spec.axes[a].key == "lr_log2") set_path(pt, t, std::exp2(v.get<double>()));
-        else set_json_scalar(pt, t, v);
+  spec.base_toml = to_toml_text(cfg_root);
+  spec.label = label;
+  if (r.has("search")) {
+    const toml::table* st = root["search"].as_table();
+    if (!st) throw UserError(where, "search", "expected a table", "write it as a [search] section");
+    spec.full_steps = train_config_from_toml_text(spec.base_toml, label).train.steps;
+    auto check = [&](const std::string& key, const std::string& field, bool* integer, std::vector<nlohmann::json>& probe) {
+      for (const auto& a : spec.axes)
+        if (a.key == key) throw UserError(where, field, "is also a [grid] axis", "keep it in one of the two");
+      GridAxis ax{key, probe};
+      try {
+        axis_targets(ax, where);
+      } catch (const UserError& e) {
+        throw UserError(where, field, e.what(), kGridFix);
       }
-    }
-    std::string desc;
-    for (auto& [k, v] : axes_j.items()) desc += (desc.empty() ? "" : ", ") + k + "=" + axis_value_text(v);
-    SweepPoint p;
-    try {
-      p.config = train_config_from_toml_text(to_toml_text(pt), label);
-      if (checked_params.insert(p.config.param).second) {  // unknown preset, bad file: named in this file
-        const ConfigSource source(p.config.source);
-        resolve_param(p.config);
+      if (key != "lr_log2") {
+        const nlohmann::json& def = default_config_json();
+        const std::string path = key == "param" ? "param.name" : key;
+        const auto dot = path.find('.');
+        *integer = def[path.substr(0, dot)][path.substr(dot + 1)].is_number_integer();
       }
-    } catch (const UserError& e) {
-      throw UserError(where, "grid", fmt::format("the point ({}) is not a valid config: {}", desc, e.what()),
-                      "change the grid value or the base config");
-    }
-    p.axes = axes_j;
-    nlohmann::json cj = train_config_to_json(p.config);
-    cj["train"]["out_dir"] = "";
-    p.id = stable_hash(cj.dump());
-    if (!ids.insert(p.id).second)
-      throw UserError(where, "grid", fmt::format("the point ({}) repeats an earlier point's config", desc),
-                      "remove the axis value that has no effect");
-    spec.points.push_back(std::move(p));
-    size_t a = spec.axes.size();  // advance the odometer
-    for (;;) {
-      if (a == 0) {
-        done = true;
-        break;
-      }
-      --a;
-      if (++idx[a] < spec.axes[a].values.size()) break;
-      idx[a] = 0;
-    }
+      probe = ax.values;
+    };
+    spec.search = parse_search(*st, where, check, spec.full_steps);
+    if (product * spec.search->trials > kMaxPoints)
+      throw UserError(where, "search.trials",
+                      fmt::format("{} trials x {:.0f} grid points is more than {:.0f} points", spec.search->trials,
+                                  product, kMaxPoints),
+                      "sample fewer trials");
+    std::vector<int> all(static_cast<size_t>(spec.search->trials));
+    for (int i = 0; i < spec.search->trials; ++i) all[static_cast<size_t>(i)] = i;
+    spec.points = expand_points(spec, rung_assignments(*spec.search, 0, all, spec.full_steps));
+  } else {
+    spec.points = expand_points(spec, {nlohmann::json::object()});
   }
   std::string all = fmt::format("window={}\n", spec.window);
+  if (spec.search) all += "search=" + spec.search->text + "\n";
   for (const auto& p : spec.points) all += p.id + "\n";
   spec.fingerprint = stable_hash(all);
   return spec;
+}
+
+std::vector<SweepPoint> expand_points(const SweepSpec& spec, const std::vector<nlohmann::json>& extra) {
+  const std::string& where = spec.path;
+  const toml::table cfg_root = parse_toml(spec.base_toml, spec.label);
+  std::vector<SweepPoint> out;
+  std::set<std::string> ids, checked_params;
+  std::vector<std::vector<std::string>> targets;
+  for (GridAxis a : spec.axes) targets.push_back(axis_targets(a, where));
+  for (const nlohmann::json& add : extra) {
+    std::vector<size_t> idx(spec.axes.size(), 0);
+    bool done = false;
+    while (!done) {
+      toml::table pt = cfg_root;
+      nlohmann::json axes_j = nlohmann::json::object();
+      for (size_t a = 0; a < spec.axes.size(); ++a) {
+        const nlohmann::json& v = spec.axes[a].values[idx[a]];
+        axes_j[spec.axes[a].key] = v;
+        for (const auto& t : targets[a]) {
+          if (spec.axes[a].key == "lr_log2") set_path(pt, t, std::exp2(v.get<double>()));
+          else set_json_scalar(pt, t, v);
+        }
+      }
+      // The assignment on top: config keys as grid keys; "search.*" keys are recorded, not set.
+      for (const auto& [k, v] : add.items()) {
+        axes_j[k] = v;
+        if (k.rfind("search.", 0) == 0) continue;
+        if (k == "lr_log2") set_path(pt, "optim.lr", std::exp2(v.get<double>()));
+        else set_json_scalar(pt, k, v);
+      }
+      std::string desc;
+      for (auto& [k, v] : axes_j.items()) desc += (desc.empty() ? "" : ", ") + k + "=" + axis_value_text(v);
+      SweepPoint p;
+      try {
+        p.config = train_config_from_toml_text(to_toml_text(pt), spec.label);
+        if (checked_params.insert(p.config.param).second) {  // unknown preset, bad file: named in this file
+          const ConfigSource source(p.config.source);
+          resolve_param(p.config);
+        }
+      } catch (const UserError& e) {
+        throw UserError(where, spec.search ? "search" : "grid",
+                        fmt::format("the point ({}) is not a valid config: {}", desc, e.what()),
+                        "change the grid value or the base config");
+      }
+      p.axes = axes_j;
+      nlohmann::json cj = train_config_to_json(p.config);
+      cj["train"]["out_dir"] = "";
+      p.id = stable_hash(cj.dump());
+      if (!ids.insert(p.id).second)
+        throw UserError(where, spec.search ? "search" : "grid",
+                        fmt::format("the point ({}) repeats an earlier point's config", desc),
+                        spec.search ? "widen the search range or use fewer trials of a choice-only space"
+                                    : "remove the axis value that has no effect");
+      out.push_back(std::move(p));
+      size_t a = spec.axes.size();  // advance the odometer
+      for (;;) {
+        if (a == 0) {
+          done = true;
+          break;
+        }
+        --a;
+        if (++idx[a] < spec.axes[a].values.size()) break;
+        idx[a] = 0;
+      }
+    }
+  }
+  return out;
 }
 
 SweepSpec load_sweep(const std::string& path) {

@@ -16,15 +16,18 @@
 //   "model.width" = [64, 128, 256]   # any config key --set accepts (model.width = [...] works too)
 //   lr_log2 = [-12, -11, -10]        # optim.lr = 2^x; or lr_log2 = {from = -12, to = -6, step = 1}
 //   seed = [0, 1]                    # sets train.seed and data.seed
+//   [search]                         # optional: sampled trials crossed with the grid (search_space.h)
 //
 // Every mistake (unknown key, empty axis, wrong value type, a point the config loader refuses) is
 // a UserError naming the sweep file and the field, found before anything runs.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "sweep/search_space.h"
 #include "train/config.h"
 
 namespace scaleinv {
@@ -49,7 +52,11 @@ struct SweepSpec {
   double window = 0.1;
   std::vector<GridAxis> axes;            // in expansion order (outermost first; lr then seed innermost)
   std::vector<SweepPoint> points;        // the whole grid, in a deterministic order
-  std::string fingerprint;               // hash of every point id, the window and the name
+  std::string fingerprint;               // hash of every point id, the window and [search]
+  std::optional<SearchSpec> search;      // [search]: `points` are then its first rung's
+  std::string base_toml;                 // the resolved base config the points start from (TOML)
+  std::string label;                     // how errors name the base config
+  int64_t full_steps = 0;                // [search]: the base config's train.steps
 
   nlohmann::json grid_json() const;      // {"axes": [{"key", "values"}...], "points": N}
 };
@@ -58,6 +65,11 @@ struct SweepSpec {
 SweepSpec load_sweep(const std::string& path);
 // The same from text; `where` names it in messages, `base_dir` resolves `base`.
 SweepSpec sweep_from_toml_text(const std::string& text, const std::string& where, const std::string& base_dir);
+
+// The points of `spec`'s grid with each of `extra` assigned on top (keys as grid keys; "search.*"
+// keys recorded in the axes, not set): for every assignment, every grid point in grid order.
+// UserError naming the sweep file when a point is not a valid config or repeats another.
+std::vector<SweepPoint> expand_points(const SweepSpec& spec, const std::vector<nlohmann::json>& extra);
 
 // 64-bit FNV-1a of `s` as 16 hex digits (point ids and fingerprints).
 std::string stable_hash(const std::string& s);

@@ -1,0 +1,252 @@
+// Running a hyperparameter search rung by rung (see search_runner.h).
+#include "sweep/search_runner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <optional>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "core/atomic_file.h"
+#include "core/errors.h"
+#include "core/progress.h"
+#include "core/sqlite_db.h"
+
+namespace scaleinv {
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+bool is_seed_key(const std::string& k) { return k == "seed" || k == "train.seed" || k == "data.seed"; }
+
+// The group of a point: its grid axes without the seed.
+std::string group_of(const SweepSpec& spec, const SweepPoint& p) {
+  std::string g;
+  for (const GridAxis& a : spec.axes) {
+    if (is_seed_key(a.key)) continue;
+    const nlohmann::json& v = p.axes.at(a.key);
+    g += (g.empty() ? "" : ", ") + a.key + "=" + (v.is_string() ? v.get<std::string>() : v.dump());
+  }
+  return g;
+}
+
+struct Stored {
+  double loss = 0;
+  bool diverged = false;
+};
+
+std::map<std::string, Stored> stored_losses(const std::string& db_path) {
+  std::map<std::string, Stored> out;
+  if (!std::filesystem::exists(db_path)) return out;
+  SqliteDb db(db_path, SqliteDb::Mode::ReadOnly);
+  if (!db.has_table("points")) return out;
+  for (const auto& r : db.query("SELECT id, final_loss, diverged FROM points")) {
+    Stored s;
+    s.loss = std::holds_alternative<double>(r[1]) ? std::get<double>(r[1]) : std::nan("");
+    s.diverged = std::holds_alternative<int64_t>(r[2]) && std::get<int64_t>(r[2]) != 0;
+    out[sql_text(r[0], db_path, "points.id")] = s;
+  }
+  return out;
+}
+
+// Per (group, trial): the mean loss over the seeds of `points` found in `losses`.
+std::map<std::pair<std::string, int>, TrialResult> score(const SweepSpec& spec, const std::vector<SweepPoint>& points,
+                                                          const std::map<std::string, Stored>& losses, int rung) {
+  std::map<std::pair<std::string, int>, TrialResult> out;
+  std::map<std::pair<std::string, int>, int> diverged;
+  for (const SweepPoint& p : points) {
+    const int trial = p.axes.at("search.trial").get<int>();
+    const std::string g = group_of(spec, p);
+    TrialResult& t = out[{g, trial}];
+    t.group = g;
+    t.trial = trial;
+    t.rung = rung;
+    t.steps = p.config.train.steps;
+    t.values = sample_trial(*spec.search, trial);
+    auto it = losses.find(p.id);
+    if (it == losses.end()) continue;
+    if (it->second.diverged || !std::isfinite(it->second.loss)) ++diverged[{g, trial}];
+    else t.mean_loss += it->second.loss;
+    ++t.seeds;
+  }
+  for (auto& [k, t] : out) {
+    if (t.seeds == 0) t.mean_loss = std::nan("");
+    else if (diverged[k] > 0) t.mean_loss = kInf;
+    else t.mean_loss /= t.seeds;
+  }
+  return out;
+}
+
+// Best first; NaN (not run) last; ties by trial index.
+bool better(const TrialResult& a, const TrialResult& b) {
+  const bool an = std::isnan(a.mean_loss), bn = std::isnan(b.mean_loss);
+  if (an != bn) return bn;
+  if (!an && a.mean_loss != b.mean_loss) return a.mean_loss < b.mean_loss;
+  return a.trial < b.trial;
+}
+
+std::vector<SweepPoint> rung_points(const SweepSpec& spec, int rung, const std::map<std::string, std::vector<int>>& keep) {
+  std::set<int> trials;
+  for (const auto& [g, ts] : keep) trials.insert(ts.begin(), ts.end());
+  std::vector<SweepPoint> all =
+      expand_points(spec, rung_assignments(*spec.search, rung, std::vector<int>(trials.begin(), trials.end()), spec.full_steps));
+  std::vector<SweepPoint> out;
+  for (SweepPoint& p : all) {
+    auto it = keep.find(group_of(spec, p));
+    if (it != keep.end() &&
+        std::find(it->second.begin(), it->second.end(), p.axes.at("search.trial").get<int>()) != it->second.end())
+      out.push_back(std::move(p));
+  }
+  return out;
+}
+
+// The next rung's trials per group: the best survivors(n) of each group's n.
+std::map<std::string, std::vector<int>> keep_best(const SweepSpec& spec,
+                                                  const std::map<std::pair<std::string, int>, TrialResult>& scores) {
+  std::map<std::string, std::vector<TrialResult>> by_group;
+  for (const auto& [key, t] : scores) by_group[key.first].push_back(t);
+  std::map<std::string, std::vector<int>> keep;
+  for (auto& [g, ts] : by_group) {
+    std::sort(ts.begin(), ts.end(), better);
+    const int n = survivors(*spec.search, static_cast<int>(ts.size()));
+    for (int i = 0; i < n; ++i) keep[g].push_back(ts[static_cast<size_t>(i)].trial);
+  }
+  return keep;
+}
+
+std::string set_line(const std::string& key, const nlohmann::json& v) {
+  if (key == "lr_log2") return fmt::format("optim.lr={}", std::exp2(v.get<double>()));
+  return fmt::format("{}={}", key, v.dump());  // a string value dumps quoted, as TOML wants it
+}
+
+}  // namespace
+
+std::vector<TrialResult> rank_search(const SweepSpec& spec, const std::string& db_path) {
+  if (!spec.search) throw UserError(spec.path, "search", "this sweep file has no [search]", "give a search sweep file");
+  const auto losses = stored_losses(db_path);
+  // Walk the rungs as run_search does, keeping each trial's result at the highest rung it reached.
+  std::map<std::pair<std::string, int>, TrialResult> best;
+  std::vector<SweepPoint> pts = spec.points;
+  const size_t rungs = rung_steps(*spec.search, spec.full_steps).size();
+  for (size_t k = 0; k < rungs && !pts.empty(); ++k) {
+    auto scores = score(spec, pts, losses, static_cast<int>(k));
+    bool complete = true;
+    for (const auto& [key, t] : scores) {
+      if (t.seeds > 0 || k == 0) best[key] = t;
+      if (t.seeds == 0) complete = false;
+    }
+    if (!complete || k + 1 == rungs) break;
+    pts = rung_points(spec, static_cast<int>(k + 1), keep_best(spec, scores));
+  }
+  std::vector<TrialResult> out;
+  for (auto& [k, t] : best) out.push_back(t);
+  std::stable_sort(out.begin(), out.end(), [](const TrialResult& a, const TrialResult& b) {
+    if (a.group != b.group) return a.group < b.group;
+    if (a.rung != b.rung) return a.rung > b.rung;  // reached further: better
+    return better(a, b);
+  });
+  return out;
+}
+
+SearchRunSummary run_search(const SweepSpec& spec, const SweepRunOptions& opts) {
+  if (!spec.search) throw UserError(spec.path, "search", "this sweep file has no [search]", "use run_sweep");
+  const auto t0 = std::chrono::steady_clock::now();
+  SearchRunSummary sum;
+  sum.rung_steps = rung_steps(*spec.search, spec.full_steps);
+  if (sum.rung_steps.size() > 1 && opts.shard.count > 1)
+    throw UserError("command line", "--shard",
+                    "successive halving needs each rung's results in one database before the next rung",
+                    "run it unsharded (--jobs spreads it over the cores), or use method = \"random\" to shard");
+  std::vector<SweepPoint> pts = spec.points;
+  for (size_t k = 0; k < sum.rung_steps.size() && !pts.empty(); ++k) {
+    SweepSpec rs = spec;
+    rs.points = pts;
+    if (sum.rung_steps.size() > 1) rs.name = fmt::format("{} rung {}/{}", spec.name, k + 1, sum.rung_steps.size());
+    SweepRunOptions o = opts;
+    o.resume = opts.resume || k > 0;  // later rungs add to the rungs before
+    sum.rungs.push_back(run_sweep(rs, o));
+    sum.rungs.back().name = spec.name;
+    if (k + 1 == sum.rung_steps.size()) break;
+    const auto scores = score(spec, pts, stored_losses(opts.db_path), static_cast<int>(k));
+    pts = rung_points(spec, static_cast<int>(k + 1), keep_best(spec, scores));
+  }
+  sum.ranking = rank_search(spec, opts.db_path);
+  // The ranking as JSON beside the store.
+  nlohmann::json groups = nlohmann::json::object();
+  for (const TrialResult& t : sum.ranking) {
+    nlohmann::json& g = groups[t.group];
+    if (!g.contains("ranking")) {
+      std::vector<std::string> sets;
+      for (const auto& [k, v] : t.values.items()) sets.push_back(set_line(k, v));
+      g["best"] = {{"trial", t.trial}, {"values", t.values}, {"set", sets}};
+      g["ranking"] = nlohmann::json::array();
+    }
+    g["ranking"].push_back({{"trial", t.trial},
+                            {"values", t.values},
+                            {"rung", t.rung},
+                            {"steps", t.steps},
+                            {"seeds", t.seeds},
+                            {"mean_loss", std::isfinite(t.mean_loss) ? nlohmann::json(t.mean_loss)
+                                                                     : nlohmann::json(std::isnan(t.mean_loss) ? "not run" : "diverged")}});
+  }
+  const std::filesystem::path db(opts.db_path);
+  sum.json_path = (db.parent_path() / (db.stem().string() + "-search.json")).string();
+  write_file_atomic(sum.json_path, nlohmann::json({{"sweep", spec.name},
+                                                   {"method", spec.search->method},
+                                                   {"trials", spec.search->trials},
+                                                   {"rung_steps", sum.rung_steps},
+                                                   {"shard", opts.shard.str()},
+                                                   {"groups", groups}})
+                                           .dump(2) +
+                                       "\n");
+  sum.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return sum;
+}
+
+std::string render_search_summary(const SweepSpec& spec, const SearchRunSummary& s) {
+  std::string out = "search summary\n";
+  auto row = [&](const std::string& k, const std::string& v) { out += fmt::format("  {:<16} {}\n", k, v); };
+  row("sweep", spec.name);
+  row("method", fmt::format("{}, {} trials, {} dimension{}", spec.search->method, spec.search->trials,
+                            spec.search->dims.size(), spec.search->dims.size() == 1 ? "" : "s"));
+  for (size_t k = 0; k < s.rungs.size(); ++k)
+    row(fmt::format("rung {}", k + 1),
+        fmt::format("{} steps: {} points ({} run now, {} already in the db, {} diverged), {}", s.rung_steps[k],
+                    s.rungs[k].grid_points, s.rungs[k].run, s.rungs[k].skipped, s.rungs[k].diverged,
+                    format_duration(s.rungs[k].wall_s)));
+  if (!s.rungs.empty()) {
+    row("wall time", format_duration(s.wall_s));
+    row("db", s.rungs.front().db_path);
+    row("ranking", s.json_path);
+  }
+  std::optional<std::string> group;
+  int shown = 0;
+  for (const TrialResult& t : s.ranking) {
+    if (!group || t.group != *group) {
+      group = t.group;
+      shown = 0;
+      out += fmt::format("\n{}: trials by the rung reached, then final loss (mean over seeds)\n",
+                         group->empty() ? "all trials" : *group);
+      std::string sets;
+      for (const auto& [k, v] : t.values.items())  // JSON string escapes are TOML's basic-string escapes
+        sets += (sets.empty() ? "" : ", ") + nlohmann::json(set_line(k, v)).dump();
+      out += "  best: set = [" + sets + "]\n";
+      out += "  trial  rung  steps  loss      values\n";
+    }
+    if (shown++ >= 5) continue;
+    std::string vals;
+    for (const auto& [k, v] : t.values.items())
+      vals += (vals.empty() ? "" : ", ") + k + "=" + (v.is_number_float() ? fmt::format("{:.4g}", v.get<double>()) : v.dump());
+    const std::string loss = std::isnan(t.mean_loss) ? "not run" : std::isinf(t.mean_loss) ? "diverged" : fmt::format("{:.4f}", t.mean_loss);
+    out += fmt::format("  {:>5}  {:>4}  {:>5}  {:<8}  {}\n", t.trial, t.rung + 1, t.steps, loss, vals);
+  }
+  return out;
+}
+
+}  // namespace scaleinv
