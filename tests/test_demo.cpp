@@ -49,7 +49,7 @@ TEST(Demo, QuickDemoWritesAReportWithEveryStageAndItsPlotsLoad) {
   if (std::system("command -v gnuplot >/dev/null 2>&1") != 0) GTEST_SKIP() << "gnuplot is not installed: no plots";
   int images = 0;
   for (size_t pos = 0; (pos = html.find("<img ", pos)) != std::string::npos; pos += 5) ++images;
-  EXPECT_EQ(images, 4 + 4);  // coordinate checks (h, dh for standard, mup) + loss and optimum plots per sweep
+  EXPECT_EQ(images, 4 + 6);  // coordinate checks (h, dh for standard, mup) + loss, optimum and regret plots per sweep
   const char* chromium = "/usr/bin/chromium";
   if (!std::filesystem::exists(chromium)) GTEST_SKIP() << "chromium is not installed (apt-get install chromium)";
   const std::string dom = dir + "/dom.html";

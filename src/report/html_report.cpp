@@ -358,11 +358,13 @@ TransferReportFiles write_transfer_report(const TransferAnalysis& a, const std::
       PlotFigure optf;
       optf.title = g.title() + ": optimal log2 LR vs log2 " + g.info.label;
       PlotPanel panel;
-      panel.title = "optimum (dashed: 5-95% bootstrap interval)";
+      panel.title = g.info.scale || std::isnan(g.info.rule_exponent)
+                        ? "optimum (dashed: 5-95% bootstrap interval)"
+                        : "optimum (dashed: 5-95% interval; rule: its slope)";
       panel.xlabel = "log2 " + g.info.label;
       panel.ylabel = "optimal log2 LR";
       panel.logx = panel.logy = false;
-        panel.yformat = "%g";
+      panel.yformat = "%g";
       int color = 0;
       for (const auto& p : g.params) {
         PlotSeries s, lo, hi;
@@ -379,6 +381,19 @@ TransferReportFiles write_transfer_report(const TransferAnalysis& a, const std::
           lo.y.push_back(c.lo);
           hi.x.push_back(x);
           hi.y.push_back(c.hi);
+        }
+        // The reference rule's slope through the first optimum (a guide; grey).
+        if (!g.info.scale && std::isfinite(g.info.rule_exponent) && s.x.size() >= 2 && std::isfinite(s.y.front())) {
+          PlotSeries rule;
+          rule.title = fmt::format("{} rule {:+.2f}", p.param, g.info.rule_exponent);
+          rule.color = lo.color;
+          rule.dashed = true;
+          rule.points = false;
+          for (const double x : {s.x.front(), s.x.back()}) {
+            rule.x.push_back(x);
+            rule.y.push_back(s.y.front() + g.info.rule_exponent * (x - s.x.front()));
+          }
+          panel.series.push_back(std::move(rule));
         }
         panel.series.push_back(std::move(s));
         panel.series.push_back(std::move(lo));

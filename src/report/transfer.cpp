@@ -329,6 +329,8 @@ std::string optimum_shape(const ParamTransfer& pt) {
   if (k > 0 && k + 1 < static_cast<int>(c.size()) && peak.lo > c.front().hi && peak.lo > c.back().hi)
     return fmt::format("rises, then falls: peaks at {} (the surge shape)", value_text(peak.scale));
   if (std::isnan(pt.slope)) return "undetermined";
+  if (std::isnan(pt.slope_lo))  // one seed: no interval, the sign alone
+    return pt.slope > 0 ? "rises (one seed: no interval)" : pt.slope < 0 ? "falls (one seed: no interval)" : "flat";
   if (pt.slope_lo > 0) return "rises";
   if (pt.slope_hi < 0) return "falls";
   return "flat within its interval";

@@ -167,11 +167,10 @@ SearchRunSummary run_search(const SweepSpec& spec, const SweepRunOptions& opts) 
   for (size_t k = 0; k < sum.rung_steps.size() && !pts.empty(); ++k) {
     SweepSpec rs = spec;
     rs.points = pts;
-    if (sum.rung_steps.size() > 1) rs.name = fmt::format("{} rung {}/{}", spec.name, k + 1, sum.rung_steps.size());
     SweepRunOptions o = opts;
     o.resume = opts.resume || k > 0;  // later rungs add to the rungs before
+    if (sum.rung_steps.size() > 1) o.bar_label = fmt::format("sweep {} rung {}/{}", spec.name, k + 1, sum.rung_steps.size());
     sum.rungs.push_back(run_sweep(rs, o));
-    sum.rungs.back().name = spec.name;
     if (k + 1 == sum.rung_steps.size()) break;
     const auto scores = score(spec, pts, stored_losses(opts.db_path), static_cast<int>(k));
     pts = rung_points(spec, static_cast<int>(k + 1), keep_best(spec, scores));

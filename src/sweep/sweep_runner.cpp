@@ -84,7 +84,8 @@ SweepRunSummary run_sweep(const SweepSpec& spec, const SweepRunOptions& opts) {
   int64_t total_steps = 0;
   for (size_t i : pending) total_steps += spec.points[i].config.train.steps;
   std::unique_ptr<Progress> bar;
-  if (opts.show_progress) bar = std::make_unique<Progress>(std::max<int64_t>(1, total_steps), "sweep " + spec.name, "step");
+  if (opts.show_progress) bar = std::make_unique<Progress>(std::max<int64_t>(1, total_steps),
+                                                    opts.bar_label.empty() ? "sweep " + spec.name : opts.bar_label, "step");
   auto status = [&] {
     return fmt::format("| points {}/{} (skipped {}) | diverged {}", sum.skipped + sum.run, sum.shard_points,
                        sum.skipped, sum.diverged);
