@@ -101,6 +101,15 @@ TEST(SearchSpace, TrialsAreQuasiRandomInsideTheSpaceAndRepeatable) {
   // Low discrepancy: the mean of log2(mult) over 64 Halton points is within 1/8 of the range's
   // centre 0 (a Halton sequence's error in base 3 is at most about log(n)/n of the range, 4 wide).
   EXPECT_NEAR(log_mult_sum / n, 0.0, 0.125);
+  // A log range far below 1 keeps six significant digits (an epsilon is never rounded to 0).
+  SweepSpec eps = sweep_from_toml_text(replace(kSearch, "\"optim.warmup_steps\" = [0, 5]",
+                                               "\"optim.eps\" = {from = 1e-10, to = 1e-8, log = true}"),
+                                       "s.toml", ".");
+  for (int t = 0; t < 16; ++t) {
+    const double e = sample_trial(*eps.search, t)["optim.eps"].get<double>();
+    EXPECT_GE(e, 1e-10 * (1 - 1e-5));
+    EXPECT_LE(e, 1e-8 * (1 + 1e-5));
+  }
   // Another seed shifts every coordinate.
   SweepSpec other = sweep_from_toml_text(replace(kSearch, "seed = 7", "seed = 8"), "s.toml", ".");
   EXPECT_NE(sample_trial(*other.search, 0)["lr_log2"], sample_trial(s, 0)["lr_log2"]);

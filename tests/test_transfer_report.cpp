@@ -265,6 +265,7 @@ TEST(TransferAnalysis, HyperparameterAxisExponentShapeAndTimescale) {
             r.axes = {{"train.batch_size", std::to_string(b)}, {"optim.schedule", sched}};
             r.steps = 200;
             r.weight_decay = 0.1;
+            r.wd_decoupled = sched == "cosine";  // AdamW there; L2 decay (adam, sgd) has no timescale
             const double v = opt(p, b) + 0.1 * static_cast<double>(s - 1);
             r.final_loss = 2.0 + 0.05 * (x - v) * (x - v);
             t.rows.push_back(r);
@@ -291,6 +292,7 @@ TEST(TransferAnalysis, HyperparameterAxisExponentShapeAndTimescale) {
   EXPECT_EQ(sq.shape, "rises");
   EXPECT_NE(sq.verdict.find("+0.50 doublings per doubling of batch size"), std::string::npos) << sq.verdict;
   EXPECT_NE(su.shape.find("peaks at 16"), std::string::npos) << su.shape;
+  for (const ScaleCurve& c : a.groups[1].params[0].curves) EXPECT_TRUE(std::isnan(c.tau_steps));  // L2 decay
   const std::string md = transfer_markdown(a);
   EXPECT_NE(md.find("| batch size (width 128, depth 2, optim.schedule=cosine) | sqrt |"), std::string::npos) << md;
   EXPECT_NE(md.find("| +0.50 | rises |"), std::string::npos) << md;

@@ -163,6 +163,10 @@ SweepTable read_sweep_rows(const std::string& db_path) {
         if (optim.is_object() && optim.contains("weight_decay") && optim["weight_decay"].is_number())
           s.weight_decay = optim["weight_decay"].get<double>();
         if (optim.is_object() && optim.value("wd_mode", std::string()) == "independent") s.wd_independent = true;
+        if (optim.is_object()) {  // decoupled decay (a timescale); adam and sgd add wd p to the gradient (L2)
+          const std::string kind = optim.value("kind", std::string());
+          s.wd_decoupled = kind == "adamw" || kind == "muon" || kind == "adafactor";
+        }
       }
     }
     if (s.axes.count("search.trial"))
@@ -492,7 +496,7 @@ TransferAnalysis analyze_transfer(const SweepTable& table, const TransferOptions
           const SweepRow* any = sample.at(part_key).at(param).at(vals[i]);
           c.steps = any->steps;
           c.tau_steps = c.tau_fraction = kNaN;
-          if (any->weight_decay > 0 && std::isfinite(c.opt.lr_log2)) {
+          if (any->weight_decay > 0 && any->wd_decoupled && std::isfinite(c.opt.lr_log2)) {
             c.tau_steps = any->wd_independent ? 1.0 / any->weight_decay : 1.0 / (std::exp2(c.opt.lr_log2) * any->weight_decay);
             if (c.steps > 0) c.tau_fraction = c.tau_steps / static_cast<double>(c.steps);
           }

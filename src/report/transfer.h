@@ -32,7 +32,8 @@
 //    the headline is the worst over values, not the largest value's;
 //  - weight-decay timescale (AdamW, Wang and Aitchison [wd-tau]): the per-step decay fraction is
 //    lr x schedule x wd (optim.wd_mode "coupled", the base LR) or wd ("independent"), so
-//    tau = 1/(lr wd) or 1/wd steps; reported at each optimum, in steps and as a fraction of the run.
+//    tau = 1/(lr wd) or 1/wd steps; reported at each optimum, in steps and as a fraction of the run
+//    (decoupled decay only: adamw, muon, adafactor; adam and sgd put wd into the gradient, L2).
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -53,6 +54,7 @@ struct SweepRow {
   int64_t steps = 0;            // train.steps of the point's config (0: unknown)
   double weight_decay = 0;      // optim.weight_decay of the point's config
   bool wd_independent = false;  // optim.wd_mode = "independent" (decay wd per step, not lr x wd)
+  bool wd_decoupled = false;    // the optimizer decays decoupled (adamw, muon, adafactor): a timescale
 };
 
 struct SweepTable {

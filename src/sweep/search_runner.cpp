@@ -136,10 +136,12 @@ std::vector<TrialResult> rank_search(const SweepSpec& spec, const std::string& d
   const size_t rungs = rung_steps(*spec.search, spec.full_steps).size();
   for (size_t k = 0; k < rungs && !pts.empty(); ++k) {
     auto scores = score(spec, pts, losses, static_cast<int>(k));
-    bool complete = true;
+    std::map<std::pair<std::string, int>, int> expected;  // points (seeds) per trial in this rung
+    for (const SweepPoint& p : pts) ++expected[{group_of(spec, p), p.axes.at("search.trial").get<int>()}];
+    bool complete = true;  // every point of the rung stored: the next rung is what run_search ran
     for (const auto& [key, t] : scores) {
       if (t.seeds > 0 || k == 0) best[key] = t;
-      if (t.seeds == 0) complete = false;
+      if (t.seeds < expected[key]) complete = false;
     }
     if (!complete || k + 1 == rungs) break;
     pts = rung_points(spec, static_cast<int>(k + 1), keep_best(spec, scores));

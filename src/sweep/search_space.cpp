@@ -142,7 +142,8 @@ nlohmann::json sample_trial(const SearchSpec& s, int trial) {
     double v = dim.log ? std::exp2(std::log2(dim.lo) + u * (std::log2(dim.hi) - std::log2(dim.lo)))
                        : dim.lo + u * (dim.hi - dim.lo);
     if (dim.integer) out[dim.key] = static_cast<int64_t>(std::llround(v));
-    else out[dim.key] = std::round(v * 1e6) / 1e6;  // six decimals: readable ids and reports
+    else  // six decimals, readable in ids and reports; six significant digits below 0.1 (an eps range stays > 0)
+      out[dim.key] = std::fabs(v) >= 0.1 ? std::round(v * 1e6) / 1e6 : std::stod(fmt::format("{:.6g}", v));
   }
   return out;
 }

@@ -142,8 +142,8 @@ void flatten_grid(const toml::table& t, const std::string& prefix, const std::st
 }
 
 // The config paths one axis sets, and a check of its values' types.
-std::vector<std::string> axis_targets(GridAxis& axis, const std::string& where) {
-  const std::string field = "grid." + axis.key;
+std::vector<std::string> axis_targets(GridAxis& axis, const std::string& where, const std::string& prefix = "grid.") {
+  const std::string field = prefix + axis.key;
   auto type_error = [&](const std::string& want, const std::string& eg) {
     throw UserError(where, field, "every value must be " + want, fmt::format("write e.g. {} = {}", axis.key, eg));
   };
@@ -321,11 +321,7 @@ SweepSpec sweep_from_toml_text(const std::string& text, const std::string& where
       for (const auto& a : spec.axes)
         if (a.key == key) throw UserError(where, field, "is also a [grid] axis", "keep it in one of the two");
       GridAxis ax{key, probe};
-      try {
-        axis_targets(ax, where);
-      } catch (const UserError& e) {
-        throw UserError(where, field, e.what(), kGridFix);
-      }
+      axis_targets(ax, where, "search.space.");  // errors name search.space.KEY
       if (key != "lr_log2") {
         const nlohmann::json& def = default_config_json();
         const std::string path = key == "param" ? "param.name" : key;
