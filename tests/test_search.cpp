@@ -222,3 +222,30 @@ TEST(SearchCli, HalvingKeepsTheBestTrialsResumesAndRanks) {
   EXPECT_EQ(sh.code, 2);
   EXPECT_NE(sh.err.find("--shard"), std::string::npos) << sh.err;
 }
+
+// Random search has one rung and shards like a grid: two shards, merged, hold every trial once and
+// rank like the unsharded search.
+TEST(SearchCli, RandomSearchShardsAndMergesIntoTheWholeRanking) {
+  const std::string dir = temp_dir("search_shards");
+  const std::string f = dir + "/r.toml";
+  std::string text = replace(replace(kSearch, "method = \"halving\"", "method = \"random\""), "eta = 2\nmin_steps = 10\n", "");
+  text = replace(text, "steps = 40", "steps = 10");
+  std::ofstream(f) << text;
+  for (const char* shard : {"0/2", "1/2"})
+    ASSERT_EQ(run_cli(fmt::format("--threads 1 sweep --quiet --config {} --out {}/r{}.db --shard {}", f, dir, shard[0], shard)).code, 0);
+  ASSERT_EQ(run_cli("sweep merge " + dir + "/all.db " + dir + "/r0.db " + dir + "/r1.db").code, 0);
+  ASSERT_EQ(run_cli("--threads 1 sweep --quiet --config " + f + " --out " + dir + "/one.db").code, 0);
+  SweepSpec spec = load_sweep(f);
+  const auto merged = rank_search(spec, dir + "/all.db");
+  const auto whole = rank_search(spec, dir + "/one.db");
+  ASSERT_EQ(merged.size(), 6u);
+  ASSERT_EQ(whole.size(), 6u);
+  for (size_t i = 0; i < merged.size(); ++i) {
+    EXPECT_EQ(merged[i].trial, whole[i].trial);
+    EXPECT_EQ(merged[i].seeds, 2);
+    EXPECT_DOUBLE_EQ(merged[i].mean_loss, whole[i].mean_loss);  // one thread per point: bit for bit
+  }
+  // A single shard's store ranks only what it ran; the rest says "not run" (NaN), last.
+  const auto part = rank_search(spec, dir + "/r0.db");
+  EXPECT_TRUE(std::isnan(part.back().mean_loss) || part.back().seeds < 2);
+}
