@@ -16,6 +16,7 @@
 #include "core/atomic_file.h"
 #include "core/errors.h"
 #include "core/sqlite_db.h"
+#include "core/stable_hash.h"
 #include "core/toml_json.h"
 #include "core/toml_reader.h"
 
@@ -107,6 +108,12 @@ TEST(SqliteDb, AWriterOnAFileThatIsNoDatabaseGetsAUserError) {
   const std::string dir = temp_dir("sqlite_junk");
   std::ofstream(dir + "/junk.db") << std::string(5000, 'j');
   EXPECT_THROW(SqliteDb(dir + "/junk.db"), UserError);
+}
+
+TEST(StableHash, IsFnv1a64AsSixteenHexDigits) {
+  EXPECT_EQ(stable_hash(""), "cbf29ce484222325");
+  EXPECT_EQ(stable_hash("a"), "af63dc4c8601ec8c");
+  EXPECT_EQ(stable_hash64("a"), 0xaf63dc4c8601ec8cull);
 }
 
 TEST(TomlJson, ScalarsKeepTheirTypeArraysAndTablesAreNone) {

@@ -1,6 +1,8 @@
 // apply_parameterization: own_model.h's plan on a libtorch module (see apply_module.h).
 #include "adapt/apply_module.h"
 
+#include "core/tensor_rms.h"
+
 #include <cmath>
 #include <map>
 
@@ -33,11 +35,6 @@ std::vector<Named> walk(torch::nn::Module& root) {
   return out;
 }
 
-double rms_of(const torch::Tensor& t) {
-  if (t.numel() == 0) return 0;
-  return std::sqrt(t.detach().to(torch::kDouble).square().mean().item<double>());
-}
-
 }  // namespace
 
 std::vector<OwnTensor> own_tensors(torch::nn::Module& m, std::vector<std::string>* tied) {
@@ -50,7 +47,7 @@ std::vector<OwnTensor> own_tensors(torch::nn::Module& m, std::vector<std::string
       continue;
     }
     seen[impl] = n.name;
-    out.push_back({n.name, n.tensor.sizes().vec(), n.layout, rms_of(n.tensor)});
+    out.push_back({n.name, n.tensor.sizes().vec(), n.layout, tensor_rms(n.tensor)});
   }
   return out;
 }

@@ -30,6 +30,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/errors.h"
+#include "core/stable_hash.h"
 
 namespace scaleinv {
 
@@ -153,15 +154,6 @@ DistEnv dist_env_from_environment() {
   env_int("MASTER_PORT", 1, 65535, &e.master_port);
   if (const char* a = std::getenv("MASTER_ADDR"); a && *a) e.master_addr = a;
   return e;
-}
-
-std::string stable_hash(const std::string& text) {
-  uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a 64: offset basis and prime
-  for (unsigned char c : text) {
-    h ^= c;
-    h *= 0x100000001b3ull;
-  }
-  return fmt::format("{:016x}", h);
 }
 
 // ---- the group --------------------------------------------------------------------------------

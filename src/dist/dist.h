@@ -104,7 +104,4 @@ class DataParallel {
   int64_t overlapped_ = 0, not_overlapped_ = 0;
 };
 
-// Stable 64-bit FNV-1a hash, as 16 hex digits (the same on every platform and build).
-std::string stable_hash(const std::string& text);
-
 }  // namespace scaleinv

@@ -23,6 +23,7 @@
 
 #include <fmt/format.h>
 
+#include "core/tensor_rms.h"
 #include "core/fraction.h"
 #include "measure/diag_detail.h"
 #include "measure/diagnostics.h"
@@ -33,7 +34,6 @@ namespace scaleinv::diag {
 
 namespace {
 
-using detail::rms;
 
 struct Snapshot {
   std::vector<torch::Tensor> h;  // layer inputs, [N, d] each, in the order of `weights`
@@ -77,8 +77,8 @@ Snapshot snapshot(Model& m, const ModelConfig& mc, const torch::Tensor& x) {
 }
 
 double ratio(const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& prod) {
-  const double den = rms(a) * rms(b);
-  return den > 0 ? rms(prod) / den : std::nan("");
+  const double den = tensor_rms(a) * tensor_rms(b);
+  return den > 0 ? tensor_rms(prod) / den : std::nan("");
 }
 
 void validate(const AlignmentOptions& o) {
@@ -204,9 +204,9 @@ AlignmentResult run_alignment(const AlignmentOptions& o) {
           al.omega_ratio[s][wi] = ratio(W, dh, dh.matmul(W.t()));
           al.alpha_ratio[s][wi] = ratio(dW, h, h.matmul(dW.t()));
           al.u_ratio[s][wi] = ratio(dW, dh, dh.matmul(dW.t()));
-          al.dh_in_rms[s][wi] = rms(dh);
+          al.dh_in_rms[s][wi] = tensor_rms(dh);
         }
-        ap.logit_update_rms[s][wi] = rms(after.logits - before.logits);
+        ap.logit_update_rms[s][wi] = tensor_rms(after.logits - before.logits);
         bar.tick(fmt::format("{} d={} seed {}", ap.param, mc.width, s));
       }
     }

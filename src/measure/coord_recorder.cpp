@@ -1,6 +1,8 @@
 // CoordRecorder: the per-step measurement of coordcheck.h's quantities (see coord_recorder.h).
 #include "measure/coord_recorder.h"
 
+#include "core/tensor_rms.h"
+
 #include <cmath>
 #include <limits>
 
@@ -8,13 +10,6 @@ namespace scaleinv {
 
 namespace {
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-}
-
-double coord_rms(const torch::Tensor& t) {
-  if (!t.defined() || t.numel() == 0) return kNaN;
-  const torch::Tensor d = t.detach();
-  const torch::Tensor f = d.scalar_type() == torch::kDouble ? d : d.to(torch::kFloat);
-  return f.norm().item<double>() / std::sqrt(static_cast<double>(t.numel()));
 }
 
 CoordRecorder::CoordRecorder(int steps, unsigned quantities) : steps_(steps), mask_(quantities) {
@@ -38,23 +33,23 @@ CoordSeries* CoordRecorder::put(CoordQuantity q, const std::string& layer, int t
 void CoordRecorder::record(int t, const NamedTensors& activations, const NamedTensors& params) {
   for (size_t i = 0; i < activations.size(); ++i) {
     const auto& [name, h] = activations[i];
-    put(CoordQuantity::H, name, t, coord_rms(h));
+    put(CoordQuantity::H, name, t, tensor_rms(h));
     if (t == 0) {
       if (wants(CoordQuantity::DH)) h0_.push_back(h.detach().clone());
       put(CoordQuantity::DH, name, t, kNaN);
     } else {
-      put(CoordQuantity::DH, name, t, i < h0_.size() ? coord_rms(h.detach() - h0_[i]) : kNaN);
+      put(CoordQuantity::DH, name, t, i < h0_.size() ? tensor_rms(h.detach() - h0_[i]) : kNaN);
     }
-    put(CoordQuantity::HGrad, name, t, coord_rms(h.grad()));
+    put(CoordQuantity::HGrad, name, t, tensor_rms(h.grad()));
   }
   const bool updates = wants(CoordQuantity::DW) || wants(CoordQuantity::DWSpec);
   for (size_t i = 0; i < params.size(); ++i) {
     const auto& [name, p] = params[i];
-    put(CoordQuantity::WGrad, name, t, p.grad().defined() ? coord_rms(p.grad()) : 0.0);
+    put(CoordQuantity::WGrad, name, t, p.grad().defined() ? tensor_rms(p.grad()) : 0.0);
     // The update, in place in the copy taken before the step (no second width^2 buffer).
     const bool have = t > 0 && updates && i < prev_.size();
     const torch::Tensor dw = have ? prev_[i].neg_().add_(p.detach()) : torch::Tensor();
-    put(CoordQuantity::DW, name, t, have ? coord_rms(dw) : kNaN);
+    put(CoordQuantity::DW, name, t, have ? tensor_rms(dw) : kNaN);
     if (p.dim() >= 2) {  // matrices only: a vector's "spectral norm" is its L2 norm, not Condition 1's
       if (wants(CoordQuantity::WSpec))
         put(CoordQuantity::WSpec, name, t, spectral_norm(p.detach()))->shape = {p.size(0), p.numel() / p.size(0)};

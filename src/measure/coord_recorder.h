@@ -27,9 +27,6 @@ namespace scaleinv {
 
 using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
 
-// RMS = sqrt(mean v^2) of a tensor; NaN for an undefined or empty tensor.
-double coord_rms(const torch::Tensor& t);
-
 class CoordRecorder {
  public:
   CoordRecorder(int steps, unsigned quantities);

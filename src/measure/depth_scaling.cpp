@@ -24,9 +24,11 @@
 
 #include <fmt/format.h>
 
+#include "core/tensor_rms.h"
 #include "core/fraction.h"
 #include "measure/diag_detail.h"
 #include "measure/diagnostics.h"
+#include "measure/slope_fit.h"
 #include "models/layers.h"
 #include "theory/depth_theory.h"
 
@@ -135,10 +137,10 @@ DepthScalingResult run_depth_scaling(const DepthScalingOptions& o) {
         auto opt = detail::make_diag_optimizer(*model, o.optimizer, o.lr, 0.9, o.train_io);
         detail::train_step(*model, *opt, b);
         const Rec after = record(*model, b.x, L);
-        dp.top[s][di] = detail::rms(before.xL);
-        dp.branch_sum[s][di] = detail::rms(before.xL - before.x0);
-        dp.update[s][di] = detail::rms(after.xL - before.xL);
-        q0 += std::pow(detail::rms(before.x0), 2) / (o.seeds * o.depths.size());
+        dp.top[s][di] = tensor_rms(before.xL);
+        dp.branch_sum[s][di] = tensor_rms(before.xL - before.x0);
+        dp.update[s][di] = tensor_rms(after.xL - before.xL);
+        q0 += std::pow(tensor_rms(before.x0), 2) / (o.seeds * o.depths.size());
         bar.tick(fmt::format("{} L={} seed {}", name, L, s));
       }
     }
@@ -156,8 +158,8 @@ DepthScalingResult run_depth_scaling(const DepthScalingOptions& o) {
       lt.push_back(0.5 * std::log(q));
       lb.push_back(0.5 * std::log(std::max(q - q0, 1e-300)));
     }
-    dp.pred_top_finite = ols_slope(lx, lt);
-    dp.pred_branch_finite = ols_slope(lx, lb);
+    dp.pred_top_finite = ols_fit(lx, lt).slope;
+    dp.pred_branch_finite = ols_fit(lx, lb).slope;
     dp.tol = std::sqrt(2.0 / o.width) / std::log(lmax / lmin);
     r.params.push_back(std::move(dp));
   }

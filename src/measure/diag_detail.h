@@ -27,9 +27,6 @@ void require_activation(const std::string& name);
 // gradients of W_l; every other number of depth-mup unchanged.
 ParamTable load_diag_param(const std::string& name);
 
-// Root mean square of every entry (0 for an empty tensor), in double precision.
-double rms(const torch::Tensor& t);
-
 // The optimizer the diagnostics train with: the table's per-tensor factors, base LR `lr`,
 // betas (beta1, 0.999), epsilon 1e-8, no weight decay, constant LR. With train_io = false only the
 // tensors inside residual blocks train (seed 004's convention: U and V frozen).

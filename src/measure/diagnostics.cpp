@@ -9,55 +9,22 @@
 
 #include <fmt/format.h>
 
+#include "core/tensor_rms.h"
 #include "core/errors.h"
 #include "measure/diag_detail.h"
+#include "measure/slope_fit.h"
 #include "models/layers.h"
 
 namespace scaleinv::diag {
 
 // ---- fits ------------------------------------------------------------------------------------
 
-double t975(int dof) {
-  static const double kT[] = {0,      12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
-                              2.201,  2.179,  2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
-                              2.080,  2.074,  2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042};
-  if (dof < 1) return std::numeric_limits<double>::infinity();
-  if (dof <= 30) return kT[dof];
-  return 1.96;
-}
-
-double ols_slope(const std::vector<double>& x, const std::vector<double>& y, double* intercept, double* slope_se) {
-  const size_t n = std::min(x.size(), y.size());
-  double mx = 0, my = 0;
-  for (size_t i = 0; i < n; ++i) {
-    mx += x[i];
-    my += y[i];
-  }
-  mx /= static_cast<double>(n);
-  my /= static_cast<double>(n);
-  double sxx = 0, sxy = 0;
-  for (size_t i = 0; i < n; ++i) {
-    sxx += (x[i] - mx) * (x[i] - mx);
-    sxy += (x[i] - mx) * (y[i] - my);
-  }
-  const double b = sxx > 0 ? sxy / sxx : std::numeric_limits<double>::quiet_NaN();
-  const double a = my - b * mx;
-  if (intercept) *intercept = a;
-  if (slope_se) {
-    double ssr = 0;
-    for (size_t i = 0; i < n; ++i) ssr += std::pow(y[i] - a - b * x[i], 2);
-    *slope_se = n > 2 && sxx > 0 ? std::sqrt(ssr / static_cast<double>(n - 2) / sxx)
-                                 : std::numeric_limits<double>::infinity();
-  }
-  return b;
-}
-
 Fit fit_slope(const std::vector<double>& xs, const std::vector<std::vector<double>>& ys, bool log_x, bool log_y) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
-  auto tr = [](double v, bool lg) { return lg ? (v > 0 ? std::log(v) : std::numeric_limits<double>::quiet_NaN()) : v; };
+  auto tr = [nan](double v, bool lg) { return lg ? (v > 0 ? std::log(v) : nan) : v; };
   std::vector<double> x;
   for (double v : xs) x.push_back(tr(v, log_x));
-  Fit f;
+  std::vector<double> per_seed;
   double single_se = nan;
   for (const auto& row : ys) {
     std::vector<double> y;
@@ -66,43 +33,36 @@ Fit fit_slope(const std::vector<double>& xs, const std::vector<std::vector<doubl
       y.push_back(tr(v, log_y));
       ok = ok && std::isfinite(y.back());
     }
-    f.per_seed.push_back(ok ? ols_slope(x, y, nullptr, &single_se) : nan);
+    if (!ok) {
+      per_seed.push_back(nan);
+      continue;
+    }
+    const OlsFit o = ols_fit(x, y);
+    single_se = o.se;
+    per_seed.push_back(o.slope);
   }
-  const size_t S = f.per_seed.size();
-  if (S == 1) {
-    f.slope = f.per_seed[0];
-    f.se = single_se;
-    const double h = t975(static_cast<int>(xs.size()) - 2) * f.se;
-    f.lo = f.slope - h;
-    f.hi = f.slope + h;
-    return f;
-  }
-  Fit m = fit_mean(f.per_seed);
-  m.per_seed = f.per_seed;
-  return m;
+  if (per_seed.size() != 1) return fit_mean(per_seed);
+  // One seed: the OLS residual interval, t_{n-2} (infinite with two points).
+  Fit f;
+  f.per_seed = per_seed;
+  f.slope = per_seed[0];
+  f.se = single_se;
+  const int dof = static_cast<int>(xs.size()) - 2;
+  const double h = dof >= 1 ? student_t_quantile(0.975, dof) * f.se : std::numeric_limits<double>::infinity();
+  f.lo = f.slope - h;
+  f.hi = f.slope + h;
+  return f;
 }
 
 Fit fit_mean(const std::vector<double>& v) {
   Fit f;
   f.per_seed = v;
-  const size_t S = v.size();
-  if (S == 0) return f;
-  double mean = 0;
-  for (double x : v) mean += x;
-  mean /= static_cast<double>(S);
-  double ss = 0;
-  for (double x : v) ss += (x - mean) * (x - mean);
-  f.slope = mean;
-  if (S == 1) {
-    f.se = std::numeric_limits<double>::infinity();
-    f.lo = -f.se;
-    f.hi = f.se;
-    return f;
-  }
-  f.se = std::sqrt(ss / static_cast<double>(S - 1) / static_cast<double>(S));
-  const double h = t975(static_cast<int>(S) - 1) * f.se;
-  f.lo = mean - h;
-  f.hi = mean + h;
+  if (v.empty()) return f;
+  const MeanInterval m = mean_interval(v);
+  f.slope = m.mean;
+  f.se = m.se;
+  f.lo = m.mean - m.half_width;
+  f.hi = m.mean + m.half_width;
   return f;
 }
 
@@ -180,11 +140,6 @@ ParamTable load_diag_param(const std::string& name) {
     return t;
   }
   return load_param(name);
-}
-
-double rms(const torch::Tensor& t) {
-  if (!t.defined() || t.numel() == 0) return 0.0;
-  return std::sqrt(t.detach().to(torch::kDouble).pow(2).mean().item<double>());
 }
 
 std::unique_ptr<Optimizer> make_diag_optimizer(Model& model, const std::string& kind, double lr, double beta1,

@@ -26,6 +26,7 @@
 namespace scaleinv::diag {
 
 // ---- fits ------------------------------------------------------------------------------------
+// Built on the measurements' one OLS and t-interval (measure/slope_fit.h: ols_fit, mean_interval).
 
 // A slope with a 95% interval over seeds. With S >= 2 seeds: the mean of the per-seed OLS slopes,
 // interval mean +- t_{S-1} sd / sqrt(S). With one seed: the OLS slope and its residual standard
@@ -39,11 +40,6 @@ struct Fit {
   bool contains(double v, double extra_tol = 0) const { return v >= lo - extra_tol && v <= hi + extra_tol; }
 };
 
-// Two-sided 95% quantile of Student's t with `dof` degrees of freedom (1.96 for dof > 30; inf for dof < 1).
-double t975(int dof);
-// OLS slope of y on x (and intercept, residual standard error of the slope if wanted).
-double ols_slope(const std::vector<double>& x, const std::vector<double>& y, double* intercept = nullptr,
-                 double* slope_se = nullptr);
 // ys[s][i] against xs[i], one row per seed; log_x / log_y take natural logs first (values must be > 0;
 // a non-positive value makes that seed's slope NaN).
 Fit fit_slope(const std::vector<double>& xs, const std::vector<std::vector<double>>& ys, bool log_x, bool log_y);

@@ -19,6 +19,7 @@
 #include "core/fraction.h"
 #include "measure/diag_detail.h"
 #include "measure/diagnostics.h"
+#include "measure/slope_fit.h"
 #include "theory/depth_theory.h"
 
 namespace scaleinv::diag {
@@ -80,7 +81,7 @@ double kappa_of(const std::vector<std::vector<double>>& d, const std::vector<int
   for (const auto& row : d) {
     std::vector<double> ld;
     for (double v : row) ld.push_back(std::log(std::max(v, 1e-300)));
-    acc += 1.0 - ols_slope(le, ld);
+    acc += 1.0 - ols_fit(le, ld).slope;
   }
   return acc / static_cast<double>(d.size());
 }

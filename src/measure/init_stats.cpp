@@ -18,8 +18,10 @@
 
 #include <fmt/format.h>
 
+#include "core/tensor_rms.h"
 #include "measure/diag_detail.h"
 #include "measure/diagnostics.h"
+#include "measure/slope_fit.h"
 #include "models/layers.h"
 
 namespace scaleinv::diag {
@@ -110,8 +112,8 @@ LogitStats logit_stats(Model& m, const ModelConfig& mc, const torch::Tensor& x) 
     out.head_cv += (hv.std(0, false) / hv.mean()).item<double>() / mc.depth;
     // Prediction: scale^2 d_head C_Q C_K F^2 with the tensors' own init (seed 002 eq. 1.61).
     const double F = in.to(torch::kDouble).pow(2).mean().item<double>();
-    const double cq = std::pow(q->multiplier() * detail::rms(q->weight()), 2) * double(d);
-    const double ck = std::pow(k->multiplier() * detail::rms(k->weight()), 2) * double(d);
+    const double cq = std::pow(q->multiplier() * tensor_rms(q->weight()), 2) * double(d);
+    const double ck = std::pow(k->multiplier() * tensor_rms(k->weight()), 2) * double(d);
     out.predicted += scale * scale * double(dh) * cq * ck * F * F / mc.depth;
   }
   return out;
@@ -184,7 +186,7 @@ InitStatsResult run_init_stats(const InitStatsOptions& o) {
       }
       std::vector<double> lx;
       for (double x : xs) lx.push_back(std::log(x));
-      *pred_slope = ols_slope(lx, lp);
+      *pred_slope = ols_fit(lx, lp).slope;
       return fit_slope(xs, ys, true, true);
     };
     im.width_slope = fit_of(im.by_width, true, &im.pred_width_slope);
@@ -216,8 +218,8 @@ InitStatsResult run_init_stats(const InitStatsOptions& o) {
     std::vector<double> mean_g(L + 1, 0.0);
     for (const auto& g : im.stream)
       for (int l = 0; l <= L; ++l) mean_g[l] += g[l] / o.seeds;
-    double a = 0;
-    const double b = ols_slope(ls, mean_g, &a);
+    const OlsFit line = ols_fit(ls, mean_g);
+    const double a = line.intercept, b = line.slope;
     double ss_res = 0, ss_tot = 0, mg = 0;
     for (double v : mean_g) mg += v / mean_g.size();
     for (int l = 0; l <= L; ++l) {

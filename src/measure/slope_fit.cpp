@@ -2,20 +2,15 @@
 #include "measure/slope_fit.h"
 
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
 namespace scaleinv {
 
-namespace {
-
-struct Ols {
-  double slope = 0, intercept = 0, se = 0;
-};
-
-// OLS of v on u; se is the slope's standard error from the residuals (0 when n <= 2).
-Ols ols(const std::vector<double>& u, const std::vector<double>& v) {
+OlsFit ols_fit(const std::vector<double>& u, const std::vector<double>& v) {
+  if (u.size() != v.size()) throw std::invalid_argument(fmt::format("OLS: {} x for {} y", u.size(), v.size()));
   const double n = static_cast<double>(u.size());
   double mu = 0, mv = 0;
   for (size_t i = 0; i < u.size(); ++i) {
@@ -29,9 +24,14 @@ Ols ols(const std::vector<double>& u, const std::vector<double>& v) {
     suu += (u[i] - mu) * (u[i] - mu);
     suv += (u[i] - mu) * (v[i] - mv);
   }
-  Ols r;
+  OlsFit r;
+  if (!(suu > 0)) {
+    r.slope = r.intercept = r.se = std::numeric_limits<double>::quiet_NaN();
+    return r;
+  }
   r.slope = suv / suu;
   r.intercept = mv - r.slope * mu;
+  r.se = std::numeric_limits<double>::infinity();
   if (u.size() > 2) {
     double rss = 0;
     for (size_t i = 0; i < u.size(); ++i) {
@@ -43,7 +43,27 @@ Ols ols(const std::vector<double>& u, const std::vector<double>& v) {
   return r;
 }
 
-}  // namespace
+MeanInterval mean_interval(const std::vector<double>& values) {
+  MeanInterval m;
+  const double S = static_cast<double>(values.size());
+  if (values.empty()) {
+    m.mean = m.se = m.t = m.half_width = std::numeric_limits<double>::quiet_NaN();
+    return m;
+  }
+  for (double v : values) m.mean += v;
+  m.mean /= S;
+  if (values.size() == 1) {
+    m.se = m.t = m.half_width = std::numeric_limits<double>::infinity();
+    return m;
+  }
+  double ss = 0;
+  for (double v : values) ss += (v - m.mean) * (v - m.mean);
+  m.se = std::sqrt(ss / (S - 1)) / std::sqrt(S);
+  m.dof = static_cast<int>(values.size()) - 1;
+  m.t = student_t_quantile(0.975, m.dof);
+  m.half_width = m.t * m.se;
+  return m;
+}
 
 double student_t_quantile(double p, int dof) {
   if (!(p > 0.5 && p < 1) || dof < 1) throw std::invalid_argument(fmt::format("t quantile: p = {}, dof = {}", p, dof));
@@ -107,7 +127,7 @@ SlopeFit fit_loglog_slope(const std::vector<double>& x, const std::vector<std::v
     f.problem = "fewer than 2 distinct x";
     return f;
   }
-  std::vector<Ols> fits;
+  std::vector<OlsFit> fits;
   for (const auto& row : y_by_seed) {
     std::vector<double> v;
     for (double y : row) {
@@ -121,22 +141,20 @@ SlopeFit fit_loglog_slope(const std::vector<double>& x, const std::vector<std::v
       }
       v.push_back(std::log(y));
     }
-    fits.push_back(ols(u, v));
+    fits.push_back(ols_fit(u, v));
   }
   const double S = static_cast<double>(fits.size());
-  double ms = 0, mi = 0;
-  for (const Ols& o : fits) {
-    ms += o.slope;
+  double mi = 0;
+  for (const OlsFit& o : fits) {
     mi += o.intercept;
     f.per_seed.push_back(o.slope);
   }
-  f.slope = ms / S;
+  const MeanInterval m = mean_interval(f.per_seed);
+  f.slope = m.mean;
   f.intercept = mi / S;
   if (fits.size() >= 2) {
-    double ss = 0;
-    for (const Ols& o : fits) ss += (o.slope - f.slope) * (o.slope - f.slope);
-    f.se = std::sqrt(ss / (S - 1)) / std::sqrt(S);
-    f.dof = static_cast<int>(fits.size()) - 1;
+    f.se = m.se;
+    f.dof = m.dof;
     f.method = "seeds";
   } else if (u.size() >= 3) {
     f.se = fits[0].se;

@@ -34,6 +34,24 @@ struct SlopeFit {
 // (std::invalid_argument otherwise).
 SlopeFit fit_loglog_slope(const std::vector<double>& x, const std::vector<std::vector<double>>& y_by_seed);
 
+// Ordinary least squares of y on x: the one OLS of the measurements (coordinate checks and
+// diagnostics). se is the slope's standard error from the residuals (n - 2 degrees of freedom;
+// +inf when n <= 2). With fewer than 2 distinct x the slope, intercept and se are NaN. x and y
+// must have the same length (std::invalid_argument otherwise).
+struct OlsFit {
+  double slope = 0, intercept = 0, se = 0;
+};
+OlsFit ols_fit(const std::vector<double>& x, const std::vector<double>& y);
+
+// The mean of S replicate values (per-seed slopes, per-seed statistics) with its standard error
+// sd / sqrt(S) and the 95% half-width t_{0.975, S-1} * se. S = 1: se and half-width +inf, dof 0.
+// S = 0: everything NaN.
+struct MeanInterval {
+  double mean = 0, se = 0, t = 0, half_width = 0;
+  int dof = 0;
+};
+MeanInterval mean_interval(const std::vector<double>& values);
+
 // Two-sided Student t quantile t_{p, dof} for p in (0.5, 1), dof >= 1 (exact table for p = 0.975
 // and dof <= 30; the Cornish-Fisher expansion otherwise, accurate to ~1e-3 for dof >= 3).
 double student_t_quantile(double p, int dof);

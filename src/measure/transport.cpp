@@ -30,6 +30,7 @@
 
 #include "measure/diag_detail.h"
 #include "measure/diagnostics.h"
+#include "measure/slope_fit.h"
 #include "models/layers.h"
 #include "theory/depth_theory.h"
 
@@ -302,7 +303,7 @@ TransportResult run_transport(const TransportOptions& o) {
     ser.log_norm_slope = fit_slope(xs, norms, false, true);
     std::vector<double> lb;
     for (const auto& p : ser.points) lb.push_back(std::log(p.bound));
-    ser.bound_slope = ols_slope(xs, lb);
+    ser.bound_slope = ols_fit(xs, lb).slope;
     ser.min_norm = 1e300;
     for (const auto& p : ser.points) ser.min_norm = std::min(ser.min_norm, p.norm_gmean());
     const double ln_per_block = o.model == "gpt" ? 2.0 : 1.0;

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/tensor_rms.h"
 #include "core/errors.h"
 #include "data/data.h"
 #include "models/model.h"
@@ -19,11 +20,6 @@
 namespace scaleinv {
 
 namespace {
-
-double rms(const torch::Tensor& t) {
-  if (!t.defined() || t.numel() == 0) return std::numeric_limits<double>::quiet_NaN();
-  return std::sqrt(t.detach().to(torch::kDouble).pow(2).mean().item<double>());
-}
 
 bool shown_only(const std::string& kind, const std::string& name) {
   return kind != "W" && kind != "W'" && name.size() >= 6 && name.compare(name.size() - 6, 6, ":probs") == 0;
@@ -81,17 +77,17 @@ ScalesResult run_scales(const ScalesConfig& cfg) {
       loss.backward();
       // Model::record's named activations first (embed, blocks, logits), then every op.
       for (const auto& [name, t] : model->recorded()) {
-        put("fwd", name, point, rms(t));
-        put("grad", name, point, rms(t.grad()));
+        put("fwd", name, point, tensor_rms(t));
+        put("grad", name, point, tensor_rms(t.grad()));
       }
       for (const auto& [name, t] : probe.notes()) {
-        put("fwd", name, point, rms(t));
-        put("grad", name, point, rms(t.grad()));
+        put("fwd", name, point, tensor_rms(t));
+        put("grad", name, point, tensor_rms(t.grad()));
       }
       for (const auto& p : params) {
-        put("W", p.name, point, rms(p.tensor));
-        put("W'", p.name, point, rms(p.tensor.grad()));
-        if (p.tag.base_std == 0 && rms(p.tensor) == 0) res.rows[index[{"W", p.name}]].judged = false;
+        put("W", p.name, point, tensor_rms(p.tensor));
+        put("W'", p.name, point, tensor_rms(p.tensor.grad()));
+        if (p.tag.base_std == 0 && tensor_rms(p.tensor) == 0) res.rows[index[{"W", p.name}]].judged = false;
       }
       model->set_recording(false);
     }

@@ -7,6 +7,7 @@
 #include <toml++/toml.h>
 
 #include "core/errors.h"
+#include "core/stable_hash.h"
 #include "core/toml_reader.h"
 #include "param/table.h"
 
@@ -210,13 +211,7 @@ std::string param_fingerprint(const ParamTable& t) {
   nlohmann::json j = param_to_json(t);
   j.erase("name");
   j.erase("source");
-  const std::string s = j.dump();
-  uint64_t h = 1469598103934665603ULL;  // FNV-1a
-  for (unsigned char ch : s) {
-    h ^= ch;
-    h *= 1099511628211ULL;
-  }
-  return fmt::format("{:016x}", h);
+  return stable_hash(j.dump());
 }
 
 }  // namespace scaleinv

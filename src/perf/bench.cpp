@@ -18,6 +18,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "core/device.h"
 #include "core/errors.h"
 #include "core/progress.h"
 #include "core/threads.h"
@@ -35,11 +36,7 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 void check_device(const std::string& device) {
-  if (device != "cpu" && device != "cuda")
-    throw UserError("command line", "--device", fmt::format("unknown device '{}'", device), "use cpu or cuda");
-  if (device == "cuda" && !torch::cuda::is_available())
-    throw UserError("command line", "--device", "cuda requested but no CUDA device is available",
-                    "use --device cpu, or build with -DSCALEINV_CUDA=ON against a CUDA libtorch (README, GPU)");
+  resolve_device(device, "command line", "--device");
 }
 
 void sync(const std::string& device) {

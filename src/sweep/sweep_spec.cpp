@@ -14,7 +14,7 @@
 #include "core/errors.h"
 #include "core/toml_json.h"
 #include "core/toml_reader.h"
-#include "dist/dist.h"
+#include "core/stable_hash.h"
 #include "sweep/search_space.h"
 
 namespace scaleinv {
@@ -185,8 +185,6 @@ std::vector<std::string> axis_targets(GridAxis& axis, const std::string& where, 
 std::string axis_value_text(const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
 
 }  // namespace
-
-// stable_hash (declared in sweep_spec.h) is the FNV-1a of dist/dist.cpp: one definition.
 
 nlohmann::json SweepSpec::grid_json() const {
   nlohmann::json axes_j = nlohmann::json::array();

@@ -71,7 +71,4 @@ SweepSpec sweep_from_toml_text(const std::string& text, const std::string& where
 // UserError naming the sweep file when a point is not a valid config or repeats another.
 std::vector<SweepPoint> expand_points(const SweepSpec& spec, const std::vector<nlohmann::json>& extra);
 
-// 64-bit FNV-1a of `s` as 16 hex digits (point ids and fingerprints).
-std::string stable_hash(const std::string& s);
-
 }  // namespace scaleinv

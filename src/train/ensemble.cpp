@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/device.h"
 #include "core/errors.h"
 #include "core/progress.h"
 #include "core/torch_compat.h"
@@ -93,10 +94,7 @@ std::vector<RunSummary> train_ensemble(const std::vector<TrainConfig>& members, 
   const ParamTable table = resolve_param(c0);
   ScaleContext ctx{table, optimizer_family(c0.optim.kind), c0.model.width, c0.model.depth};
   validate_optim_config(c0.optim);
-  if (c0.train.device == "cuda" && !torch::cuda::is_available())
-    throw UserError(c0.source, "train.device", "cuda requested but no CUDA device is available",
-                    "set train.device = \"cpu\" or build against a CUDA libtorch (README, GPU)");
-  const torch::Device dev(c0.train.device == "cuda" ? torch::kCUDA : torch::kCPU);
+  const torch::Device dev = resolve_device(c0.train.device, c0.source, "train.device");
   // CUDA: bf16 autocast (train.autocast) and TF32 (train.tf32), as in train_run.
   if (dev.is_cuda()) compat::set_tf32(c0.train.tf32);
   compat::CudaAutocast autocast(dev.is_cuda() && c0.train.autocast == "bf16");

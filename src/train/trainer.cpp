@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/device.h"
 #include "core/errors.h"
 #include "core/progress.h"
 #include "core/torch_compat.h"
@@ -19,17 +20,6 @@
 namespace scaleinv {
 
 namespace {
-
-torch::Device pick_device(const TrainConfig& cfg, int local_rank) {
-  if (cfg.train.device == "cuda") {
-    if (!torch::cuda::is_available())
-      throw UserError(cfg.source, "train.device", "cuda requested but no CUDA device is available",
-                      "set train.device = \"cpu\" or build against a CUDA libtorch (README, GPU)");
-    const int n = static_cast<int>(torch::cuda::device_count());
-    return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local_rank % std::max(1, n)));
-  }
-  return torch::Device(torch::kCPU);
-}
 
 // Validation loss of the global batches; each rank evaluates its slice.
 double evaluate(Model& model, const DataSource& data, const TrainConfig& cfg, torch::Device dev, DataParallel& dp) {
@@ -77,7 +67,7 @@ RunSummary train_run(const TrainConfig& cfg, const RunOptions& opts) {
   dp.check_same_run(cfg_json, param_fingerprint(table));  // every rank builds the same model
   const OptFamily family = optimizer_family(cfg.optim.kind);
   ScaleContext ctx{table, family, cfg.model.width, cfg.model.depth};
-  const torch::Device dev = pick_device(cfg, dp.local_rank());
+  const torch::Device dev = resolve_device(cfg.train.device, cfg.source, "train.device", dp.local_rank());
   std::shared_ptr<Model> model = build_model_seeded(static_cast<uint64_t>(cfg.train.seed), cfg.model, ctx,
                                                      cfg.hp);  // validates model.*
   auto data = make_data(cfg.data);
