@@ -20,49 +20,20 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_util.h"
+#include "fixtures.h"
 #include "core/errors.h"
 #include "dist/dist.h"
 
 using namespace scaleinv;
 using scaleinv::testing::run_cli;
+using scaleinv::testing::slurp;
 using scaleinv::testing::temp_dir;
 
 namespace {
 
-// A small GPT on a Markov chain; global batch 8 (4 per rank with 2 ranks).
-const char* kConfig = R"(
-[model]
-kind = "gpt"
-width = 64
-depth = 2
-seq_len = 16
-head_dim = 16
-vocab = 32
-[param]
-name = "mup"
-[optim]
-kind = "adam"
-lr = 0.01
-[data]
-source = "markov"
-vocab = 32
-markov_length = 20000
-[train]
-steps = 20
-batch_size = 8
-eval_every = 0
-eval_batches = 2
-log_every = 1
-checkpoint_every = 5
-dist_timeout_s = 3
-)";
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+// tests/fixtures/small_gpt.toml with global batch 8 (4 per rank with 2 ranks), checkpointing every 5.
+const std::string kConfig =
+    scaleinv::testing::small_gpt_toml({"train.batch_size=8", "train.checkpoint_every=5", "train.dist_timeout_s=3"});
 
 std::string config_file(const std::string& dir) {
   const std::string path = dir + "/gpt.toml";

@@ -12,10 +12,12 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "fixtures.h"
 #include "train/ensemble.h"
 #include "train/trainer.h"
 
 using namespace scaleinv;
+using scaleinv::testing::small_gpt;
 
 namespace {
 
@@ -26,33 +28,12 @@ EnsembleOptions batched_opts() {
   return o;
 }
 
-const char* kGpt = R"(
-[model]
-kind = "gpt"
-width = 64
-depth = 2
-seq_len = 16
-head_dim = 16
-vocab = 32
-[param]
-name = "mup"
-[optim]
-kind = "adamw"
-lr = 0.01
-weight_decay = 0.1
-[data]
-source = "markov"
-vocab = 32
-markov_length = 20000
-[train]
-steps = 15
-batch_size = 4
-eval_every = 5
-eval_batches = 2
-)";
 
-TrainConfig cfg(const char* text, const std::vector<std::string>& sets) {
-  return train_config_from_toml_text(text, "test config", sets);
+// tests/fixtures/small_gpt.toml under AdamW (weight decay 0.1), 15 steps, evaluated every 5.
+TrainConfig cfg(std::vector<std::string> sets) {
+  sets.insert(sets.begin(), {"optim.kind=\"adamw\"", "optim.weight_decay=0.1", "train.steps=15", "train.eval_every=5",
+                             "train.log_every=10"});
+  return small_gpt(sets);
 }
 
 std::vector<RunSummary> separate(const std::vector<TrainConfig>& ms) {
@@ -85,9 +66,9 @@ void expect_same_runs(const std::vector<RunSummary>& a, const std::vector<RunSum
 
 TEST(Ensemble, GptMembersReproduceSeparateRuns) {
   // Different LRs, weight decays, init seeds and data seeds in one ensemble.
-  std::vector<TrainConfig> ms = {cfg(kGpt, {"optim.lr=0.003"}),
-                                 cfg(kGpt, {"optim.lr=0.01", "train.seed=1"}),
-                                 cfg(kGpt, {"optim.lr=0.03", "optim.weight_decay=0.0", "data.seed=7"})};
+  std::vector<TrainConfig> ms = {cfg({"optim.lr=0.003"}),
+                                 cfg({"optim.lr=0.01", "train.seed=1"}),
+                                 cfg({"optim.lr=0.03", "optim.weight_decay=0.0", "data.seed=7"})};
   ASSERT_TRUE(ensemble_supported(ms[0]));
   const auto batched = train_ensemble(ms, batched_opts());
   const auto ref = separate(ms);
@@ -99,9 +80,9 @@ TEST(Ensemble, GptMembersReproduceSeparateRuns) {
 TEST(Ensemble, AutoBatchesOnlyWhereItPays) {
   // Auto: one train_run per member on a CPU (batching measured slower there), so the results are
   // the separate runs' bit for bit; a CUDA config would batch.
-  std::vector<TrainConfig> ms = {cfg(kGpt, {"optim.lr=0.003"}), cfg(kGpt, {"optim.lr=0.01", "train.seed=1"})};
+  std::vector<TrainConfig> ms = {cfg({"optim.lr=0.003"}), cfg({"optim.lr=0.01", "train.seed=1"})};
   EXPECT_FALSE(batching_pays(ms[0]));
-  EXPECT_TRUE(batching_pays(cfg(kGpt, {"train.device=\"cuda\""})));
+  EXPECT_TRUE(batching_pays(cfg({"train.device=\"cuda\""})));
   EnsembleOptions o;
   std::vector<int64_t> seen;  // member-steps reported after each step
   o.on_step = [&](int64_t n) { seen.push_back(n); };
@@ -139,18 +120,18 @@ batch_size = 8
 eval_every = 0
 eval_batches = 2
 )";
-  std::vector<TrainConfig> ms = {cfg(bigram, {"optim.lr=0.05"}), cfg(bigram, {"optim.lr=0.2", "train.seed=3"})};
+  std::vector<TrainConfig> ms = {train_config_from_toml_text(bigram, "test config", {"optim.lr=0.05"}), train_config_from_toml_text(bigram, "test config", {"optim.lr=0.2", "train.seed=3"})};
   expect_same_runs(train_ensemble(ms, batched_opts()), separate(ms), 1e-4);
-  std::vector<TrainConfig> sg = {cfg(bigram, {"optim.kind=\"sign\"", "optim.lr=0.001"}),
-                                 cfg(bigram, {"optim.kind=\"sign\"", "optim.lr=0.004"})};
+  std::vector<TrainConfig> sg = {train_config_from_toml_text(bigram, "test config", {"optim.kind=\"sign\"", "optim.lr=0.001"}),
+                                 train_config_from_toml_text(bigram, "test config", {"optim.kind=\"sign\"", "optim.lr=0.004"})};
   expect_same_runs(train_ensemble(sg, batched_opts()), separate(sg), 1e-4);
 }
 
 TEST(Ensemble, DivergedMemberIsRecordedAndOthersGoOn) {
   // Plain SGD at a huge LR blows up within a few steps; its neighbours must not notice.
-  std::vector<TrainConfig> ms = {cfg(kGpt, {"optim.kind=\"sgd\"", "optim.lr=0.5", "param.name=\"sp\""}),
-                                 cfg(kGpt, {"optim.kind=\"sgd\"", "optim.lr=1e6", "param.name=\"sp\""}),
-                                 cfg(kGpt, {"optim.kind=\"sgd\"", "optim.lr=1.0", "param.name=\"sp\""})};
+  std::vector<TrainConfig> ms = {cfg({"optim.kind=\"sgd\"", "optim.lr=0.5", "param.name=\"sp\""}),
+                                 cfg({"optim.kind=\"sgd\"", "optim.lr=1e6", "param.name=\"sp\""}),
+                                 cfg({"optim.kind=\"sgd\"", "optim.lr=1.0", "param.name=\"sp\""})};
   const auto batched = train_ensemble(ms, batched_opts());
   const auto ref = separate(ms);
   ASSERT_TRUE(ref[1].diverged);
@@ -161,14 +142,14 @@ TEST(Ensemble, DivergedMemberIsRecordedAndOthersGoOn) {
 }
 
 TEST(Ensemble, MembersMustShareShapes) {
-  std::vector<TrainConfig> ms = {cfg(kGpt, {}), cfg(kGpt, {"model.width=128"})};
+  std::vector<TrainConfig> ms = {cfg({}), cfg({"model.width=128"})};
   EXPECT_NE(ensemble_key(ms[0]), ensemble_key(ms[1]));
-  EXPECT_EQ(ensemble_key(ms[0]), ensemble_key(cfg(kGpt, {"optim.lr=0.5", "train.seed=9", "data.seed=2"})));
+  EXPECT_EQ(ensemble_key(ms[0]), ensemble_key(cfg({"optim.lr=0.5", "train.seed=9", "data.seed=2"})));
   EXPECT_THROW(train_ensemble(ms, batched_opts()), std::invalid_argument);
   // Adafactor and gradient clipping take the one-by-one path, with the same results.
-  EXPECT_FALSE(ensemble_supported(cfg(kGpt, {"optim.kind=\"adafactor\"", "optim.eps=1e-15"})));
-  EXPECT_FALSE(ensemble_supported(cfg(kGpt, {"optim.clip_grad_norm=1.0"})));
-  EXPECT_FALSE(ensemble_supported(cfg(kGpt, {"train.precision=\"e4m3\""})));
-  EXPECT_FALSE(ensemble_supported(cfg(kGpt, {"param.name=\"u-mup\""})));
-  EXPECT_TRUE(ensemble_supported(cfg(kGpt, {"param.name=\"depth-mup\""})));
+  EXPECT_FALSE(ensemble_supported(cfg({"optim.kind=\"adafactor\"", "optim.eps=1e-15"})));
+  EXPECT_FALSE(ensemble_supported(cfg({"optim.clip_grad_norm=1.0"})));
+  EXPECT_FALSE(ensemble_supported(cfg({"train.precision=\"e4m3\""})));
+  EXPECT_FALSE(ensemble_supported(cfg({"param.name=\"u-mup\""})));
+  EXPECT_TRUE(ensemble_supported(cfg({"param.name=\"depth-mup\""})));
 }

@@ -139,11 +139,11 @@ TEST(ModelsLayers, DenseAndLookupGradientsMatchFiniteDifferences) {
   ScaleContext ctx = off_base("mup", 128, 4);  // embedding multiplier m^1/2, readout m^-1/2
   Hyper hp;
   hp.output_mult = 1.7;
-  Dense emb(12, 128, DenseOptions{Role::Embedding, false, 1.0 / std::sqrt(12.0), 0.8}, ctx, hp);
+  Dense emb(12, 128, DenseOptions(Role::Embedding).base_std(1.0 / std::sqrt(12.0)).extra_mult(0.8), ctx, hp);
   EXPECT_NEAR(emb.multiplier(), std::sqrt(2.0) * 0.8, 1e-12);
   expect_layer_grads_match_fd(emb, [&](const torch::Tensor& x) { return emb.forward(x); }, torch::randn({3, 5, 12}),
                               "dense embedding");
-  Dense out(128, 7, DenseOptions{Role::Readout, false, width_fan_in_std(128, ctx), hp.output_mult}, ctx, hp);
+  Dense out(128, 7, DenseOptions(Role::Readout).base_std(width_fan_in_std(128, ctx)).extra_mult(hp.output_mult), ctx, hp);
   EXPECT_NEAR(out.multiplier(), 1.7 / std::sqrt(2.0), 1e-12);
   // Few rows: the multiplier goes on the output rather than on W; both paths are checked.
   expect_layer_grads_match_fd(out, [&](const torch::Tensor& x) { return out.forward(x); }, torch::randn({2, 128}),

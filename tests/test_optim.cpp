@@ -582,56 +582,59 @@ TEST(OptimSchedule, EndpointsAndShapes) {
 }
 
 TEST(OptimTorchParity, AdamAdamWAndSgdMatchLibtorchBitForBit) {
-  // Same kernels in the same order as torch::optim, so float32 results agree exactly.
+  // Same kernels in the same order as torch::optim, so float32 results agree exactly. One row per
+  // optimizer: libtorch's reference and the same settings as an OptimConfig.
+  struct Case {
+    const char* kind;
+    std::function<std::unique_ptr<torch::optim::Optimizer>(torch::Tensor)> reference;
+    std::function<void(OptimConfig&)> settings;  // the same settings, over OptimConfig's defaults
+  };
+  const auto adam_settings = [](OptimConfig& c) {
+    c.lr = 0.01;
+    c.beta2 = 0.99;
+    c.eps = 1e-6;
+    c.weight_decay = 0.1;
+  };
+  const std::vector<Case> cases = {
+      {"adamw",
+       [](torch::Tensor w) {
+         return std::make_unique<torch::optim::AdamW>(
+             std::vector<torch::Tensor>{w}, torch::optim::AdamWOptions(0.01).betas({0.9, 0.99}).eps(1e-6).weight_decay(0.1));
+       },
+       adam_settings},
+      {"adam",
+       [](torch::Tensor w) {
+         return std::make_unique<torch::optim::Adam>(
+             std::vector<torch::Tensor>{w}, torch::optim::AdamOptions(0.01).betas({0.9, 0.99}).eps(1e-6).weight_decay(0.1));
+       },
+       adam_settings},
+      {"sgd",
+       [](torch::Tensor w) {
+         return std::make_unique<torch::optim::SGD>(std::vector<torch::Tensor>{w},
+                                                    torch::optim::SGDOptions(0.05).momentum(0.9).weight_decay(0.01));
+       },
+       [](OptimConfig& c) {
+         c.lr = 0.05;
+         c.momentum = 0.9;
+         c.weight_decay = 0.01;
+       }},
+  };
   torch::manual_seed(9);
   const torch::Tensor w0 = torch::randn({16, 8});
   std::vector<torch::Tensor> gs;
   for (int s = 0; s < 5; ++s) gs.push_back(torch::randn({16, 8}));
-  auto run_torch = [&](torch::optim::Optimizer& o, torch::Tensor& w) {
+  for (const Case& c : cases) {
+    torch::Tensor a = leaf(w0), b = leaf(w0);
+    auto ref = c.reference(a);
     for (int s = 0; s < 5; ++s) {
-      w.mutable_grad() = gs[s].clone();
-      o.step();
+      a.mutable_grad() = gs[s].clone();
+      ref->step();
     }
-  };
-  {
-    torch::Tensor a = leaf(w0), b = leaf(w0);
-    torch::optim::AdamW ref({a}, torch::optim::AdamWOptions(0.01).betas({0.9, 0.99}).eps(1e-6).weight_decay(0.1));
-    run_torch(ref, a);
-    OptimConfig c;
-    c.kind = "adamw";
-    c.lr = 0.01;
-    c.beta2 = 0.99;
-    c.eps = 1e-6;
-    c.weight_decay = 0.1;
-    auto mine = make_optimizer(c, {group("w", b)});
+    OptimConfig cfg;
+    cfg.kind = c.kind;
+    c.settings(cfg);
+    auto mine = make_optimizer(cfg, {group("w", b)});
     run_steps(*mine, 0, 5, [&](int s, size_t) { return gs[s].clone(); });
-    EXPECT_TRUE(torch::equal(a.detach(), b.detach())) << "adamw";
-  }
-  {
-    torch::Tensor a = leaf(w0), b = leaf(w0);
-    torch::optim::Adam ref({a}, torch::optim::AdamOptions(0.01).betas({0.9, 0.99}).eps(1e-6).weight_decay(0.1));
-    run_torch(ref, a);
-    OptimConfig c;
-    c.kind = "adam";
-    c.lr = 0.01;
-    c.beta2 = 0.99;
-    c.eps = 1e-6;
-    c.weight_decay = 0.1;
-    auto mine = make_optimizer(c, {group("w", b)});
-    run_steps(*mine, 0, 5, [&](int s, size_t) { return gs[s].clone(); });
-    EXPECT_TRUE(torch::equal(a.detach(), b.detach())) << "adam";
-  }
-  {
-    torch::Tensor a = leaf(w0), b = leaf(w0);
-    torch::optim::SGD ref({a}, torch::optim::SGDOptions(0.05).momentum(0.9).weight_decay(0.01));
-    run_torch(ref, a);
-    OptimConfig c;
-    c.kind = "sgd";
-    c.lr = 0.05;
-    c.momentum = 0.9;
-    c.weight_decay = 0.01;
-    auto mine = make_optimizer(c, {group("w", b)});
-    run_steps(*mine, 0, 5, [&](int s, size_t) { return gs[s].clone(); });
-    EXPECT_TRUE(torch::equal(a.detach(), b.detach())) << "sgd";
+    EXPECT_TRUE(torch::equal(a.detach(), b.detach())) << c.kind;
   }
 }

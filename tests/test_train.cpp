@@ -8,45 +8,23 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_util.h"
+#include "fixtures.h"
 #include "core/errors.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
 
 using namespace scaleinv;
 using scaleinv::testing::run_cli;
+using scaleinv::testing::small_gpt;
 using scaleinv::testing::temp_dir;
 
 namespace {
 
-// A small GPT on a Markov chain: fast enough for unit tests, every code path of the real model.
-const char* kSmallGpt = R"(
-[model]
-kind = "gpt"
-width = 128
-depth = 2
-seq_len = 16
-head_dim = 32
-vocab = 32
-[param]
-name = "mup"
-[optim]
-kind = "adam"
-lr = 0.01
-[data]
-source = "markov"
-vocab = 32
-markov_length = 20000
-[train]
-steps = 20
-batch_size = 4
-eval_every = 0
-eval_batches = 2
-log_every = 1
-checkpoint_every = 5
-)";
 
-TrainConfig small(const std::vector<std::string>& sets = {}) {
-  return train_config_from_toml_text(kSmallGpt, "test config", sets);
+// tests/fixtures/small_gpt.toml at width 128 (head_dim 32), checkpointing every 5 steps.
+TrainConfig small(std::vector<std::string> sets = {}) {
+  sets.insert(sets.begin(), {"model.width=128", "model.head_dim=32", "train.checkpoint_every=5"});
+  return small_gpt(sets);
 }
 
 RunOptions in_memory() {

@@ -1,4 +1,4 @@
-// `scaleinv demo [--out DIR] [--resume] [--quick]`: the main job, on embedded defaults (issue 8).
+// `scaleinv demo [--out DIR] [--resume] [--quick]`: the main job, on the files in examples/demo/ (compiled in; issue 8).
 // 1. the theory's verdicts for every preset (seed 000 sections 1-2, seed 004);
 // 2. coordinate checks of standard vs mup on the bigram model, judged against the theory;
 // 3. a width-transfer sweep of standard vs mup on the byte-level KJV GPT (widths 64..512);
@@ -8,6 +8,8 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -16,6 +18,9 @@
 
 #include "cli/commands.h"
 #include "core/atomic_file.h"
+#include "core/toml_json.h"
+#include "core/toml_reader.h"
+#include "demo_sweeps.h"
 #include "measure/coordcheck.h"
 #include "report/html_report.h"
 #include "report/transfer.h"
@@ -62,104 +67,32 @@ struct DemoTable {
 
 const char* yes_no(bool b) { return b ? "yes" : "NO"; }
 
-// Sizes of the two sweeps: the defaults fit the demo's ~10 minutes on 2 cores; --quick shrinks
-// everything to seconds (tests).
-struct SweepSizes {
-  int gpt_steps = 150;
-  std::string widths = "[64, 128, 256, 512]";
-  std::string gpt_lrs = "[-11, -9, -7, -5]";
-  int mlp_steps = 200;
-  std::string depths = "[4, 16, 64]";
-  std::string mlp_lrs = "[-13, -11, -9, -7]";
-  std::string seeds = "[0, 1]";
-};
-
-SweepSizes quick_sizes() {
-  SweepSizes s;
-  s.gpt_steps = 12;
-  s.widths = "[32, 64]";
-  s.gpt_lrs = "[-9, -7, -5]";
-  s.mlp_steps = 12;
-  s.depths = "[2, 4]";
-  s.mlp_lrs = "[-11, -9, -7]";
-  s.seeds = "[0, 1]";
-  return s;
+// The demo's sweep `which` ("width" or "depth"): examples/demo/<which>_sweep.toml as compiled in
+// (generated/demo_sweeps.h); under --quick with examples/demo/quick.toml's [<which>] merged over it.
+toml::table demo_sweep(const char* text, const std::string& which, bool quick) {
+  toml::table root = parse_toml(text, "examples/demo/" + which + "_sweep.toml");
+  if (quick) {
+    const toml::table q = parse_toml(kDemo_quick, "examples/demo/quick.toml");
+    if (const toml::table* over = q.get_as<toml::table>(which)) merge_toml(root, *over);
+  }
+  return root;
 }
 
-// Width transfer on the byte-level KJV GPT (DESIGN.md "Acceptance evidence"): 64 is the base width,
-// so standard and mup are the same network there and any difference at larger widths is theirs.
-std::string width_sweep_toml(const SweepSizes& z) {
-  return fmt::format(R"(
-[sweep]
-name = "demo-width"
-ensemble = 8
-window = 0.1
-[model]
-kind = "gpt"
-depth = 2
-seq_len = 32
-head_dim = 16
-vocab = 256
-[optim]
-kind = "adamw"
-schedule = "cosine"
-warmup_steps = {warm}
-total_steps = {steps}
-min_lr_ratio = 0.1
-[data]
-source = "kjv"
-[train]
-steps = {steps}
-batch_size = 8
-eval_every = 0
-eval_batches = 4
-[grid]
-param = ["standard", "mup"]
-"model.width" = {widths}
-lr_log2 = {lrs}
-seed = {seeds}
-)",
-                     fmt::arg("warm", std::max(1, z.gpt_steps / 15)), fmt::arg("steps", z.gpt_steps),
-                     fmt::arg("widths", z.widths), fmt::arg("lrs", z.gpt_lrs), fmt::arg("seeds", z.seeds));
+std::string shown_scalar(const toml::node& n) {
+  const std::optional<nlohmann::json> j = toml_scalar_json(n);
+  return !j ? "?" : j->is_string() ? j->get<std::string>() : j->dump();
 }
 
-// Depth transfer on the residual MLP of seed 004 (Fashion-MNIST): base depth 4 (the smallest), so
-// standard and depth-mup agree there; branch multiplier 0.5 for both (seed 004 eq. 1's a).
-std::string depth_sweep_toml(const SweepSizes& z) {
-  return fmt::format(R"(
-[sweep]
-name = "demo-depth"
-ensemble = 8
-window = 0.1
-[model]
-kind = "resmlp"
-width = 128
-activation = "relu"
-in_dim = 784
-n_classes = 10
-[param]
-base_width = 128
-base_depth = {base}
-[hp]
-branch_mult = 0.5
-[optim]
-kind = "adam"
-[data]
-source = "fashion_mnist"
-flatten = true
-[train]
-steps = {steps}
-batch_size = 64
-eval_every = 0
-eval_batches = 4
-[grid]
-param = ["standard", "depth-mup"]
-"model.depth" = {depths}
-lr_log2 = {lrs}
-seed = {seeds}
-)",
-                     fmt::arg("base", z.depths.substr(1, z.depths.find(',') - 1)), fmt::arg("steps", z.mlp_steps),
-                     fmt::arg("depths", z.depths), fmt::arg("lrs", z.mlp_lrs), fmt::arg("seeds", z.seeds));
+// One value of a sweep file as the set-up note shows it: a scalar as written, an array as [a, b].
+std::string shown(const toml::table& root, const std::string& section, const std::string& key) {
+  const toml::node* n = root.get_as<toml::table>(section) ? root.get_as<toml::table>(section)->get(key) : nullptr;
+  if (!n) return "?";
+  if (const toml::array* arr = n->as_array()) {
+    std::string s = "[";
+    for (size_t i = 0; i < arr->size(); ++i) s += (i ? ", " : "") + shown_scalar(*arr->get(i));
+    return s + "]";
+  }
+  return shown_scalar(*n);
 }
 
 HtmlSection theory_section(nlohmann::json& all, std::string& md) {
@@ -252,9 +185,11 @@ batch_size = 2
   return {title, t.html() + "<p class=\"note\">" + note + "</p>", figures};
 }
 
-// Runs one embedded sweep into DIR/NAME.db (resuming when asked) and returns its rows.
-SweepTable run_demo_sweep(const std::string& toml, const std::string& where, const std::string& db, bool resume) {
-  SweepSpec spec = sweep_from_toml_text(toml, where, ".");
+// Runs one of the demo's sweeps into DIR/NAME.db (resuming when asked) and returns its rows.
+SweepTable run_demo_sweep(const toml::table& sweep, const std::string& where, const std::string& db, bool resume) {
+  std::ostringstream text;
+  text << sweep;
+  SweepSpec spec = sweep_from_toml_text(text.str(), where, ".");
   if (!resume)
     for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(db + suffix);
   SweepRunOptions ro;
@@ -280,7 +215,8 @@ void add_demo_command(CLI::App& app, int& exit_code) {
   demo->add_flag("--quick", o->quick, "tiny sizes (seconds; for tests), not evidence");
   demo->callback([o, &exit_code] {
     std::filesystem::create_directories(o->out);
-    const SweepSizes z = o->quick ? quick_sizes() : SweepSizes{};
+    const toml::table width = demo_sweep(kDemo_width_sweep, "width", o->quick);
+    const toml::table depth_toml = demo_sweep(kDemo_depth_sweep, "depth", o->quick);
     std::string md = "# scaleinv demo report\n\n";
     nlohmann::json theory;
     std::vector<HtmlSection> sections;
@@ -290,9 +226,9 @@ void add_demo_command(CLI::App& app, int& exit_code) {
     sections.push_back(coordcheck_section(o->out, o->quick, md));
 
     std::printf("\n## 3. Width transfer: standard vs mup on the byte-level KJV GPT\n");
-    SweepTable rows = run_demo_sweep(width_sweep_toml(z), "demo width sweep", o->out + "/width-sweep.db", o->resume);
+    SweepTable rows = run_demo_sweep(width, "demo width sweep", o->out + "/width-sweep.db", o->resume);
     std::printf("\n## 4. Depth transfer: standard vs depth-mup on the residual MLP (Fashion-MNIST)\n");
-    SweepTable depth = run_demo_sweep(depth_sweep_toml(z), "demo depth sweep", o->out + "/depth-sweep.db", o->resume);
+    SweepTable depth = run_demo_sweep(depth_toml, "demo depth sweep", o->out + "/depth-sweep.db", o->resume);
     // Each database analysed on its own (a GPT and an MLP must never share a curve), then one report.
     TransferAnalysis a = analyze_transfer(rows);
     const TransferAnalysis ad = analyze_transfer(depth);
@@ -308,8 +244,10 @@ void add_demo_command(CLI::App& app, int& exit_code) {
         "branch multiplier 0.5), Fashion-MNIST batch 64, Adam, {} steps, depths {}, log2 LR {}, seeds {}; base "
         "width 128 and base depth {} (the two parameterizations are the same network at the smallest depth). "
         "Loss: mean training loss over the last 10% of steps.{}",
-        z.gpt_steps, z.widths, z.gpt_lrs, z.seeds, z.mlp_steps, z.depths, z.mlp_lrs, z.seeds,
-        z.depths.substr(1, z.depths.find(',') - 1), o->quick ? " QUICK MODE: sizes for tests, not evidence." : "");
+        shown(width, "train", "steps"), shown(width, "grid", "model.width"), shown(width, "grid", "lr_log2"),
+        shown(width, "grid", "seed"), shown(depth_toml, "train", "steps"), shown(depth_toml, "grid", "model.depth"),
+        shown(depth_toml, "grid", "lr_log2"), shown(depth_toml, "grid", "seed"), shown(depth_toml, "param", "base_depth"),
+        o->quick ? " QUICK MODE: sizes for tests, not evidence." : "");
     HtmlSection sweeps{"3-4. Transfer sweeps: set-up", "<p class=\"note\">" + setup + "</p>", {}};
     sections.push_back(sweeps);
     // At a glance, first on the page: every transfer verdict (details in sections 3-4 below).

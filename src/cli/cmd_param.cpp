@@ -1,6 +1,7 @@
 // `scaleinv param show NAME|FILE [--json PATH] [--toml PATH]`
 // `scaleinv param shift NAME|FILE --theta ROLE=VALUE... [--json PATH] [--toml PATH]`
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -23,17 +24,25 @@ std::string render_table(const ParamTable& t) {
                               t.name, t.source, t.base_width, t.base_depth, format_fraction(t.branch),
                               format_fraction(t.shortcut), format_fraction(t.attn_logit));
   s += "exponents of m = width/base_width (and, inside residual blocks, k = depth/base_depth):\n";
-  s += fmt::format("{:<10} {:>5} {:>5} | {:>5} {:>5} {:>5} {:>5} | {:>5} {:>5} | {:>5} {:>5} {:>5} {:>5} {:>5} {:>5}\n",
-                   "role", "a", "b", "c_sgd", "c_adm", "c_afc", "c_muo", "wd", "eps", "k_sgd", "k_adm", "k_afc", "k_muo",
-                   "k_wd", "k_eps");
-  s += std::string(108, '-') + "\n";
-  auto f = format_fraction;
+  // One cell per shown column of param/table.h's role_columns() (a per-family column: one per family).
+  auto row_of = [](const std::string& first, const std::function<std::string(const RoleColumn&, int)>& cell) {
+    std::string line = fmt::format("{:<10}", first);
+    for (const RoleColumn& col : role_columns()) {
+      if (!col.shown) continue;
+      if (col.group_start) line += " |";
+      for (int f = 0; f < (col.families ? kNumFamilies : 1); ++f) line += fmt::format(" {:>5}", cell(col, f));
+    }
+    return line + "\n";
+  };
+  const std::string header = row_of("role", [](const RoleColumn& col, int f) {
+    return col.families ? fmt::format("{}_{}", col.label, family_abbrev(static_cast<OptFamily>(f))) : std::string(col.label);
+  });
+  s += header + std::string(header.size() - 1, '-') + "\n";
   for (Role r : all_roles()) {
     const RoleExponents& e = t.row(r);
-    s += fmt::format("{:<10} {:>5} {:>5} | {:>5} {:>5} {:>5} {:>5} | {:>5} {:>5} | {:>5} {:>5} {:>5} {:>5} {:>5} {:>5}\n",
-                     role_name(r), f(e.a), f(e.b), f(e.c[0]), f(e.c[1]), f(e.c[2]), f(e.c[3]), f(e.wd), f(e.eps),
-                     f(e.depth_lr[0]), f(e.depth_lr[1]), f(e.depth_lr[2]), f(e.depth_lr[3]), f(e.depth_wd),
-                     f(e.depth_eps));
+    s += row_of(role_name(r), [&e](const RoleColumn& col, int f) {
+      return format_fraction(col.families ? (e.*col.families)[static_cast<size_t>(f)] : e.*col.scalar);
+    });
   }
   s += "multiplier m^-a, init std m^-b, LR m^-c (per optimizer), weight-decay fraction m^-wd, Adam eps m^-eps\n"
        "c_muo: Muon's LR on the hidden and attention matrices, AdamW's on the other roles (docs/muon.md)\n";

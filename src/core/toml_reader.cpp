@@ -125,6 +125,18 @@ toml::table parse_toml(const std::string& text, const std::string& where) {
   }
 }
 
+void merge_toml(toml::table& root, const toml::table& overlay) {
+  for (const auto& [key, node] : overlay) {
+    const toml::table* sub = node.as_table();
+    toml::table* into = root.get_as<toml::table>(key);
+    if (sub && into) {
+      merge_toml(*into, *sub);
+    } else {
+      root.insert_or_assign(key, node);
+    }
+  }
+}
+
 void apply_override(toml::table& root, const std::string& assignment) {
   const auto eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0)

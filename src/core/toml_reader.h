@@ -55,5 +55,9 @@ toml::table parse_toml(const std::string& text, const std::string& where);
 // Applies `key.path=value` overrides (the value parsed as TOML, or taken as a string when it is
 // not valid TOML), creating tables as needed.
 void apply_override(toml::table& root, const std::string& assignment);
+// Merges `overlay` into `root` key by key: a table merges into the table of the same key
+// (created when absent), any other value replaces root's. Keys with dots stay single keys
+// ("model.width" in a [grid]). Throws nothing.
+void merge_toml(toml::table& root, const toml::table& overlay);
 
 }  // namespace scaleinv

@@ -127,19 +127,7 @@ void require_activation(const std::string& name) {
 }
 
 ParamTable load_diag_param(const std::string& name) {
-  if (name == "ode") {
-    ParamTable t = preset("depth-mup");
-    t.name = "ode";
-    t.source = "depth-mup with (alpha, gamma) = (1, 0): the ODE limit of seed 004 Claim 5.4";
-    t.branch = 1.0;
-    for (Role r : {Role::Hidden, Role::Vector, Role::AttnQ, Role::AttnK, Role::AttnV, Role::AttnO}) {
-      // Adam / Adafactor: gamma = 0; SGD's true LR is eta L^(alpha - gamma) = eta L (depth_gamma adds alpha).
-      t.row(r).depth_lr = {-1.0, 0.0, 0.0};
-      t.row(r).depth_eps = 1.0;  // W_l's gradients shrink like L^-alpha = L^-1 (seed 004 4.1)
-    }
-    return t;
-  }
-  return load_param(name);
+  return name == "ode" ? depth_mup_ode_limit() : load_param(name);
 }
 
 std::unique_ptr<Optimizer> make_diag_optimizer(Model& model, const std::string& kind, double lr, double beta1,

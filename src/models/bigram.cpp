@@ -24,7 +24,7 @@ class Bigram : public ModelBase {
     emb_ = register_module("emb", std::make_shared<Lookup>(V, d, hp.embed_mult, ctx, hp));
     layers_ = register_module("layers", torch::nn::ModuleList());
     for (int l = 0; l < cfg.depth; ++l) {
-      auto w = std::make_shared<Dense>(d, d, DenseOptions{Role::Hidden, false, width_fan_in_std(d, ctx)}, ctx, hp);
+      auto w = std::make_shared<Dense>(d, d, DenseOptions(Role::Hidden).base_std(width_fan_in_std(d, ctx)), ctx, hp);
       layers_->push_back(w);
       hidden_.push_back(w);
     }
@@ -34,8 +34,7 @@ class Bigram : public ModelBase {
     } else {
       readout_ = register_module(
           "readout", std::make_shared<Dense>(d, V,
-                                             DenseOptions{Role::Readout, false, width_fan_in_std(d, ctx),
-                                                          hp.output_mult, cfg.zero_readout},
+                                             DenseOptions(Role::Readout).base_std(width_fan_in_std(d, ctx)).extra_mult(hp.output_mult).zero_init(cfg.zero_readout),
                                              ctx, hp));
     }
   }

@@ -43,8 +43,7 @@ class Gpt : public ModelBase {
     } else {
       readout_ = register_module(
           "readout", std::make_shared<Dense>(d, cfg.vocab,
-                                             DenseOptions{Role::Readout, false, width_fan_in_std(d, ctx),
-                                                          hp.output_mult, cfg.zero_readout},
+                                             DenseOptions(Role::Readout).base_std(width_fan_in_std(d, ctx)).extra_mult(hp.output_mult).zero_init(cfg.zero_readout),
                                              ctx, hp));
     }
   }

@@ -158,17 +158,16 @@ double role_multiplier(Role role, bool in_block, const ScaleContext& ctx) {
 // ---- Dense ---------------------------------------------------------------------------------
 
 Dense::Dense(int64_t in, int64_t out, const DenseOptions& opt, const ScaleContext& ctx, const Hyper& hp) {
-  // Unit scaling (seed 003, table.h RoleExponents::unit): the op carries sigma_0^u of the base-shape
-  // std sigma_0 = opt.base_std, the init the rest (u = 0: exactly the plain init and multiplier).
-  const double u = ctx.table.row(opt.role).unit;
-  const double carried = (u == 0 || opt.base_std <= 0) ? 1.0 : std::pow(opt.base_std, u);
-  ParamTag tag{opt.role, opt.in_block, carried == 1.0 ? opt.base_std : opt.base_std / carried};
+  // Unit scaling (seed 003, table.h unit_share): the op carries sigma_0^u of the base-shape std
+  // sigma_0 = opt.base_std(), the init the rest (u = 0: exactly the plain init and multiplier).
+  const double carried = unit_share(ctx.table, opt.role(), opt.base_std());
+  ParamTag tag{opt.role(), opt.in_block(), carried == 1.0 ? opt.base_std() : opt.base_std() / carried};
   const double std = init_std(tag, ctx, hp);
-  if (opt.zero_init) tag.base_std = 0;  // constant (zero) init; the randn is still drawn below
-  torch::Tensor w = opt.base_std > 0 ? normal_init(ctx, {out, in}, opt.zero_init ? 0.0 : std)
-                                     : constant_init(ctx, {out, in}, 0.0);
+  if (opt.zero_init()) tag.base_std = 0;  // constant (zero) init; the randn is still drawn below
+  torch::Tensor w = opt.base_std() > 0 ? normal_init(ctx, {out, in}, opt.zero_init() ? 0.0 : std)
+                                       : constant_init(ctx, {out, in}, 0.0);
   weight_ = add_param("weight", w, tag);
-  mult_ = role_multiplier(opt.role, opt.in_block, ctx) * opt.extra_mult;
+  mult_ = role_multiplier(opt.role(), opt.in_block(), ctx) * opt.extra_mult();
   if (carried != 1.0) mult_ *= carried;
   unit_bwd_ = ctx.table.unit.backward;
   bwd_x_ = unit::unit_bwd_x(out);
@@ -297,7 +296,7 @@ Attention::Attention(int64_t d, const HeadShape& hs, bool causal, bool qk_norm, 
                      const ScaleContext& ctx, const Hyper& hp)
     : hs_(hs), causal_(causal), qk_norm_(qk_norm) {
   const double s = width_fan_in_std(d, ctx);
-  auto opt = [&](Role r, bool zero) { return DenseOptions{r, /*in_block=*/true, s, 1.0, zero}; };
+  auto opt = [&](Role r, bool zero) { return DenseOptions(r).in_block(true).base_std(s).zero_init(zero); };
   q_ = register_module("q", std::make_shared<Dense>(d, d, opt(Role::AttnQ, zero_query), ctx, hp));
   k_ = register_module("k", std::make_shared<Dense>(d, d, opt(Role::AttnK, false), ctx, hp));
   v_ = register_module("v", std::make_shared<Dense>(d, d, opt(Role::AttnV, false), ctx, hp));
@@ -396,10 +395,10 @@ torch::Tensor Attention::forward(const torch::Tensor& x) {
 
 Mlp::Mlp(int64_t d, int64_t ratio, const ScaleContext& ctx, const Hyper& hp) {
   fc_ = register_module("fc", std::make_shared<Dense>(
-                                  d, ratio * d, DenseOptions{Role::Hidden, true, width_fan_in_std(d, ctx)}, ctx, hp));
+                                  d, ratio * d, DenseOptions(Role::Hidden).in_block(true).base_std(width_fan_in_std(d, ctx)), ctx, hp));
   proj_ = register_module("proj", std::make_shared<Dense>(ratio * d, d,
-                                                          DenseOptions{Role::Hidden, true,
-                                                                       width_fan_in_std(ratio * d, ctx)},
+                                                          DenseOptions(Role::Hidden).in_block(true).base_std(
+                                                              width_fan_in_std(ratio * d, ctx)),
                                                           ctx, hp));
   unit_ = ctx.table.unit;
 }

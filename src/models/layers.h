@@ -74,12 +74,15 @@ double role_multiplier(Role role, bool in_block, const ScaleContext& ctx);
 
 // ---- layers --------------------------------------------------------------------------------
 
+// Named, chained setters as libtorch's options (TORCH_ARG), e.g.
+//   DenseOptions(Role::Readout).base_std(s).extra_mult(hp.output_mult).zero_init(cfg.zero_readout)
 struct DenseOptions {
-  Role role = Role::Hidden;
-  bool in_block = false;
-  double base_std = 0;     // std at the base shape (see the header comment)
-  double extra_mult = 1;   // hyperparameter factor on the forward multiplier (embed_mult, output_mult)
-  bool zero_init = false;  // init 0 (the randn is still drawn); the tag's base_std is then 0
+  explicit DenseOptions(Role role) : role_(role) {}
+  TORCH_ARG(Role, role);
+  TORCH_ARG(bool, in_block) = false;
+  TORCH_ARG(double, base_std) = 0;     // std at the base shape (see the header comment)
+  TORCH_ARG(double, extra_mult) = 1;   // hyperparameter factor on the forward multiplier (embed_mult, output_mult)
+  TORCH_ARG(bool, zero_init) = false;  // init 0 (the randn is still drawn); the tag's base_std is then 0
 };
 
 // y = mult * x W^T with W: [out, in]. No bias.

@@ -24,14 +24,13 @@ class MlpModel : public ModelBase {
     in_ = register_module("input", dense_input(cfg.in_dim, d, ctx, hp));
     layers_ = register_module("layers", torch::nn::ModuleList());
     for (int l = 0; l < cfg.depth; ++l) {
-      auto w = std::make_shared<Dense>(d, d, DenseOptions{Role::Hidden, false, width_fan_in_std(d, ctx)}, ctx, hp);
+      auto w = std::make_shared<Dense>(d, d, DenseOptions(Role::Hidden).base_std(width_fan_in_std(d, ctx)), ctx, hp);
       layers_->push_back(w);
       hidden_.push_back(w);
     }
     readout_ = register_module(
         "readout", std::make_shared<Dense>(d, cfg.n_classes,
-                                           DenseOptions{Role::Readout, false, width_fan_in_std(d, ctx),
-                                                        hp.output_mult, cfg.zero_readout},
+                                           DenseOptions(Role::Readout).base_std(width_fan_in_std(d, ctx)).extra_mult(hp.output_mult).zero_init(cfg.zero_readout),
                                            ctx, hp));
   }
 

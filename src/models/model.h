@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "param/table.h"
+#include "param/tagged_param.h"
 
 namespace scaleinv {
 
@@ -55,34 +56,6 @@ struct Hyper {
   double embed_mult = 1.0;    // embedding multiplier
   double branch_mult = 1.0;   // residual block multiplier a (seed 004 eq. 1)
   double attn_mult = 1.0;     // factor on the attention logit scale
-};
-
-// Everything a layer needs to size itself: the table, the optimizer family, the shapes.
-struct ScaleContext {
-  ParamTable table;
-  OptFamily family = OptFamily::Adam;
-  int width = 64;
-  int depth = 2;
-  // > 0: a batched ensemble of this many members (train/ensemble.h). Every tensor then carries a
-  // leading [members] dimension, inputs are [members, batch, ...] and logits [members, batch, ...];
-  // member e computes exactly what a single model with member e's tensors computes.
-  int members = 0;
-  double m() const { return table.width_mult(width); }
-  double k() const { return table.depth_mult(depth); }
-  TensorScale scale(Role r, bool in_block) const { return tensor_scale(table, r, family, m(), k(), in_block); }
-};
-
-struct ParamTag {
-  Role role = Role::Hidden;
-  bool in_block = false;      // inside a residual block: the table's depth exponents apply
-  double base_std = 0;        // init std at the base shape, before the table's m^-b (0: constant init)
-  bool tied = false;          // also the readout (tied embeddings): W_0 and W_{L+1} at once
-};
-
-struct TaggedParam {
-  std::string name;           // fully qualified, e.g. "blocks.2.attn.q"
-  torch::Tensor tensor;
-  ParamTag tag;
 };
 
 // A torch Module whose parameters carry roles. Subclass it for every layer that owns parameters.

@@ -25,7 +25,7 @@ class ResMlp : public ModelBase {
     const int64_t d = cfg.width;
     in_ = register_module("input", dense_input(cfg.in_dim, d, ctx, hp));
     blocks_ = register_module("blocks", torch::nn::ModuleList());
-    const DenseOptions hid{Role::Hidden, true, width_fan_in_std(d, ctx)};
+    const auto hid = DenseOptions(Role::Hidden).in_block(true).base_std(width_fan_in_std(d, ctx));
     for (int l = 0; l < cfg.depth; ++l) {
       auto block = std::make_shared<torch::nn::Module>();
       w1_.push_back(block->register_module("w1", std::make_shared<Dense>(d, d, hid, ctx, hp)));
@@ -34,8 +34,7 @@ class ResMlp : public ModelBase {
     }
     readout_ = register_module(
         "readout", std::make_shared<Dense>(d, cfg.n_classes,
-                                           DenseOptions{Role::Readout, false, width_fan_in_std(d, ctx),
-                                                        hp.output_mult, cfg.zero_readout},
+                                           DenseOptions(Role::Readout).base_std(width_fan_in_std(d, ctx)).extra_mult(hp.output_mult).zero_init(cfg.zero_readout),
                                            ctx, hp));
     // seed 004 eq. (1): block multiplier a L^-alpha, with L measured in units of the base depth (L.2).
     beta_ = hp.branch_mult * branch_multiplier(ctx.table, ctx.k());
@@ -96,7 +95,7 @@ class ResMlp : public ModelBase {
 
 std::shared_ptr<Dense> dense_input(int64_t in_dim, int64_t width, const ScaleContext& ctx, const Hyper& hp) {
   return std::make_shared<Dense>(in_dim, width,
-                                 DenseOptions{Role::Embedding, false, 1.0 / std::sqrt(double(in_dim)), hp.embed_mult},
+                                 DenseOptions(Role::Embedding).base_std(1.0 / std::sqrt(double(in_dim))).extra_mult(hp.embed_mult),
                                  ctx, hp);
 }
 

@@ -26,8 +26,7 @@ class Vit : public ModelBase {
     const int64_t patch_dim = int64_t(cfg.channels) * cfg.patch * cfg.patch;
     stem_ = register_module(
         "stem", std::make_shared<Dense>(patch_dim, d,
-                                        DenseOptions{Role::Embedding, false, 1.0 / std::sqrt(double(patch_dim)),
-                                                     hp.embed_mult},
+                                        DenseOptions(Role::Embedding).base_std(1.0 / std::sqrt(double(patch_dim))).extra_mult(hp.embed_mult),
                                         ctx, hp));
     pos_ = register_module("pos_emb", std::make_shared<Lookup>(grid_ * grid_, d, hp.embed_mult, ctx, hp));
     list_ = register_module("blocks", torch::nn::ModuleList());
@@ -40,8 +39,7 @@ class Vit : public ModelBase {
     ln_f_ = register_module("ln_f", std::make_shared<NormGain>(d, /*in_block=*/false, ctx));
     head_ = register_module(
         "head", std::make_shared<Dense>(d, cfg.n_classes,
-                                        DenseOptions{Role::Readout, false, width_fan_in_std(d, ctx), hp.output_mult,
-                                                     cfg.zero_readout},
+                                        DenseOptions(Role::Readout).base_std(width_fan_in_std(d, ctx)).extra_mult(hp.output_mult).zero_init(cfg.zero_readout),
                                         ctx, hp));
     torch::Tensor b;
     {

@@ -61,7 +61,7 @@ void validate_optim_config(const OptimConfig& cfg) {
   if (cfg.wd_mode != "coupled" && cfg.wd_mode != "independent")
     throw UserError("config", "optim.wd_mode", "unknown weight-decay mode '" + cfg.wd_mode + "'",
                     "use coupled (W -= lr*wd*W) or independent (W -= wd*W)");
-  check_range(std::isfinite(cfg.lr) && cfg.lr >= 0, "optim.lr", cfg.lr, "a finite value >= 0");
+  check_range(std::isfinite(cfg.lr) && cfg.lr > 0, "optim.lr", cfg.lr, "a finite value > 0, e.g. lr = 0.01");
   check_range(cfg.momentum >= 0 && cfg.momentum < 1, "optim.momentum", cfg.momentum, "a value in [0, 1)");
   check_range(cfg.beta1 >= 0 && cfg.beta1 < 1, "optim.beta1", cfg.beta1, "a value in [0, 1)");
   check_range(cfg.beta2 >= 0 && cfg.beta2 < 1, "optim.beta2", cfg.beta2, "a value in [0, 1)");

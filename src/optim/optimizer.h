@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "models/model.h"
 #include "param/table.h"
+#include "param/tagged_param.h"
 
 namespace scaleinv {
 

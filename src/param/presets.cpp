@@ -228,4 +228,17 @@ std::vector<std::string> preset_names() {
 
 ParamTable preset(const std::string& name) { return build(name); }
 
+ParamTable depth_mup_ode_limit() {
+  ParamTable t = preset("depth-mup");
+  t.name = "ode";
+  t.source = "depth-mup with (alpha, gamma) = (1, 0): the ODE limit of seed 004 Claim 5.4";
+  t.branch = 1.0;
+  for (Role r : {Role::Hidden, Role::Vector, Role::AttnQ, Role::AttnK, Role::AttnV, Role::AttnO}) {
+    // Adam / Adafactor: gamma = 0; SGD's true LR is eta L^(alpha - gamma) = eta L (depth_gamma adds alpha).
+    t.row(r).depth_lr = {-1.0, 0.0, 0.0};
+    t.row(r).depth_eps = 1.0;  // W_l's gradients shrink like L^-alpha = L^-1 (seed 004 4.1)
+  }
+  return t;
+}
+
 }  // namespace scaleinv

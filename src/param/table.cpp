@@ -30,6 +30,28 @@ std::array<Role, kNumRoles> all_roles() {
 
 const char* family_name(OptFamily f) { return kFamilyNames[static_cast<int>(f)]; }
 
+const char* family_abbrev(OptFamily f) {
+  static const char* const kAbbrev[kNumFamilies] = {"sgd", "adm", "afc", "muo"};
+  return kAbbrev[static_cast<int>(f)];
+}
+
+const std::vector<RoleColumn>& role_columns() {
+  using E = RoleExponents;
+  static const std::vector<RoleColumn> kColumns = {
+      // key        label    scalar        families      required omitted_when_zero shown group_start
+      {"a", "a", &E::a, nullptr, true, false, true, false},
+      {"b", "b", &E::b, nullptr, true, false, true, false},
+      {"lr", "c", nullptr, &E::c, true, false, true, true},
+      {"wd", "wd", &E::wd, nullptr, false, false, true, true},
+      {"eps", "eps", &E::eps, nullptr, false, false, true, false},
+      {"depth_lr", "k", nullptr, &E::depth_lr, false, false, true, true},
+      {"depth_wd", "k_wd", &E::depth_wd, nullptr, false, false, true, false},
+      {"depth_eps", "k_eps", &E::depth_eps, nullptr, false, false, true, false},
+      {"unit", "unit", &E::unit, nullptr, false, true, false, false},
+  };
+  return kColumns;
+}
+
 bool parse_family(const std::string& s, OptFamily* out) {
   for (int i = 0; i < kNumFamilies; ++i)
     if (s == kFamilyNames[i]) {
@@ -69,6 +91,11 @@ TensorScale tensor_scale(const ParamTable& t, Role role, OptFamily f, double m, 
   s.wd = std::pow(m, -e.wd) * std::pow(kk, -e.depth_wd);
   s.eps = std::pow(m, -e.eps) * std::pow(kk, -e.depth_eps);
   return s;
+}
+
+double unit_share(const ParamTable& t, Role role, double base_std) {
+  const double u = t.row(role).unit;
+  return (u == 0 || base_std <= 0) ? 1.0 : std::pow(base_std, u);
 }
 
 double branch_multiplier(const ParamTable& t, double k) { return std::pow(k, -t.branch); }

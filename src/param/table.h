@@ -75,6 +75,24 @@ struct RoleExponents {
   bool operator==(const RoleExponents&) const = default;
 };
 
+// The role row's columns, each declared once: the TOML reader and writer, the JSON reader and
+// writer and `scaleinv param`'s table all loop over role_columns(), so a new column is one row
+// there (and its member above). A column is a scalar exponent or one exponent per optimizer family
+// ({ sgd = .., adam = .., adafactor = .., muon = .. }; muon optional, see derive_muon_column).
+struct RoleColumn {
+  const char* key;                                            // TOML/JSON key
+  const char* label;                                          // `scaleinv param` header (families: + _sgd..)
+  double RoleExponents::*scalar = nullptr;                    // a scalar column, or
+  std::array<double, kNumFamilies> RoleExponents::*families = nullptr;  // a per-family column
+  bool required = false;           // a full row must give it (a partial attention row: none)
+  bool omitted_when_zero = false;  // JSON: written only where nonzero (tables from before it keep their fingerprint)
+  bool shown = true;               // a column of `scaleinv param`'s exponent table
+  bool group_start = false;        // `scaleinv param` draws a bar before it
+};
+const std::vector<RoleColumn>& role_columns();
+// The 3-letter abbreviation of a family in `scaleinv param`'s headers: sgd, adm, afc, muo.
+const char* family_abbrev(OptFamily f);
+
 // How the operations themselves are scaled (unit scaling, seed 003; u-muP). All false: plain torch
 // ops, the true gradient (every parameterization of seed 000). Read by the layers through the
 // ScaleContext (src/unit/scaled_ops.h), never by preset name.
@@ -123,6 +141,10 @@ struct TensorScale {
   double eps = 1;         // factor on the base Adam epsilon
 };
 TensorScale tensor_scale(const ParamTable& t, Role role, OptFamily f, double m, double k, bool in_block);
+// Unit scaling (seed 003 "Meat"/"Proof"; RoleExponents::unit): the share sigma_0^u of a matrix's
+// base-shape init std sigma_0 (its fan-in scale) that the operation carries as a forward factor
+// instead of the init; the init keeps sigma_0^(1-u). 1 when u = 0 or sigma_0 <= 0 (a constant init).
+double unit_share(const ParamTable& t, Role role, double base_std);
 double branch_multiplier(const ParamTable& t, double k);         // k^-branch
 double shortcut_multiplier(const ParamTable& t, double depth);   // L^shortcut
 double attn_logit_scale(const ParamTable& t, double d_head, double base_d_head);
@@ -138,6 +160,11 @@ void derive_muon_column(RoleExponents& e, Role r);
 // Presets, each citing its source. Unknown names throw UserError listing the known ones.
 std::vector<std::string> preset_names();
 ParamTable preset(const std::string& name);
+// depth-mup at (alpha, gamma) = (1, 0), the ODE limit of seed 004 Claim 5.4: branch L^-1, in-block
+// LRs not depth-scaled (SGD's true LR eta L^(alpha - gamma)), Adam epsilon following the L^-1
+// gradients of W_l; every other number of depth-mup. Not a preset to train with: the diagnostics'
+// comparison row (`scaleinv diagnose diversity --param ode`).
+ParamTable depth_mup_ode_limit();
 // A preset name, or a path to a TOML file (see examples/params/custom.toml).
 ParamTable load_param(const std::string& name_or_file);
 ParamTable param_from_toml_file(const std::string& path);

@@ -38,32 +38,44 @@ bool families_at(const TomlReader& r, const char* key, std::array<double, kNumFa
 // One role's row; `base` given: a partial row over it (the attention roles over the hidden row).
 RoleExponents role_at(const TomlReader& r, const RoleExponents* base, Role role) {
   // A misspelt field is named as such, before the field it was meant to be is reported missing.
-  r.expect_keys({"a", "b", "lr", "wd", "eps", "depth_lr", "depth_wd", "depth_eps", "unit"});
+  std::vector<std::string> keys;
+  for (const RoleColumn& col : role_columns()) keys.push_back(col.key);
+  r.expect_keys(keys);
   RoleExponents e = base ? *base : RoleExponents{};
-  const bool req = base == nullptr;
-  if (req) {
-    r.require_exponent("a", &e.a);
-    r.require_exponent("b", &e.b);
-  } else {
-    r.get_exponent("a", &e.a);
-    r.get_exponent("b", &e.b);
+  const bool full = base == nullptr;
+  std::vector<const RoleColumn*> muon_missing;  // per-family columns given without muon
+  for (const RoleColumn& col : role_columns()) {
+    if (col.families) {
+      const bool given = r.has(col.key);
+      if (!families_at(r, col.key, &(e.*col.families), full && col.required) && (full || given))
+        muon_missing.push_back(&col);
+    } else if (full && col.required) {
+      r.require_exponent(col.key, &(e.*col.scalar));
+    } else {
+      r.get_exponent(col.key, &(e.*col.scalar));
+    }
   }
-  const int muon = static_cast<int>(OptFamily::Muon);
-  const bool muon_lr = families_at(r, "lr", &e.c, req);
-  r.get_exponent("wd", &e.wd);
-  r.get_exponent("eps", &e.eps);
-  const bool muon_depth = families_at(r, "depth_lr", &e.depth_lr, false);
   // No muon given: the convention of derive_muon_column (param/table.h), from this row's adam; a
-  // partial row without lr / depth_lr keeps its base row's muon.
+  // partial row without the column keeps its base row's muon.
   RoleExponents derived = e;
   derive_muon_column(derived, role);
-  if (!muon_lr && (req || r.has("lr"))) e.c[muon] = derived.c[muon];
-  if (!muon_depth && (req || r.has("depth_lr"))) e.depth_lr[muon] = derived.depth_lr[muon];
-  r.get_exponent("depth_wd", &e.depth_wd);
-  r.get_exponent("depth_eps", &e.depth_eps);
-  r.get_exponent("unit", &e.unit);
+  const int muon = static_cast<int>(OptFamily::Muon);
+  for (const RoleColumn* col : muon_missing) (e.*col->families)[muon] = (derived.*col->families)[muon];
   if (e.unit < 0 || e.unit > 1) r.fail("unit", "must lie in [0, 1]", "0: the fan-in scale in the init; 1: in the op");
   return e;
+}
+
+// { sgd = .., adam = .., adafactor = .., muon = .. } as TOML text and as JSON.
+std::string families_toml(const std::array<double, kNumFamilies>& v) {
+  std::string s = "{ ";
+  for (int f = 0; f < kNumFamilies; ++f)
+    s += fmt::format("{}{} = {}", f ? ", " : "", family_name(static_cast<OptFamily>(f)), v[static_cast<size_t>(f)]);
+  return s + " }";
+}
+nlohmann::json families_json(const std::array<double, kNumFamilies>& v) {
+  nlohmann::json j;
+  for (int f = 0; f < kNumFamilies; ++f) j[family_name(static_cast<OptFamily>(f))] = v[static_cast<size_t>(f)];
+  return j;
 }
 
 }  // namespace
@@ -134,11 +146,9 @@ std::string param_to_toml(const ParamTable& t) {
                    t.unit.residual, t.unit.loss);
   for (Role r : all_roles()) {
     const RoleExponents& e = t.row(r);
-    s += fmt::format(
-        "\n[roles.{}]\na = {}\nb = {}\nlr = {{ sgd = {}, adam = {}, adafactor = {}, muon = {} }}\nwd = {}\neps = {}\n"
-        "depth_lr = {{ sgd = {}, adam = {}, adafactor = {}, muon = {} }}\ndepth_wd = {}\ndepth_eps = {}\nunit = {}\n",
-        role_name(r), e.a, e.b, e.c[0], e.c[1], e.c[2], e.c[3], e.wd, e.eps, e.depth_lr[0], e.depth_lr[1],
-        e.depth_lr[2], e.depth_lr[3], e.depth_wd, e.depth_eps, e.unit);
+    s += fmt::format("\n[roles.{}]\n", role_name(r));
+    for (const RoleColumn& col : role_columns())
+      s += fmt::format("{} = {}\n", col.key, col.families ? families_toml(e.*col.families) : fmt::format("{}", e.*col.scalar));
   }
   return s;
 }
@@ -153,14 +163,14 @@ nlohmann::json param_to_json(const ParamTable& t) {
   j["depth"] = {{"branch", t.branch}, {"shortcut", t.shortcut}};
   for (Role r : all_roles()) {
     const RoleExponents& e = t.row(r);
-    auto fam = [](const std::array<double, kNumFamilies>& v) {
-      return nlohmann::json{{"sgd", v[0]}, {"adam", v[1]}, {"adafactor", v[2]}, {"muon", v[3]}};
-    };
-    j["roles"][role_name(r)] = {{"a", e.a},   {"b", e.b},     {"lr", fam(e.c)},   {"wd", e.wd},
-                                {"eps", e.eps}, {"depth_lr", fam(e.depth_lr)}, {"depth_wd", e.depth_wd},
-                                {"depth_eps", e.depth_eps}};
-    // Written only where set, so tables without unit scaling keep their JSON and fingerprint.
-    if (e.unit != 0) j["roles"][role_name(r)]["unit"] = e.unit;
+    nlohmann::json& jr = j["roles"][role_name(r)];
+    for (const RoleColumn& col : role_columns()) {
+      if (col.families) {
+        jr[col.key] = families_json(e.*col.families);
+      } else if (!(col.omitted_when_zero && e.*col.scalar == 0)) {
+        jr[col.key] = e.*col.scalar;  // unit: only where set, so older tables keep their JSON and fingerprint
+      }
+    }
   }
   if (t.unit.any())
     j["unit"] = {{"backward", t.unit.backward}, {"nonlin", t.unit.nonlin}, {"residual", t.unit.residual},
@@ -182,20 +192,22 @@ ParamTable param_from_json(const nlohmann::json& j) {
   for (Role r : all_roles()) {
     const auto& jr = j.at("roles").at(role_name(r));
     RoleExponents& e = t.row(r);
-    e.a = jr.at("a");
-    e.b = jr.at("b");
-    for (int f = 0; f < kNumFamilies; ++f) {
-      const char* fam = family_name(static_cast<OptFamily>(f));
-      if (static_cast<OptFamily>(f) == OptFamily::Muon && !jr.at("lr").contains(fam)) continue;  // older files
-      e.c[f] = jr.at("lr").at(fam);
-      e.depth_lr[f] = jr.at("depth_lr").at(fam);
+    const char* muon = family_name(OptFamily::Muon);
+    // A file from before the muon column: derived (derive_muon_column) after the rest is read.
+    const bool older = !jr.at("lr").contains(muon);
+    for (const RoleColumn& col : role_columns()) {
+      if (col.families) {
+        const auto& jf = jr.at(col.key);
+        for (int f = 0; f < kNumFamilies; ++f) {
+          const char* fam = family_name(static_cast<OptFamily>(f));
+          if (static_cast<OptFamily>(f) == OptFamily::Muon && !jf.contains(fam)) continue;
+          (e.*col.families)[static_cast<size_t>(f)] = jf.at(fam).get<double>();
+        }
+      } else {
+        e.*col.scalar = col.omitted_when_zero ? jr.value(col.key, 0.0) : jr.at(col.key).get<double>();
+      }
     }
-    e.wd = jr.at("wd");
-    e.eps = jr.at("eps");
-    e.depth_wd = jr.at("depth_wd");
-    e.depth_eps = jr.at("depth_eps");
-    e.unit = jr.value("unit", 0.0);
-    if (!jr.at("lr").contains(family_name(OptFamily::Muon))) derive_muon_column(e, r);
+    if (older) derive_muon_column(e, r);
   }
   if (j.contains("unit")) {
     const auto& ju = j.at("unit");

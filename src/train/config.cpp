@@ -13,96 +13,153 @@ namespace scaleinv {
 
 namespace {
 
+// ---- the fields, each declared once --------------------------------------------------------
+// Every section's keys, as (TOML/JSON key, member): the TOML reader, the JSON writer and so the
+// identity of runs, sweeps and checkpoints (run_altering_differences) all derive from these lists.
+// A new field is one line here (and its member in config.h). X is the section's struct, const or
+// not; F is called as f(key, member) for every field in order.
+
+// [model]
+template <class X, class F>
+void model_fields(X& x, F&& f) {
+  f("kind", x.kind);
+  f("width", x.width);
+  f("depth", x.depth);
+  f("vocab", x.vocab);
+  f("seq_len", x.seq_len);
+  f("head_dim", x.head_dim);
+  f("n_heads", x.n_heads);
+  f("block", x.block);
+  f("qk_norm", x.qk_norm);
+  f("tied", x.tied);
+  f("zero_readout", x.zero_readout);
+  f("zero_query", x.zero_query);
+  f("mlp_ratio", x.mlp_ratio);
+  f("activation", x.activation);
+  f("rmsnorm", x.rmsnorm);
+  f("block_depth", x.block_depth);
+  f("pre_ln", x.pre_ln);
+  f("mean_subtract", x.mean_subtract);
+  f("in_dim", x.in_dim);
+  f("n_classes", x.n_classes);
+  f("image_size", x.image_size);
+  f("channels", x.channels);
+  f("patch", x.patch);
+}
+
+// [hp]
+template <class X, class F>
+void hp_fields(X& x, F&& f) {
+  f("init_scale", x.init_scale);
+  f("output_mult", x.output_mult);
+  f("embed_mult", x.embed_mult);
+  f("branch_mult", x.branch_mult);
+  f("attn_mult", x.attn_mult);
+}
+
+// [optim], every optimizer
+template <class X, class F>
+void optim_fields(X& x, F&& f) {
+  f("kind", x.kind);
+  f("lr", x.lr);
+  f("momentum", x.momentum);
+  f("beta1", x.beta1);
+  f("beta2", x.beta2);
+  f("eps", x.eps);
+  f("weight_decay", x.weight_decay);
+  f("wd_mode", x.wd_mode);
+  f("clip_grad_norm", x.clip_grad_norm);
+  f("schedule", x.schedule);
+  f("warmup_steps", x.warmup_steps);
+  f("total_steps", x.total_steps);
+  f("min_lr_ratio", x.min_lr_ratio);
+}
+
+// [optim], Muon only: written only under kind = "muon", so the JSON (and the identity) of
+// every other optimizer is what it was before Muon existed
+template <class X, class F>
+void muon_fields(X& x, F&& f) {
+  f("muon_momentum", x.muon_momentum);
+  f("nesterov", x.nesterov);
+  f("ns_steps", x.ns_steps);
+  f("muon_scale", x.muon_scale);
+  f("muon_eps", x.muon_eps);
+}
+
+// [data]
+template <class X, class F>
+void data_fields(X& x, F&& f) {
+  f("source", x.source);
+  f("path", x.path);
+  f("val_fraction", x.val_fraction);
+  f("vocab", x.vocab);
+  f("markov_temperature", x.markov_temperature);
+  f("markov_length", x.markov_length);
+  f("fashion_dir", x.fashion_dir);
+  f("flatten", x.flatten);
+  f("seed", x.seed);
+}
+
+// [train]
+template <class X, class F>
+void train_fields(X& x, F&& f) {
+  f("steps", x.steps);
+  f("batch_size", x.batch_size);
+  f("seed", x.seed);
+  f("log_every", x.log_every);
+  f("eval_every", x.eval_every);
+  f("eval_batches", x.eval_batches);
+  f("checkpoint_every", x.checkpoint_every);
+  f("out_dir", x.out_dir);
+  f("device", x.device);
+  f("precision", x.precision);
+  f("autocast", x.autocast);
+  f("tf32", x.tf32);
+  f("dist_timeout_s", x.dist_timeout_s);
+}
+
+// [param]: TrainConfig's own members.
+template <class X, class F>
+void param_fields(X& c, F&& f) {
+  f("name", c.param);
+  f("base_width", c.param_base_width);
+  f("base_depth", c.param_base_depth);
+}
+
+// The two visitors: read a field from a TOML section (TomlReader::get: a missing key keeps the
+// default), write it into a JSON object.
+auto read_from(const TomlReader& r) {
+  return [&r](const char* key, auto& member) { r.get(key, &member); };
+}
+auto write_into(nlohmann::json& j) {
+  return [&j](const char* key, const auto& member) { j[key] = member; };
+}
+
 void read_model(const TomlReader& r, ModelConfig& m) {
-  r.get("kind", &m.kind);
-  r.get("width", &m.width);
-  r.get("depth", &m.depth);
-  r.get("vocab", &m.vocab);
-  r.get("seq_len", &m.seq_len);
-  r.get("head_dim", &m.head_dim);
-  r.get("n_heads", &m.n_heads);
-  r.get("block", &m.block);
-  r.get("qk_norm", &m.qk_norm);
-  r.get("tied", &m.tied);
-  r.get("zero_readout", &m.zero_readout);
-  r.get("zero_query", &m.zero_query);
-  r.get("mlp_ratio", &m.mlp_ratio);
-  r.get("activation", &m.activation);
-  r.get("rmsnorm", &m.rmsnorm);
-  r.get("block_depth", &m.block_depth);
-  r.get("pre_ln", &m.pre_ln);
-  r.get("mean_subtract", &m.mean_subtract);
-  r.get("in_dim", &m.in_dim);
-  r.get("n_classes", &m.n_classes);
-  r.get("image_size", &m.image_size);
-  r.get("channels", &m.channels);
-  r.get("patch", &m.patch);
+  model_fields(m, read_from(r));
   r.reject_unknown();
   if (m.width <= 0) r.fail("width", "must be positive", "e.g. width = 128");
   if (m.depth <= 0) r.fail("depth", "must be positive", "e.g. depth = 4");
 }
 
 void read_hp(const TomlReader& r, Hyper& h) {
-  r.get("init_scale", &h.init_scale);
-  r.get("output_mult", &h.output_mult);
-  r.get("embed_mult", &h.embed_mult);
-  r.get("branch_mult", &h.branch_mult);
-  r.get("attn_mult", &h.attn_mult);
+  hp_fields(h, read_from(r));
   r.reject_unknown();
 }
 
 void read_optim(const TomlReader& r, OptimConfig& o) {
-  r.get("kind", &o.kind);
-  r.get("lr", &o.lr);
-  r.get("momentum", &o.momentum);
-  r.get("beta1", &o.beta1);
-  r.get("beta2", &o.beta2);
-  r.get("eps", &o.eps);
-  r.get("weight_decay", &o.weight_decay);
-  r.get("wd_mode", &o.wd_mode);
-  r.get("clip_grad_norm", &o.clip_grad_norm);
-  r.get("schedule", &o.schedule);
-  r.get("warmup_steps", &o.warmup_steps);
-  r.get("total_steps", &o.total_steps);
-  r.get("min_lr_ratio", &o.min_lr_ratio);
-  r.get("muon_momentum", &o.muon_momentum);
-  r.get("nesterov", &o.nesterov);
-  r.get("ns_steps", &o.ns_steps);
-  r.get("muon_scale", &o.muon_scale);
-  r.get("muon_eps", &o.muon_eps);
+  optim_fields(o, read_from(r));
+  muon_fields(o, read_from(r));
   r.reject_unknown();
-  if (!(o.lr > 0)) r.fail("lr", "must be positive", "e.g. lr = 0.01");
-  if (o.wd_mode != "coupled" && o.wd_mode != "independent")
-    r.fail("wd_mode", "must be coupled or independent", "see seed 000 A.2.2");
 }
 
 void read_data(const TomlReader& r, DataConfig& d) {
-  r.get("source", &d.source);
-  r.get("path", &d.path);
-  r.get("val_fraction", &d.val_fraction);
-  r.get("vocab", &d.vocab);
-  r.get("markov_temperature", &d.markov_temperature);
-  r.get("markov_length", &d.markov_length);
-  r.get("fashion_dir", &d.fashion_dir);
-  r.get("flatten", &d.flatten);
-  r.get("seed", &d.seed);
+  data_fields(d, read_from(r));
   r.reject_unknown();
 }
 
 void read_train(const TomlReader& r, TrainSettings& t) {
-  r.get("steps", &t.steps);
-  r.get("batch_size", &t.batch_size);
-  r.get("seed", &t.seed);
-  r.get("log_every", &t.log_every);
-  r.get("eval_every", &t.eval_every);
-  r.get("eval_batches", &t.eval_batches);
-  r.get("checkpoint_every", &t.checkpoint_every);
-  r.get("out_dir", &t.out_dir);
-  r.get("device", &t.device);
-  r.get("precision", &t.precision);
-  r.get("autocast", &t.autocast);
-  r.get("tf32", &t.tf32);
-  r.get("dist_timeout_s", &t.dist_timeout_s);
+  train_fields(t, read_from(r));
   r.reject_unknown();
   if (t.steps <= 0) r.fail("steps", "must be positive", "e.g. steps = 200");
   if (t.batch_size <= 0) r.fail("batch_size", "must be positive", "e.g. batch_size = 16");
@@ -136,9 +193,7 @@ TrainConfig train_config_from_toml_text(const std::string& text, const std::stri
   read_model(r.sub("model"), c.model);
   {
     TomlReader p = r.sub("param");
-    p.get("name", &c.param);
-    p.get("base_width", &c.param_base_width);
-    p.get("base_depth", &c.param_base_depth);
+    param_fields(c, read_from(p));
     if (c.param_base_width < 0) p.fail("base_width", fmt::format("value {} is negative", c.param_base_width), "0 (the table's own) or a positive width");
     if (c.param_base_depth < 0) p.fail("base_depth", fmt::format("value {} is negative", c.param_base_depth), "0 (the table's own) or a positive depth");
     p.reject_unknown();
@@ -181,42 +236,14 @@ ParamTable resolve_param(const TrainConfig& c) {
 }
 
 nlohmann::json train_config_to_json(const TrainConfig& c) {
-  const ModelConfig& m = c.model;
   nlohmann::json j;
-  j["model"] = {{"kind", m.kind},       {"width", m.width},         {"depth", m.depth},
-                {"vocab", m.vocab},     {"seq_len", m.seq_len},     {"head_dim", m.head_dim},
-                {"n_heads", m.n_heads}, {"block", m.block},         {"qk_norm", m.qk_norm},
-                {"tied", m.tied},       {"zero_readout", m.zero_readout}, {"zero_query", m.zero_query},
-                {"mlp_ratio", m.mlp_ratio}, {"activation", m.activation}, {"rmsnorm", m.rmsnorm},
-                {"block_depth", m.block_depth}, {"pre_ln", m.pre_ln}, {"mean_subtract", m.mean_subtract},
-                {"in_dim", m.in_dim},   {"n_classes", m.n_classes}, {"image_size", m.image_size},
-                {"channels", m.channels}, {"patch", m.patch}};
-  j["param"] = {{"name", c.param}, {"base_width", c.param_base_width}, {"base_depth", c.param_base_depth}};
-  j["hp"] = {{"init_scale", c.hp.init_scale}, {"output_mult", c.hp.output_mult}, {"embed_mult", c.hp.embed_mult},
-             {"branch_mult", c.hp.branch_mult}, {"attn_mult", c.hp.attn_mult}};
-  const OptimConfig& o = c.optim;
-  j["optim"] = {{"kind", o.kind}, {"lr", o.lr}, {"momentum", o.momentum}, {"beta1", o.beta1}, {"beta2", o.beta2},
-                {"eps", o.eps}, {"weight_decay", o.weight_decay}, {"wd_mode", o.wd_mode},
-                {"clip_grad_norm", o.clip_grad_norm}, {"schedule", o.schedule}, {"warmup_steps", o.warmup_steps},
-                {"total_steps", o.total_steps}, {"min_lr_ratio", o.min_lr_ratio}};
-  // Muon's fields only under muon, so the JSON (and the identity of runs, sweeps and checkpoints)
-  // of every other optimizer is what it was before Muon existed.
-  if (o.kind == "muon") {
-    j["optim"]["muon_momentum"] = o.muon_momentum;
-    j["optim"]["nesterov"] = o.nesterov;
-    j["optim"]["ns_steps"] = o.ns_steps;
-    j["optim"]["muon_scale"] = o.muon_scale;
-    j["optim"]["muon_eps"] = o.muon_eps;
-  }
-  const DataConfig& d = c.data;
-  j["data"] = {{"source", d.source}, {"path", d.path}, {"val_fraction", d.val_fraction}, {"vocab", d.vocab},
-               {"markov_temperature", d.markov_temperature}, {"markov_length", d.markov_length},
-               {"fashion_dir", d.fashion_dir}, {"flatten", d.flatten}, {"seed", d.seed}};
-  const TrainSettings& t = c.train;
-  j["train"] = {{"steps", t.steps}, {"batch_size", t.batch_size}, {"seed", t.seed}, {"log_every", t.log_every},
-                {"eval_every", t.eval_every}, {"eval_batches", t.eval_batches},
-                {"checkpoint_every", t.checkpoint_every}, {"out_dir", t.out_dir}, {"device", t.device}, {"precision", t.precision},
-                {"autocast", t.autocast}, {"tf32", t.tf32}, {"dist_timeout_s", t.dist_timeout_s}};
+  model_fields(c.model, write_into(j["model"]));
+  param_fields(c, write_into(j["param"]));
+  hp_fields(c.hp, write_into(j["hp"]));
+  optim_fields(c.optim, write_into(j["optim"]));
+  if (c.optim.kind == "muon") muon_fields(c.optim, write_into(j["optim"]));
+  data_fields(c.data, write_into(j["data"]));
+  train_fields(c.train, write_into(j["train"]));
   return j;
 }
 

@@ -1,0 +1,28 @@
+// Shared test fixtures (see fixtures.h).
+#include "fixtures.h"
+
+#include <sstream>
+
+#include "cli_util.h"
+#include "core/toml_reader.h"
+
+namespace scaleinv::testing {
+
+namespace {
+// A function, not a global: test files build their own globals from these fixtures.
+std::string small_gpt_path() { return std::string(SCALEINV_SOURCE_DIR) + "/tests/fixtures/small_gpt.toml"; }
+}  // namespace
+
+std::string small_gpt_toml(const std::vector<std::string>& sets) {
+  toml::table root = parse_toml(slurp(small_gpt_path()), small_gpt_path());
+  for (const std::string& s : sets) apply_override(root, s);
+  std::ostringstream out;
+  out << root;
+  return out.str();
+}
+
+TrainConfig small_gpt(const std::vector<std::string>& sets) {
+  return train_config_from_toml_text(slurp(small_gpt_path()), "tests/fixtures/small_gpt.toml", sets);
+}
+
+}  // namespace scaleinv::testing
