@@ -1,249 +1,18 @@
-// `scaleinv launch --nproc N [--master-port P] [--grace S] -- train ...`
-// Starts N copies of this binary on this machine as data-parallel ranks, like torchrun: each gets
-// RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR=127.0.0.1 and MASTER_PORT in its environment (and
-// --threads cores/N unless --threads was given). Rank 0 keeps the terminal; the other ranks'
-// lines are prefixed "[rank r] ". If a rank fails, the others get --grace seconds to end on their
-// own (they notice the lost rank and say so), then SIGTERM, then SIGKILL. launch exits with 4
-// (RankLost::kExitCode) when a rank was lost: killed by a signal launch did not send, or ended
-// with 4 itself; else with the first failing rank's code; 128 + signal when launch itself was
-// stopped. The code does not depend on whether the survivors noticed the loss before the grace
-// period ended.
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <chrono>
-#include <cstdio>
-#include <cstring>
-#include <filesystem>
+// `scaleinv launch --nproc N [--master-port P] [--grace S] -- train ...`: the command line of
+// dist/launch.h's supervisor (what the ranks get, how failures end, the exit codes: see there).
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include "cli/commands.h"
 #include "core/errors.h"
-#include "dist/dist.h"
-
-extern char** environ;
+#include "dist/launch.h"
 
 namespace scaleinv {
-
-namespace {
-
-volatile sig_atomic_t g_stop_signal = 0;
-void on_stop_signal(int sig) { g_stop_signal = sig; }
-
-// A port nobody listens on right now (the kernel's pick for port 0).
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  socklen_t len = sizeof a;
-  int port = 0;
-  if (fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
-    port = ntohs(a.sin_port);
-  if (fd >= 0) ::close(fd);
-  if (port == 0) throw UserError("command line", "--master-port", "cannot find a free port", "pass --master-port");
-  return port;
-}
-
-// Forwards a child's output line by line with a prefix.
-struct Stream {
-  int fd = -1;
-  FILE* to = nullptr;
-  std::string prefix, pending;
-  void feed(const char* data, size_t n) {
-    pending.append(data, n);
-    for (size_t nl; (nl = pending.find('\n')) != std::string::npos;) {
-      std::fprintf(to, "%s%.*s\n", prefix.c_str(), static_cast<int>(nl), pending.data());
-      pending.erase(0, nl + 1);
-    }
-    std::fflush(to);
-  }
-  void flush() {
-    if (!pending.empty()) feed("\n", 1);
-  }
-};
-
-struct Rank {
-  int rank = 0;
-  pid_t pid = -1;
-  bool running = false;
-  int code = 0;
-};
-
-int exit_code_of(int status) {
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return 1;
-}
-
-std::string describe_exit(int status) {
-  if (WIFSIGNALED(status)) return fmt::format("was killed by signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)));
-  return fmt::format("exited with code {}", WEXITSTATUS(status));
-}
-
-int launch(int nproc, int port, double grace_s, int threads, const std::vector<std::string>& command) {
-  const std::string exe = std::filesystem::read_symlink("/proc/self/exe").string();
-  if (port <= 0) port = free_port();
-  std::fprintf(stderr, "launch: %d ranks on 127.0.0.1:%d, %d core%s each: %s\n", nproc, port, threads,
-               threads == 1 ? "" : "s", fmt::format("{}", fmt::join(command, " ")).c_str());
-
-  // argv and environment of every rank, built before fork (the child only execs).
-  std::vector<std::string> argv_s{exe, "--threads", std::to_string(threads)};
-  argv_s.insert(argv_s.end(), command.begin(), command.end());
-  std::vector<char*> argv;
-  for (auto& a : argv_s) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  std::vector<std::string> base_env;
-  const char* ours[] = {"RANK=", "WORLD_SIZE=", "LOCAL_RANK=", "LOCAL_WORLD_SIZE=", "MASTER_ADDR=", "MASTER_PORT="};
-  for (char** e = environ; *e; ++e) {
-    bool replaced = false;
-    for (const char* k : ours) replaced = replaced || std::strncmp(*e, k, std::strlen(k)) == 0;
-    if (!replaced) base_env.emplace_back(*e);
-  }
-
-  struct sigaction sa {};
-  sa.sa_handler = on_stop_signal;
-  sigaction(SIGTERM, &sa, nullptr);
-  sigaction(SIGINT, &sa, nullptr);  // Ctrl-C reaches the ranks too (same process group); we wait for them
-
-  std::vector<Rank> ranks(nproc);
-  std::vector<Stream> streams;
-  for (int r = 0; r < nproc; ++r) {
-    std::vector<std::string> env_s = base_env;
-    env_s.push_back(fmt::format("RANK={}", r));
-    env_s.push_back(fmt::format("WORLD_SIZE={}", nproc));
-    env_s.push_back(fmt::format("LOCAL_RANK={}", r));
-    env_s.push_back(fmt::format("LOCAL_WORLD_SIZE={}", nproc));
-    env_s.push_back("MASTER_ADDR=127.0.0.1");
-    env_s.push_back(fmt::format("MASTER_PORT={}", port));
-    std::vector<char*> envp;
-    for (auto& e : env_s) envp.push_back(e.data());
-    envp.push_back(nullptr);
-    int out[2] = {-1, -1}, err[2] = {-1, -1};
-    if (r > 0 && (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0))
-      throw std::runtime_error(fmt::format("launch: pipe: {}", std::strerror(errno)));
-    const pid_t pid = fork();
-    if (pid < 0) throw std::runtime_error(fmt::format("launch: fork: {}", std::strerror(errno)));
-    if (pid == 0) {
-      if (r > 0) {
-        dup2(out[1], STDOUT_FILENO);
-        dup2(err[1], STDERR_FILENO);
-      }
-      execve(exe.c_str(), argv.data(), envp.data());
-      const char msg[] = "launch: cannot run this scaleinv binary (execve failed)\n";
-      (void)!write(STDERR_FILENO, msg, sizeof msg - 1);
-      _exit(127);
-    }
-    ranks[r] = Rank{r, pid, true, 0};
-    if (r > 0) {
-      close(out[1]);
-      close(err[1]);
-      streams.push_back(Stream{out[0], stdout, fmt::format("[rank {}] ", r), ""});
-      streams.push_back(Stream{err[0], stderr, fmt::format("[rank {}] ", r), ""});
-    }
-  }
-
-  using Clock = std::chrono::steady_clock;
-  int first_failure = 0;
-  bool terminated = false, killed = false, forwarded = false, lost = false;
-  Clock::time_point deadline{};
-  auto running = [&] {
-    int n = 0;
-    for (auto& r : ranks) n += r.running;
-    return n;
-  };
-  auto signal_all = [&](int sig) {
-    for (auto& r : ranks)
-      if (r.running) kill(r.pid, sig);
-  };
-  auto open_streams = [&] {
-    int n = 0;
-    for (auto& s : streams) n += s.fd >= 0;
-    return n;
-  };
-  while (running() > 0 || open_streams() > 0) {
-    // Output of ranks 1..N-1.
-    std::vector<pollfd> fds;
-    std::vector<Stream*> owners;
-    for (auto& s : streams)
-      if (s.fd >= 0) {
-        fds.push_back(pollfd{s.fd, POLLIN, 0});
-        owners.push_back(&s);
-      }
-    if (fds.empty()) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    } else if (poll(fds.data(), fds.size(), 50) > 0) {
-      for (size_t i = 0; i < fds.size(); ++i) {
-        if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-        char buf[4096];
-        const ssize_t n = read(fds[i].fd, buf, sizeof buf);
-        if (n > 0) {
-          owners[i]->feed(buf, static_cast<size_t>(n));
-        } else if (n == 0 || errno != EINTR) {
-          owners[i]->flush();
-          close(owners[i]->fd);
-          owners[i]->fd = -1;
-        }
-      }
-    }
-    // Exits.
-    for (auto& r : ranks) {
-      if (!r.running) continue;
-      int status = 0;
-      if (waitpid(r.pid, &status, WNOHANG) != r.pid) continue;
-      r.running = false;
-      r.code = exit_code_of(status);
-      if ((WIFSIGNALED(status) && !terminated) || r.code == RankLost::kExitCode) lost = true;
-      if (r.code != 0 && first_failure == 0 && !terminated) {
-        first_failure = r.code;
-        deadline = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(grace_s * 1000));
-        if (running() > 0)
-          std::fprintf(stderr, "launch: rank %d %s; the other ranks get %.0f s to stop on their own\n", r.rank,
-                       describe_exit(status).c_str(), grace_s);
-      }
-    }
-    // A stop signal for us: pass it on once.
-    if (g_stop_signal && !forwarded) {
-      forwarded = true;
-      signal_all(SIGTERM);
-      if (first_failure == 0) first_failure = 128 + g_stop_signal;
-      deadline = Clock::now() + std::chrono::seconds(5);
-      terminated = true;
-    }
-    // Past the grace period: SIGTERM, then 5 s later SIGKILL.
-    if (first_failure != 0 && running() > 0 && Clock::now() > deadline) {
-      if (!terminated) {
-        std::fprintf(stderr, "launch: terminating the remaining ranks\n");
-        signal_all(SIGTERM);
-        terminated = true;
-        deadline = Clock::now() + std::chrono::seconds(5);
-      } else if (!killed) {
-        signal_all(SIGKILL);
-        killed = true;
-      }
-    }
-  }
-  if (lost && !g_stop_signal) {
-    std::fprintf(stderr, "launch: a rank was lost; exit code %d\n", RankLost::kExitCode);
-    return RankLost::kExitCode;
-  }
-  return first_failure;
-}
-
-}  // namespace
 
 void add_launch_command(CLI::App& app, int& exit_code) {
   struct Opts {
@@ -272,7 +41,7 @@ void add_launch_command(CLI::App& app, int& exit_code) {
     if (o->command.front() != "train")
       throw UserError("command line", "launch", fmt::format("'{}' is not a data-parallel command", o->command.front()),
                       "launch runs `train`: scaleinv launch --nproc 2 -- train --config FILE.toml");
-    exit_code = launch(o->nproc, o->port, o->grace, threads, o->command);
+    exit_code = launch_local_ranks(LaunchOptions{o->nproc, o->port, o->grace, threads, o->command});
   });
 }
 
