@@ -16,6 +16,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "core/device.h"
 #include "core/errors.h"
 #include "core/fraction.h"
 #include "core/progress.h"
@@ -814,13 +815,7 @@ CoordCheckResult run_coordcheck(const CoordCheckConfig& cc_in) {
   if (data->is_language() != language)
     throw UserError(tc.source, "data.source", fmt::format("'{}' does not fit model '{}'", tc.data.source, mc.kind),
                     "language models (bigram, gpt) take kjv/text/markov; resmlp and vit take fashion_mnist");
-  torch::Device dev(torch::kCPU);
-  if (tc.train.device == "cuda") {
-    if (!torch::cuda::is_available())
-      throw UserError(tc.source, "train.device", "cuda requested but no CUDA device is available",
-                      "set train.device = \"cpu\"");
-    dev = torch::Device(torch::kCUDA);
-  }
+  const torch::Device dev = resolve_device(tc.train.device, tc.source, "train.device");
   std::vector<Batch> batches;
   for (int64_t i = 0; i < cc.train_batches; ++i) {
     Batch b = data->batch(Split::Train, i, tc.train.batch_size);
