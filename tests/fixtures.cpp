@@ -4,7 +4,9 @@
 #include <sstream>
 
 #include "cli_util.h"
+#include "core/errors.h"
 #include "core/toml_reader.h"
+#include "sweep/sweep_spec.h"
 
 namespace scaleinv::testing {
 
@@ -23,6 +25,19 @@ std::string small_gpt_toml(const std::vector<std::string>& sets) {
 
 TrainConfig small_gpt(const std::vector<std::string>& sets) {
   return train_config_from_toml_text(slurp(small_gpt_path()), "tests/fixtures/small_gpt.toml", sets);
+}
+
+std::string user_error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+std::string sweep_error_of(const std::string& text) {
+  return user_error_of([&] { sweep_from_toml_text(text, "bad.toml", "."); });
 }
 
 }  // namespace scaleinv::testing

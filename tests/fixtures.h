@@ -1,6 +1,7 @@
 #pragma once
 // Shared test fixtures (tests/fixtures/*.toml), so a configuration used by several test files is
 // written once and each test states only what it changes.
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -12,5 +13,11 @@ namespace scaleinv::testing {
 // as TOML text (for a test that writes a config file for the CLI) and as a validated TrainConfig.
 std::string small_gpt_toml(const std::vector<std::string>& sets = {});
 TrainConfig small_gpt(const std::vector<std::string>& sets = {});
+
+// What a user's mistake says: the message of the UserError `f` throws, or "(no error)".
+std::string user_error_of(const std::function<void()>& f);
+
+// The UserError message of a sweep file with this text, read as "bad.toml" (or "(no error)").
+std::string sweep_error_of(const std::string& text);
 
 }  // namespace scaleinv::testing

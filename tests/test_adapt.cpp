@@ -15,6 +15,7 @@
 #include "adapt/module_coordcheck.h"
 #include "adapt/own_model.h"
 #include "core/errors.h"
+#include "fixtures.h"
 #include "optim/optimizer.h"
 #include "param/table.h"
 
@@ -54,14 +55,7 @@ std::vector<OwnTensor> stack(int w, int depth) {
   return v;
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "no error";
-}
+std::string error_of(const std::function<void()>& f) { return scaleinv::testing::user_error_of(f); }
 
 }  // namespace
 
@@ -104,13 +98,13 @@ TEST(AdaptRoles, ErrorsNameTheTensor) {
   s.overrides = {{"^blocks.0.fc.weight", Role::Embedding}};  // both fans grow: not an embedding's shape
   EXPECT_NE(error_of([&] { infer_roles(s); }).find("field 'blocks.0.fc.weight': override"), std::string::npos);
   s.overrides = {{"^out", Role::Embedding}};  // [vocab, d] read the other way round fits: accepted
-  EXPECT_EQ(error_of([&] { infer_roles(s); }), "no error");
+  EXPECT_EQ(error_of([&] { infer_roles(s); }), "(no error)");
   s.overrides = {{"^out", Role::Hidden}};
   EXPECT_NE(error_of([&] { infer_roles(s); }).find("does not fit"), std::string::npos);
   s.overrides = {{"fc", Role::Hidden}};  // also matches blocks.*.fc.bias, a vector
   EXPECT_NE(error_of([&] { infer_roles(s); }).find("field 'blocks.0.fc.bias': override"), std::string::npos);
   s.overrides = {{"^emb", Role::Embedding}};  // fits: accepted
-  EXPECT_EQ(error_of([&] { infer_roles(s); }), "no error");
+  EXPECT_EQ(error_of([&] { infer_roles(s); }), "(no error)");
   s.overrides.clear();
   s.tied = {"out.weight"};
   EXPECT_NE(error_of([&] { infer_roles(s); }).find("field 'out.weight': is shared"), std::string::npos);

@@ -14,6 +14,7 @@
 
 #include "cli_util.h"
 #include "core/errors.h"
+#include "fixtures.h"
 #include "core/sqlite_db.h"
 #include "sweep/search_runner.h"
 #include "sweep/search_space.h"
@@ -57,14 +58,7 @@ lr_log2 = {from = -10, to = -3}
 "optim.warmup_steps" = [0, 5]
 )";
 
-std::string error_of(const std::string& text) {
-  try {
-    sweep_from_toml_text(text, "bad.toml", ".");
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+std::string error_of(const std::string& text) { return scaleinv::testing::sweep_error_of(text); }
 
 std::string replace(std::string s, const std::string& from, const std::string& to) {
   const auto at = s.find(from);

@@ -17,6 +17,7 @@
 
 #include "cli_util.h"
 #include "core/errors.h"
+#include "fixtures.h"
 #include "core/sqlite_db.h"
 #include "core/threads.h"
 #include "sweep/shard.h"
@@ -91,14 +92,7 @@ std::set<std::string> grid_ids(const SweepSpec& s) {
   return ids;
 }
 
-std::string error_of(const std::string& text) {
-  try {
-    sweep_from_toml_text(text, "bad.toml", ".");
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+std::string error_of(const std::string& text) { return scaleinv::testing::sweep_error_of(text); }
 
 }  // namespace
 

@@ -11,4 +11,14 @@ std::optional<nlohmann::json> toml_scalar_json(const toml::node& n) {
   return std::nullopt;
 }
 
+std::optional<std::vector<nlohmann::json>> toml_scalar_array_json(const toml::array& a) {
+  std::vector<nlohmann::json> out;
+  for (const auto& el : a) {
+    std::optional<nlohmann::json> j = toml_scalar_json(el);
+    if (!j) return std::nullopt;
+    out.push_back(std::move(*j));
+  }
+  return out;
+}
+
 }  // namespace scaleinv

@@ -2,6 +2,7 @@
 // TOML values as JSON: the one conversion of a scalar TOML node, for the sweep and search files
 // whose values are kept as JSON (point axes, search choices).
 #include <optional>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 #include <toml++/toml.h>
@@ -10,5 +11,7 @@ namespace scaleinv {
 
 // A scalar node (integer, float, string, boolean) as JSON; nullopt for arrays and tables.
 std::optional<nlohmann::json> toml_scalar_json(const toml::node& n);
+// Every element of an array as toml_scalar_json; nullopt when any element is not a scalar.
+std::optional<std::vector<nlohmann::json>> toml_scalar_array_json(const toml::array& a);
 
 }  // namespace scaleinv

@@ -440,23 +440,27 @@ TransferAnalysis analyze_transfer(const SweepTable& table, const TransferOptions
         for (const auto& [value, seeds_tab] : by_value) vals.push_back(value);
         const std::vector<DrawFit>& fs = fits.at(param);
         const std::vector<DrawFit>* st = has_standard ? &fits.at("standard") : nullptr;
-        // The standard baseline needs the same values; align by value.
+        // The standard baseline needs the same values: its index for each of this param's values
+        // (-1 where standard lacks it), the same for every draw.
+        std::vector<int> std_index;
+        if (st) {
+          std::vector<double> svals;
+          for (const auto& [value, t] : data.at("standard")) svals.push_back(value);
+          for (double v : vals) {
+            const auto it = std::find(svals.begin(), svals.end(), v);
+            std_index.push_back(it == svals.end() ? -1 : static_cast<int>(it - svals.begin()));
+          }
+        }
         auto standard_fit = [&](size_t di) -> std::optional<DrawFit> {
           if (!st) return std::nullopt;
-          const auto& sdata = data.at("standard");
           DrawFit aligned;
-          size_t si = 0;
-          std::vector<double> svals;
-          for (const auto& [value, t] : sdata) svals.push_back(value);
-          for (double v : vals) {
-            auto it = std::find(svals.begin(), svals.end(), v);
-            if (it == svals.end()) {
+          for (const int si : std_index) {
+            if (si < 0) {
               aligned.points.emplace_back();
               aligned.opt.emplace_back();
             } else {
-              si = static_cast<size_t>(it - svals.begin());
-              aligned.points.push_back((*st)[di].points[si]);
-              aligned.opt.push_back((*st)[di].opt[si]);
+              aligned.points.push_back((*st)[di].points[static_cast<size_t>(si)]);
+              aligned.opt.push_back((*st)[di].opt[static_cast<size_t>(si)]);
             }
           }
           return aligned;
@@ -551,8 +555,9 @@ TransferAnalysis analyze_transfer(const SweepTable& table, const TransferOptions
           pt.verdict += " (an optimum is at the LR grid edge: the true shift may be larger)";
         pt.shape = info.scale ? "" : optimum_shape(pt);
         // Better with scale at the base LR.
-        if (lo.opt.best_index >= 0) {
-          pt.shared_lr_log2 = lo.points[static_cast<size_t>(lo.opt.best_index)].lr_log2;
+        // (The base LR: the smallest scale's best grid point, best_point as in regrets_of.)
+        if (const LrPoint* base = best_point(lo.points)) {
+          pt.shared_lr_log2 = base->lr_log2;
           bool missing = false, better = true;
           double prev = kNaN;
           for (const auto& c : pt.curves) {

@@ -64,13 +64,11 @@ void flatten_space(const toml::table& t, const std::string& prefix, const std::s
       std::vector<nlohmann::json> probe = {nlohmann::json(d.lo), nlohmann::json(d.hi)};
       check(key, field, &d.integer, probe);
     } else if (const toml::array* arr = v.as_array()) {
-      for (const auto& el : *arr) {
-        auto j = toml_scalar_json(el);
-        if (!j)
-          throw UserError(where, field, "choices must be numbers, strings or booleans",
-                          fmt::format("write {} = [value1, value2]", key));
-        d.choices.push_back(*j);
-      }
+      auto choices = toml_scalar_array_json(*arr);
+      if (!choices)
+        throw UserError(where, field, "choices must be numbers, strings or booleans",
+                        fmt::format("write {} = [value1, value2]", key));
+      d.choices = std::move(*choices);
       if (d.choices.size() < 2)
         throw UserError(where, field, "a choice needs at least two values", "fix the value in [grid] instead");
       check(key, field, &d.integer, d.choices);

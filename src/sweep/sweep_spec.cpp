@@ -129,15 +129,11 @@ void flatten_grid(const toml::table& t, const std::string& prefix, const std::st
     const toml::array* arr = v.as_array();
     if (!arr)
       throw UserError(where, field, "expected an array of values", fmt::format("write {} = [value1, value2]", key));
-    GridAxis axis{key, {}};
-    for (const auto& el : *arr) {
-      auto j = toml_scalar_json(el);
-      if (!j)
-        throw UserError(where, field, "values must be numbers, strings or booleans",
-                        fmt::format("write {} = [value1, value2]", key));
-      axis.values.push_back(*j);
-    }
-    axes.push_back(std::move(axis));
+    auto values = toml_scalar_array_json(*arr);
+    if (!values)
+      throw UserError(where, field, "values must be numbers, strings or booleans",
+                      fmt::format("write {} = [value1, value2]", key));
+    axes.push_back(GridAxis{key, std::move(*values)});
   }
 }
 
