@@ -1,6 +1,6 @@
 // Coordinate checks judged against the theory (see coordcheck.h).
-// Read top to bottom: the layer map (theory <-> model), predictions, one run, the grid, judging,
-// rendering, JSON, plots.
+// Read top to bottom: the layer map (theory <-> model), predictions, one run, the grid, judging.
+// The outputs (table, JSON, plots) are in coord_render.cpp.
 #include "measure/coordcheck.h"
 
 #include <algorithm>
@@ -20,6 +20,7 @@
 #include "core/errors.h"
 #include "core/fraction.h"
 #include "core/progress.h"
+#include "measure/coord_detail.h"
 #include "measure/coord_recorder.h"
 #include "data/data.h"
 #include "models/layers.h"
@@ -34,7 +35,9 @@ namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-std::string fmt_exp(double e) { return format_fraction(std::fabs(e) <= kExponentTol ? 0.0 : e); }
+using coord_detail::fmt_exp;
+using coord_detail::quantity_info;
+using coord_detail::QuantityInfo;
 
 // ============================================================================================
 // The layer map: which theory row every recorded activation and every parameter follows.
@@ -725,13 +728,11 @@ void judge(CoordCheckResult& res) {
 
 }  // namespace
 
+namespace coord_detail {
+
+std::string fmt_exp(double e) { return format_fraction(std::fabs(e) <= kExponentTol ? 0.0 : e); }
+
 namespace {
-// One row per CoordQuantity, in enum order: the printed name, the plot file's suffix, the plot's label.
-struct QuantityInfo {
-  const char* name;
-  const char* file;
-  const char* label;
-};
 constexpr QuantityInfo kQuantity[] = {
     {"h", "h", "RMS(h)"},
     {"dh", "dh", "RMS(h_t - h_0)"},
@@ -742,8 +743,11 @@ constexpr QuantityInfo kQuantity[] = {
     {"||dW||", "dwspec", "||W_t - W_t-1||_2"},
 };
 static_assert(std::size(kQuantity) == kNumCoordQuantities, "one kQuantity row per CoordQuantity");
-const QuantityInfo& quantity_info(CoordQuantity q) { return kQuantity[static_cast<int>(q)]; }
 }  // namespace
+
+const QuantityInfo& quantity_info(CoordQuantity q) { return kQuantity[static_cast<int>(q)]; }
+
+}  // namespace coord_detail
 
 const char* coord_quantity_name(CoordQuantity q) { return quantity_info(q).name; }
 
@@ -760,8 +764,10 @@ unsigned parse_coord_quantities(const std::string& list, const std::string& wher
       continue;
     }
     unsigned bit = 0;
-    for (int q = 0; q < kNumCoordQuantities; ++q)
-      if (item == kQuantity[q].name || item == kQuantity[q].file) bit = 1u << q;
+    for (int q = 0; q < kNumCoordQuantities; ++q) {
+      const QuantityInfo& info = quantity_info(static_cast<CoordQuantity>(q));
+      if (item == info.name || item == info.file) bit = 1u << q;
+    }
     if (!bit)
       throw UserError(where, "quantities", fmt::format("unknown quantity '{}'", item),
                       "use a comma-separated list of h, dh, hgrad, wgrad, dw, wspec, dwspec or all");
@@ -934,293 +940,6 @@ CoordCheckResult judge_own_coordcheck(const OwnCoordInput& in) {
   judge(res);
   res.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;
-}
-
-// ============================================================================================
-// Rendering
-// ============================================================================================
-
-namespace {
-
-std::string axis_range(const CoordCheckResult& r, const std::string& axis) {
-  const std::vector<int>& xs = axis == "width" ? r.widths : r.depths;
-  return fmt::format("{}..{}", xs.front(), xs.back());
-}
-
-std::string tolerance_text(const CoordCheckResult& r) {
-  std::string s;
-  s += "tolerance = t_{0.975,S-1} * SE  +  finite-size term (the same for every parameterization)\n";
-  s += "  SE: standard error of the mean of the S per-seed OLS slopes of ln RMS on ln x (seed noise)\n";
-  const int S = static_cast<int>(r.config.seeds.size());
-  if (S >= 2)
-    s += fmt::format("  S = {} seeds: t_{{0.975,{}}} = {:.3f}\n", S, S - 1, student_t_quantile(0.975, S - 1));
-  else
-    s += "  S = 1 seed: SE is the OLS standard error of that seed's fit (n - 2 degrees of freedom), no seed noise\n";
-  if (r.widths.size() >= 2) {
-    const double n = static_cast<double>(r.n_probe + r.n_out);
-    s += "  width: (1/2) [ln(1 + n/d_min) - ln(1 + n/d_max)] / ln(d_max/d_min), n = n_probe + n_out: the slope change\n"
-         "    from the incoherent remainder (relative size sqrt(n/d)) of sums over the probe's inputs and outputs\n";
-    s += fmt::format("    n = {} + {} = {}, width {}: {:.4f}\n", r.n_probe, r.n_out, r.n_probe + r.n_out,
-                     axis_range(r, "width"), finite_size_term(r.widths.front(), r.widths.back(), n));
-  }
-  if (r.depths.size() >= 2)
-    s += fmt::format("  depth: ln(1 + L_min^-1/2) / ln(L_max/L_min) (an O(L^-1/2) correction), depth {}: {:.4f}\n",
-                     axis_range(r, "depth"), finite_size_term(r.depths.front(), r.depths.back()));
-  return s;
-}
-
-const char* verdict(const std::optional<bool>& v) { return !v ? "-" : (*v ? "yes" : "NO"); }
-
-}  // namespace
-
-std::string render_coordcheck(const CoordCheckResult& r) {
-  const CoordCheckConfig& c = r.config;
-  const ModelConfig& mc = c.train.model;
-  std::string s;
-  s += fmt::format("coordcheck: model {}, param {}, optimizer {} (lr {}), {} steps, seeds {}\n", mc.kind, r.table.name,
-                   c.train.optim.kind, c.train.optim.lr, c.steps, fmt::join(c.seeds, ","));
-  s += fmt::format("  widths {}  depths {}  batch {}{}  data {}\n", fmt::join(r.widths, ","), fmt::join(r.depths, ","),
-                   c.train.train.batch_size,
-                   mc.kind == "bigram" || mc.kind == "gpt" ? fmt::format(" x {} tokens", mc.seq_len) : "",
-                   c.train.data.source);
-  if (!c.break_mode.empty())
-    s += fmt::format("  BROKEN MODEL (--break {}): the readout's multiplier exponent a is 0 in the model; the "
-                     "predictions use the unbroken table (a = {})\n",
-                     c.break_mode, fmt_exp(r.table.row(Role::Readout).a));
-  s += fmt::format("  theory: {}\n", r.theory_note);
-  s += fmt::format("  alignment (eqs. 18-20): omega_hidden = {}, omega_readout = {}, alpha = {}, u = {}\n",
-                   fmt_exp(c.align.omega_hidden), fmt_exp(c.align.omega_readout), fmt_exp(c.align.alpha),
-                   fmt_exp(c.align.u));
-  if (r.depths.size() >= 2)
-    s += fmt::format("  depth theory: alpha = {}, gamma = {}: {}\n", fmt_exp(r.depth_theory.alpha),
-                     fmt_exp(r.depth_theory.gamma), r.depth_theory.label);
-  s += "  RMS of the stored tensors' W' and dW (the multiplier d^-a applies in forward, as in seed 000 eqs. 5, 15)\n\n";
-
-  s += fmt::format("{:<6} {:<4} {:<26} {:>4} {:>9} {:>9} {:>17} {:>6} {:>7} {:>6}  {}\n", "vs", "qty", "layer", "step",
-                   "predicted", "measured", "95% interval", "tol", "matches", "stable", "maps to");
-  s += std::string(130, '-') + "\n";
-  std::string last_group;
-  for (const CoordRow& row : r.rows) {
-    const std::string group = fmt::format("{}{}{}", row.axis, row.at, static_cast<int>(row.q));
-    if (!last_group.empty() && group != last_group) s += "\n";
-    last_group = group;
-    const std::string vs = fmt::format("{}{}", row.axis == "width" ? "d|L=" : "L|d=", row.at);
-    std::string meas = "n/a", interval = "", tol = "";
-    if (row.fit.valid) {
-      meas = fmt::format("{:+.3f}", row.fit.slope);
-      interval = row.fit.dof > 0 ? fmt::format("[{:+.3f},{:+.3f}]", row.fit.slope - row.fit.half_width,
-                                               row.fit.slope + row.fit.half_width)
-                                 : "(one fit)";
-      tol = fmt::format("{:.3f}", row.tolerance);
-    }
-    s += fmt::format("{:<6} {:<4} {:<26} {:>4} {:>9} {:>9} {:>17} {:>6} {:>7} {:>6}  {}\n", vs,
-                     coord_quantity_name(row.q), row.layer, row.step, row.predicted ? fmt_exp(*row.predicted) : "-",
-                     meas, interval, tol, verdict(row.matches), verdict(row.stable), row.maps_to);
-  }
-  s += "\n" + tolerance_text(r);
-
-  int predicted = 0, matched = 0, judged_stable = 0, stable = 0, no_pred = 0;
-  for (const CoordRow& row : r.rows) {
-    if (row.predicted) {
-      ++predicted;
-      matched += row.matches && *row.matches;
-    } else {
-      ++no_pred;
-    }
-    if (row.stable) {
-      ++judged_stable;
-      stable += *row.stable;
-    }
-  }
-  int diverged = 0;
-  for (const CoordRun& run : r.runs) diverged += run.diverged;
-  // The probe loss per grid point (mean over seeds): the one-step theory describes the early phase;
-  // a probe loss that collapses within T steps makes later gradients width-dependent (wider fits faster).
-  s += fmt::format("\nprobe loss, step 0 -> step {} (mean over seeds):", c.steps);
-  for (int d : r.depths)
-    for (int w : r.widths) {
-      double l0 = 0, lT = 0;
-      int n = 0;
-      for (const CoordRun& run : r.runs)
-        if (run.width == w && run.depth == d) {
-          l0 += run.loss.front();
-          lT += run.loss.back();
-          ++n;
-        }
-      if (n) s += fmt::format(" {}{}: {:.3g} -> {:.3g};", r.depths.size() > 1 ? fmt::format("L={} ", d) : "",
-                              r.widths.size() > 1 || r.depths.size() == 1 ? fmt::format("d={}", w) : "", l0 / n,
-                              lT / n);
-    }
-  s += "\n";
-  s += fmt::format("\nsummary: {} rows; {} of {} predicted rows match theory; {} of {} activation rows stable; {} rows "
-                   "without a prediction; {} runs, {} diverged; {:.1f} s\n",
-                   r.rows.size(), matched, predicted, stable, judged_stable, no_pred, r.runs.size(), diverged, r.wall_s);
-  const WidthTheory& w = r.width_theory;
-  s += fmt::format("theory verdicts for {} / {}: stable at init {}, stable in training {}, feature learning {}\n",
-                   r.table.name, family_name(r.family), w.stable_init ? "yes" : "NO", w.stable_train ? "yes" : "NO",
-                   w.feature_learning ? "yes" : "NO");
-  if (r.failures.empty()) {
-    s += "PASS: every predicted row matches theory and every activation is stable\n";
-  } else {
-    s += fmt::format("FAIL: {} quantities failed a verdict:\n", r.failures.size());
-    for (const std::string& f : r.failures) s += "  " + f + "\n";
-  }
-  return s;
-}
-
-nlohmann::json coordcheck_to_json(const CoordCheckResult& r) {
-  auto num = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
-  auto opt = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
-  auto optb = [](const std::optional<bool>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
-  const CoordCheckConfig& c = r.config;
-  nlohmann::json j;
-  j["config"] = train_config_to_json(c.train);
-  j["table"] = param_to_json(r.table);
-  j["family"] = family_name(r.family);
-  j["widths"] = r.widths;
-  j["depths"] = r.depths;
-  j["steps"] = c.steps;
-  j["seeds"] = c.seeds;
-  j["train_batches"] = c.train_batches;
-  j["break"] = c.break_mode;
-  j["alignment"] = {{"omega_hidden", c.align.omega_hidden},
-                    {"omega_readout", c.align.omega_readout},
-                    {"alpha", c.align.alpha},
-                    {"u", c.align.u}};
-  j["theory"] = theory_json(r.width_theory, r.depth_theory);
-  j["theory_depth"] = r.theory_depth;
-  j["theory_note"] = r.theory_note;
-  j["rms_convention"] = "RMS(v) = sqrt(mean v^2); W' and dW of the stored tensor (multiplier applied in forward)";
-  nlohmann::json tol;
-  tol["formula"] = "t_{0.975,S-1} * SE + finite-size term";
-  tol["width_finite_formula"] = "(1/2) [ln(1 + n/d_min) - ln(1 + n/d_max)] / ln(d_max/d_min), n = n_probe + n_out";
-  tol["depth_finite_formula"] = "ln(1 + L_min^-1/2) / ln(L_max/L_min)";
-  tol["n_probe"] = r.n_probe;
-  tol["n_out"] = r.n_out;
-  if (r.widths.size() >= 2)
-    tol["width_finite_term"] =
-        finite_size_term(r.widths.front(), r.widths.back(), static_cast<double>(r.n_probe + r.n_out));
-  if (r.depths.size() >= 2) tol["depth_finite_term"] = finite_size_term(r.depths.front(), r.depths.back());
-  if (c.seeds.size() >= 2) tol["t_quantile"] = student_t_quantile(0.975, static_cast<int>(c.seeds.size()) - 1);
-  j["tolerance"] = tol;
-  nlohmann::json rows = nlohmann::json::array();
-  for (const CoordRow& row : r.rows) {
-    nlohmann::json jr;
-    jr["axis"] = row.axis;
-    jr["at"] = row.at;
-    jr["quantity"] = coord_quantity_name(row.q);
-    jr["layer"] = row.layer;
-    jr["step"] = row.step;
-    jr["predicted"] = opt(row.predicted);
-    jr["maps_to"] = row.maps_to;
-    jr["valid"] = row.fit.valid;
-    if (!row.fit.valid) jr["problem"] = row.fit.problem;
-    jr["slope"] = row.fit.valid ? num(row.fit.slope) : nlohmann::json(nullptr);
-    jr["se"] = num(row.fit.se);
-    jr["half_width"] = num(row.fit.half_width);
-    jr["dof"] = row.fit.dof;
-    jr["method"] = row.fit.method;
-    jr["per_seed_slopes"] = row.fit.per_seed;
-    jr["finite_term"] = row.finite_term;
-    jr["tolerance"] = row.tolerance;
-    jr["matches"] = optb(row.matches);
-    jr["stable"] = optb(row.stable);
-    rows.push_back(jr);
-  }
-  j["rows"] = rows;
-  nlohmann::json runs = nlohmann::json::array();
-  for (const CoordRun& run : r.runs) {
-    nlohmann::json jr;
-    jr["width"] = run.width;
-    jr["depth"] = run.depth;
-    jr["seed"] = run.seed;
-    jr["diverged"] = run.diverged;
-    nlohmann::json loss = nlohmann::json::array();
-    for (double v : run.loss) loss.push_back(num(v));
-    jr["loss"] = loss;
-    nlohmann::json series = nlohmann::json::array();
-    for (const CoordSeries& s : run.series) {
-      nlohmann::json vals = nlohmann::json::array();
-      for (double v : s.rms) vals.push_back(num(v));
-      series.push_back({{"quantity", coord_quantity_name(s.q)}, {"layer", s.layer}, {"rms", vals}});
-    }
-    jr["series"] = series;
-    runs.push_back(jr);
-  }
-  j["runs"] = runs;
-  j["failures"] = r.failures;
-  j["pass"] = r.pass();
-  j["wall_s"] = r.wall_s;
-  return j;
-}
-
-// ============================================================================================
-// Plots
-// ============================================================================================
-
-std::vector<std::string> plot_coordcheck(const CoordCheckResult& r, const std::string& dir) {
-  std::vector<std::string> written;
-  // (axis, at) pairs in row order
-  std::vector<std::pair<std::string, int>> fits;
-  for (const CoordRow& row : r.rows)
-    if (std::find(fits.begin(), fits.end(), std::make_pair(row.axis, row.at)) == fits.end())
-      fits.emplace_back(row.axis, row.at);
-  for (const auto& [axis, at] : fits) {
-    for (int qi = 0; qi < kNumCoordQuantities; ++qi) {
-      const auto q = static_cast<CoordQuantity>(qi);
-      PlotFigure fig;
-      fig.title = fmt::format("{} {}: {} vs {} ({} {}) | {} / {} | solid: measured (geometric mean over {} seeds), "
-                              "dashed: predicted slope",
-                              r.config.train.model.kind, coord_quantity_name(q), quantity_info(q).label, axis,
-                              axis == "width" ? "depth" : "width", at, r.table.name, r.config.train.optim.kind,
-                              r.config.seeds.size());
-      for (int t = 0; t <= r.config.steps; ++t) {
-        PlotPanel panel;
-        panel.title = fmt::format("step {}", t);
-        panel.xlabel = axis;
-        panel.ylabel = quantity_info(q).label;
-        int color = 0;
-        bool any = false;
-        for (const CoordRow& row : r.rows) {
-          if (row.axis != axis || row.at != at || row.q != q || row.step != t) continue;
-          any = true;
-          PlotSeries meas;
-          meas.title = row.layer;
-          meas.color = color;
-          meas.x = row.x;
-          for (size_t i = 0; i < row.x.size(); ++i) {
-            double lg = 0;
-            int n = 0;
-            for (const auto& ys : row.y)
-              if (ys[i] > 0 && std::isfinite(ys[i])) {
-                lg += std::log(ys[i]);
-                ++n;
-              }
-            meas.y.push_back(n ? std::exp(lg / n) : kNaN);
-          }
-          if (row.predicted && !meas.y.empty() && std::isfinite(meas.y.front()) && meas.y.front() > 0) {
-            PlotSeries pred;
-            pred.dashed = true;
-            pred.color = color;
-            pred.x = row.x;
-            for (double x : row.x) pred.y.push_back(meas.y.front() * std::pow(x / row.x.front(), *row.predicted));
-            panel.series.push_back(std::move(meas));
-            panel.series.push_back(std::move(pred));
-          } else {
-            panel.series.push_back(std::move(meas));
-          }
-          ++color;
-        }
-        if (any) fig.panels.push_back(std::move(panel));
-      }
-      if (fig.panels.empty()) continue;
-      fig.columns = std::min<int>(static_cast<int>(fig.panels.size()), 2);
-      const std::string stem = fmt::format("{}/{}_{}{}_{}", dir, axis, axis == "width" ? "L" : "d", at, quantity_info(q).file);
-      render_figure(fig, stem);
-      written.push_back(stem);
-    }
-  }
-  return written;
 }
 
 }  // namespace scaleinv
