@@ -1,5 +1,5 @@
 // The theory engine against the seeds' known answers: seed 000 Tables 1-3 and eqs. (3)-(12),
-// (24)-(28); seed 004's (alpha, gamma) classification; the post-LN transport bound (eqs. 33, 35).
+// (24)-(28); seed 004's (alpha, gamma) classification; the post-LN transport bound (seed 000 eqs. 33, 35).
 #include <gtest/gtest.h>
 
 #include <algorithm>

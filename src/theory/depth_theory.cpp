@@ -48,10 +48,10 @@ DepthTheory depth_theory(double alpha, double gamma, double shortcut) {
   d.update_uncorrelated = 0.5 - s;
   d.block_update = -s;
 
-  d.stable_init = !gt(0.5, alpha);                     // Claim 5.1
+  d.stable_init = !gt(0.5, alpha);                     // seed 004 Claim 5.1
   d.stable_train = d.stable_init && !gt(1.0, s);       // Claim 5.2 a
   d.stable = d.stable_init && d.stable_train;
-  d.nontrivial = d.stable && !gt(s, 1.0);              // Claim 5.2 b
+  d.nontrivial = d.stable && !gt(s, 1.0);              // seed 004 Claim 5.2 b
   d.faithful = d.stable && !gt(0.0, gamma);            // Claim 5.3 (linear case: faithful iff gamma >= 0)
   d.feature_learning = d.stable && d.nontrivial && d.faithful;  // seed 004 footnote 9
   d.max_diversity = d.feature_learning && eq(alpha, 0.5);      // Claim 5.5

@@ -35,7 +35,7 @@ struct DepthTheory {
   DepthRegion region = DepthRegion::UnstableInit;
   std::string label;  // one line, e.g. "Depth-muP: stable, faithful, ... (seed 004 Claim 5.5)"
 
-  bool stable_init = false;       // Claim 5.1: alpha >= 1/2
+  bool stable_init = false;       // seed 004 Claim 5.1: alpha >= 1/2
   bool stable_train = false;      // Claim 5.2 a: alpha + gamma >= 1 (given stable at init)
   bool stable = false;            // both
   bool faithful = false;          // Def. 5.3 / Claim 5.3: stable and gamma >= 0 (h_t = Theta(1))
