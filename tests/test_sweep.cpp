@@ -151,6 +151,9 @@ output_mult = [1.0, 2.0]
     SweepSpec e = load_sweep(std::string(SCALEINV_SOURCE_DIR) + "/examples/sweeps/" + f);
     EXPECT_GT(e.points.size(), 8u) << f;
   }
+  // The demo's sweep files run on their own too, with the sizes README states (64 and 48 runs).
+  EXPECT_EQ(load_sweep(std::string(SCALEINV_SOURCE_DIR) + "/examples/demo/width_sweep.toml").points.size(), 64u);
+  EXPECT_EQ(load_sweep(std::string(SCALEINV_SOURCE_DIR) + "/examples/demo/depth_sweep.toml").points.size(), 48u);
 }
 
 TEST(SweepSpec, MistakesNameTheFileAndTheField) {
