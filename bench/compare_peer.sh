@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Speed against the Python peer (DESIGN.md "Speed"): runs `scaleinv bench --json`, then the peer
+# Speed against the Python peer (docs/design.md "Speed"): runs `scaleinv bench --json`, then the peer
 # (../shared/peer/gpt_peer.py, plain PyTorch on Debian's python3-torch, the same libtorch 1.13) at
 # the same shapes right after, and prints the tokens/s ratio per width and the share of the sgemm
 # peak. Ratios, not absolute times, are what count (the machine is shared).

@@ -1,172 +1,474 @@
-"""Every citation in the code's comments resolves through docs/references.md (issue 18).
-
-Run by CTest as Structure.CitationsResolve; exits 1 listing each citation that does not resolve
-(file:line, the citation, why), 0 otherwise. What is checked, in the comments of src/, python/,
-examples/, bench/ and tests/ (text after // or #):
-
-  - "seed NNN": NNN is a row of the seeds table (references.md section 1);
-  - an equation, Claim, Lemma, Definition or Table of a seed ("seed 004 Claim 5.1", "eqs. (8)-(10)"):
-    a row of that seed's table lists it (ranges count for every number in them). A citation with no
-    seed named on its line before it is seed 000's (references.md: every bare "eq. (N)" means seed
-    000's numbering), unless an earlier line of the same comment block named a seed (the block
-    continues it) or the line names another paper (a [key] or an author) before it;
-  - "issue N": a row of the issues table (section 8);
-  - "ref. [key]": a row of the short-keys table (section 9.1);
-  - DESIGN.md "Section" and notes/NAME.md (the design brief and the notes, not in the repository):
-    a row of section 6 or a paragraph of section 7 says what they held and where it is now.
+"""Citations a reader can follow (docs/references.md): every pointer to the theory or the history
+in the prose of src/, python/, examples/, bench/ and tests/ (comments and string literals, never
+code) must resolve inside the repository. Run by CTest as Structure.CitationsResolve; exits 1
+listing each unresolved citation (file:line, what it cites, why), 0 otherwise.
 
     /usr/bin/python3 tests/check_citations.py [REPO_DIR]
+
+What is checked, and against what:
+  - "seed NNN" followed by its numbers (eq./eqs., Table, section/§, a bare section number such as
+    1.2.1 or A.2.2, App./Appendix, Claim, Lemma, Def., Theorem, footnote, Fig., "Part I 0", a
+    quoted section name, seed 002's "strategy s = ..."): the seed must be a row of the seeds table
+    ("## 1. The seeds") and each number a row of that seed's table, whose first column names it
+    (`| eq. (11) |`, `| eqs. (8)-(10) |`: a range counts for every number in it). A seed named
+    with no number next to it only has to exist.
+  - an equation cited without a seed ("eq. (18)", "eqs. 18-20") is seed 000's, the convention at
+    the top of docs/references.md; a dotted one ("eq. 1.61") is seed 002's, the only seed that
+    numbers its equations (1.N).
+  - reference keys "[spectral]", "[sqrt-rule]" in a comment or a string: a bracketed lower-case
+    word right after "ref." / "references.md" / "et al." (or a list of them there), any
+    hyphenated one, and any the table defines; not x[i], v[seed][i], [members] or a TOML table
+    name such as [grid]. The key must be a row of the short-keys table ("### 9.1").
+  - "issue N" / "issues N and M": N must be a row of the issues table ("## 8. Issues").
+  - docs/design.md "Section": the quoted name must be a heading of docs/design.md.
+  - the design brief and its notes, which are not in the repository: any mention of
+    DESIGN dot md or of the notes folder is an error, code included (cite docs/design.md or
+    docs/references.md instead).
+This file itself is not scanned (its docstring and patterns would cite themselves).
 """
+import io
 import os
 import re
 import sys
+import tokenize
 
-SCAN = ["src", "python", "examples", "bench", "tests"]
-EXTENSIONS = (".h", ".cpp", ".py", ".toml", ".sh", ".txt")
-# A citation kind and the pattern of its number(s); numbers like 5, 5.1, 1.61, E.5, A.2.2.
-NUM = r"[A-Z]?\.?\d+(?:\.\d+)*"
-KINDS = {
-    "eq": re.compile(r"\beqs?\.\s*\(?(" + NUM + r")\)?((?:\s*(?:-|–|,|and)\s*\(?" + NUM + r"\)?)*)"),
-    "claim": re.compile(r"\bClaims?\s+(" + NUM + r")((?:\s*(?:-|–|,|and)\s*" + NUM + r")*)"),
-    "lemma": re.compile(r"\bLemmas?\s+(" + NUM + r")((?:\s*(?:-|–|,|and)\s*" + NUM + r")*)"),
-    "def": re.compile(r"\bDef(?:inition)?\.?\s+(" + NUM + r")((?:\s*(?:-|–|,|and)\s*" + NUM + r")*)"),
-    "table": re.compile(r"\bTable\s+(\d+)\b()"),
-}
-SEED = re.compile(r"\bseeds?\s+(\d{3})\b")
-ISSUE = re.compile(r"\bissues?\s+(\d+)((?:\s*(?:,|and)\s*\d+)*)")
-REF_KEY = re.compile(r"\bref\.\s*\[([a-z0-9-]+)\]")
-# The design brief and the notes are not in the repository: sections 6 and 7 resolve them.
-DESIGN = re.compile(r"DESIGN\.md:?\s*\"([^\"]+)\"")
-NOTES = re.compile(r"\bnotes/([A-Za-z0-9_-]+\.md)")
-# Another paper named on the line: a short key or an author-year citation.
-OTHER_PAPER = re.compile(r"\[[a-z][a-z0-9-]*\]|\b[A-Z][a-z]+(?: et al\.| and [A-Z][a-z]+)?,? (?:19|20)\d\d\b")
+SCAN_DIRS = ["src", "python", "examples", "bench", "tests"]
+EXTENSIONS = (".cpp", ".h", ".hpp", ".py", ".toml", ".sh")
+
+# ---------------------------------------------------------------------------------------------------
+# Prose: the comments and string literals of a file, everything else blanked.
+#
+# prose(text, ext) returns a string of the same length as text in which every character of code
+# is replaced by SEP, comment markers and quotes by a space, and prose kept as it is. A citation
+# can then run across comment lines ("seed 000\n// A.2.2") but never across code.
+SEP = "\x00"
 
 
-def numbers(first, rest):
-    """'8', '-(10)' -> ['8', '9', '10']; ranges of integers (or of x.N with one prefix) expand."""
-    items = [first] + re.findall(NUM, rest)
-    out = [items[0]]
-    seps = re.findall(r"(-|–|,|and)\s*\(?" + NUM, rest)
-    for sep, item in zip(seps, items[1:]):
-        prev = out[-1]
-        if sep in ("-", "–"):
-            a, b = prev.rsplit(".", 1) if "." in prev else ("", prev), item.rsplit(".", 1) if "." in item else ("", item)
-            (pa, na), (pb, nb) = a, b
-            if pa == pb and na.isdigit() and nb.isdigit() and int(na) < int(nb) <= int(na) + 40:
-                out += [(pa + "." if pa else "") + str(n) for n in range(int(na) + 1, int(nb) + 1)]
+def _mask_hash(text, in_string_quotes):
+    """TOML and shell: '#' comments; strings in the given quote characters."""
+    out = []
+    i, n = 0, len(text)
+    line_start = True
+    while i < n:
+        c = text[i]
+        if c == "\n":
+            out.append(c)
+            i += 1
+            line_start = True
+            continue
+        if c == "#" and (line_start or i == 0 or text[i - 1] in " \t"):
+            j = text.find("\n", i)
+            j = n if j < 0 else j
+            out.append(" " + text[i + 1:j])
+            i = j
+            continue
+        if c in in_string_quotes:
+            q = text[i:i + 3] if text[i:i + 3] in ('"""', "'''") else c
+            j = i + len(q)
+            while j < n and not text.startswith(q, j):
+                j += 2 if (text[j] == "\\" and q.startswith('"')) else 1
+            body = text[i + len(q):j]
+            out.append(" " * len(q) + re.sub(r"\\.", "  ", body) + " " * len(q))
+            i = min(j + len(q), n)
+            line_start = False
+            continue
+        out.append(c if c in " \t" else SEP)
+        line_start = line_start and c in " \t"
+        i += 1
+    return "".join(out)[:n].ljust(n, SEP)
+
+
+def _mask_cpp(text):
+    out = []
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if text.startswith("//", i):
+            j = text.find("\n", i)
+            j = n if j < 0 else j
+            out.append("  " + text[i + 2:j])
+            i = j
+        elif text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            j = n if j < 0 else j
+            body = re.sub(r"(?m)^(\s*)\*", r"\1 ", text[i + 2:j])
+            out.append("  " + body + "  ")
+            i = j + 2
+        elif c == "R" and re.match(r'R"([^(\s]*)\(', text[i:]):
+            m = re.match(r'R"([^(\s]*)\(', text[i:])
+            end = text.find(")" + m.group(1) + '"', i + m.end())
+            end = n if end < 0 else end
+            out.append(" " * m.end() + text[i + m.end():end] + " " * (len(m.group(1)) + 2))
+            i = end + len(m.group(1)) + 2
+        elif c == '"':
+            j = i + 1
+            while j < n and text[j] != '"' and text[j] != "\n":
+                j += 2 if text[j] == "\\" else 1
+            out.append(" " + re.sub(r"\\.", "  ", text[i + 1:j]) + " ")
+            i = j + 1
+        elif c == "'":
+            m = re.match(r"'(\\.|[^'\\\n])*'", text[i:])
+            k = m.end() if m else 1
+            out.append(SEP * k)
+            i += k
+        else:
+            out.append(c if c in " \t\n" else SEP)
+            i += 1
+    return "".join(out)[:n].ljust(n, SEP)
+
+
+def _mask_python(text):
+    chars = [c if c == "\n" else SEP for c in text]
+    starts = [0]
+    for line in text.splitlines(keepends=True):
+        starts.append(starts[-1] + len(line))
+
+    def off(pos):
+        return starts[pos[0] - 1] + pos[1]
+
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return _mask_hash(text, "\"'")
+    for tok in tokens:
+        if tok.type == tokenize.COMMENT:
+            a = off(tok.start)
+            chars[a] = " "
+            chars[a + 1:off(tok.end)] = text[a + 1:off(tok.end)]
+        elif tok.type == tokenize.STRING:
+            a, b = off(tok.start), off(tok.end)
+            s = text[a:b]
+            m = re.match(r"(?i)[rbuf]*('''|\"\"\"|'|\")", s)
+            q = len(m.group(0))
+            body = s[q:len(s) - len(m.group(1))]
+            chars[a:b] = " " * q + body + " " * len(m.group(1))
+    for i, c in enumerate(text):  # whitespace inside code stays whitespace
+        if chars[i] == SEP and c in " \t":
+            chars[i] = c
+    return "".join(chars)
+
+
+def prose(text, ext):
+    if ext in (".cpp", ".h", ".hpp"):
+        return _mask_cpp(text)
+    if ext == ".py":
+        return _mask_python(text)
+    return _mask_hash(text, "\"'")
+
+
+# ---------------------------------------------------------------------------------------------------
+# Citation items: "eq. (11)", "eqs. 18-20", "Claims 5.1-5.5", "A.2.2", ...
+NUM = r"(?:[A-Z]\.)?\d+(?:\.\d+)*"
+NUMP = r"\(?" + NUM + r"\)?"
+LIST_SEP = r"\s*(?:-|–|,\s*and|,|/|and|&)\s*"
+
+
+def _expand(a, b):
+    """The numbers from a to b: '8'-'10' -> 8, 9, 10; '5.1'-'5.5' -> 5.1 .. 5.5; 'E.5'-'E.6'."""
+    pa, pb = a.rsplit(".", 1) if "." in a else ("", a), b.rsplit(".", 1) if "." in b else ("", b)
+    if pa[0] != pb[0] or not pa[1].isdigit() or not pb[1].isdigit() or int(pb[1]) < int(pa[1]) \
+            or int(pb[1]) - int(pa[1]) > 200:
+        return [a, b]
+    pre = pa[0] + "." if pa[0] else ""
+    return [pre + str(k) for k in range(int(pa[1]), int(pb[1]) + 1)]
+
+
+def _shape(num):
+    return "letter" if num[0].isalpha() else ("dotted" if "." in num else "int")
+
+
+def parse_numlist(s, pos, same_shape=True):
+    """Numbers at s[pos:] joined by ranges and lists; returns (numbers, end). A list stops where the
+    shape changes ('Claims 5.1-5.5, H.2': H.2 is not a claim)."""
+    m = re.compile(NUMP).match(s, pos)
+    if not m:
+        return [], pos
+    first = m.group(0).strip("()")
+    if m.group(0).startswith("(") != m.group(0).endswith(")") and not m.group(0).endswith(")"):
+        pass
+    nums, end, prev = [first], m.end(), first
+    while True:
+        sm = re.compile(LIST_SEP).match(s, end)
+        if not sm:
+            break
+        nm = re.compile(NUMP + r"(?![\w/^])").match(s, sm.end())
+        if not nm:
+            break
+        num = nm.group(0).strip("()")
+        if same_shape and _shape(num) != _shape(first):
+            break
+        if sm.group(0).strip() in ("-", "–"):
+            nums.pop()
+            nums.extend(_expand(prev, num))
+        else:
+            nums.append(num)
+        prev, end = num, nm.end()
+    return nums, end
+
+
+def _items(kind, nums):
+    return [(kind, n) for n in nums]
+
+
+KEYWORDS = [  # (regex for the word, kind)
+    (r"[Ee]qs?\.\s*|[Ee]quations?\s+", "eq"),
+    (r"Tables?\s+", "table"),
+    (r"[Ss]ections?\s+|§\s*", "sec"),
+    (r"Claims?\s+", "claim"),
+    (r"Lemmas?\s+|Lemmata\s+", "lemma"),
+    (r"Theorems?\s+|Thm\.\s*", "theorem"),
+    (r"Defs?\.\s*|Definitions?\s+", "def"),
+    (r"[Ff]ootnotes?\s+", "footnote"),
+    (r"Figs?\.\s*|Figures?\s+", "fig"),
+]
+KEYWORD_RES = [(re.compile(r"(?:" + k + r")(?=\(?[A-Z0-9])"), kind) for k, kind in KEYWORDS]
+APP_RE = re.compile(r"(?:App\.|Appendix|Appendices)\s*([A-Z](?:\.\d+)*)\b")
+PART_RE = re.compile(r"Part\s+(I{1,3}|IV)\s+(?:§\s*)?(\d+)\b")
+QUOTED_RE = re.compile(r'"([A-Z][A-Za-z]*(?: [A-Za-z]+){0,3})"')
+STRATEGY_RE = re.compile(r"strateg(?:y|ies)\s+s\s*=\s*(\d+(?:/\d+)?)")
+LABEL_RE = re.compile(r"(E\d+)\b")
+BARE_RE = re.compile(r"(?=[A-Z]\.\d|\d+\.\d)")
+
+
+def parse_item(s, pos):
+    """One citation item at s[pos:]: (list of (kind, number), end) or (None, pos)."""
+    for rx, kind in KEYWORD_RES:
+        m = rx.match(s, pos)
+        if m:
+            nums, end = parse_numlist(s, m.end())
+            if nums:
+                out = []
+                for n in nums:  # "App. L.2" style numbers under "section" stay sections
+                    out.append((kind, n))
+                return out, end
+    m = APP_RE.match(s, pos)
+    if m:
+        label = m.group(1)
+        return [("sec" if "." in label else "app", label)], m.end()
+    m = PART_RE.match(s, pos)
+    if m:
+        return [("part", m.group(1) + " " + m.group(2))], m.end()
+    m = STRATEGY_RE.match(s, pos)
+    if m:
+        return [("strategy", m.group(1))], m.end()
+    m = QUOTED_RE.match(s, pos)
+    if m:
+        return [("name", m.group(1))], m.end()
+    m = LABEL_RE.match(s, pos)
+    if m:
+        return [("label", m.group(1))], m.end()
+    if BARE_RE.match(s, pos):
+        nums, end = parse_numlist(s, pos)
+        if nums and not re.match(r"[\w.]", s[end:end + 1]):
+            return [("sec", n) for n in nums], end
+    return None, pos
+
+
+ITEM_SEP = re.compile(r"(?:'s)?(?:\s*(?:,|/|&|\band\b|\bor\b)\s*|\s+)")
+
+
+def parse_chain(s, pos):
+    """The items following 'seed NNN' at s[pos:] (a parenthetical right after it is skipped)."""
+    items = []
+    m = re.compile(r"\s*\((?:[^()\d]|\d{4})*\)").match(s, pos)  # "(Depth-muP, Yang et al. 2023)"
+    if m:
+        pos = m.end()
+    while True:
+        sm = ITEM_SEP.match(s, pos)
+        start = sm.end() if sm else pos
+        got, end = parse_item(s, start)
+        if not got:
+            break
+        items.extend((kind, num, start) for kind, num in got)
+        pos = end
+    return items, pos
+
+
+def describe(kind, num):
+    return {"eq": "eq. ({})", "table": "Table {}", "sec": "section {}", "app": "App. {}", "claim": "Claim {}",
+            "lemma": "Lemma {}", "theorem": "Theorem {}", "def": "Def. {}", "footnote": "footnote {}",
+            "fig": "Fig. {}", "part": "Part {}", "name": '"{}"', "strategy": "strategy s = {}",
+            "label": "{}"}[kind].format(num)
+
+
+# ---------------------------------------------------------------------------------------------------
+# docs/references.md: which seeds, numbers, keys and issues it resolves.
+
+
+def _table_first_cells(lines):
+    for line in lines:
+        if line.startswith("|") and not re.match(r"\|\s*-+\s*\|", line):
+            cells = line.split("|")
+            if len(cells) > 2:
+                yield cells[1].strip()
+
+
+def cell_items(cell):
+    """The citations a first cell of a seed's table names: '| eqs. (8)-(10) |', '| App. K, eq. (9) |',
+    '| §2 (and 2.1) |', '| "seed 002 section 5" |', '| strategies s = 0, 1/2, 1 |'."""
+    cell = re.sub(r'^"seed \d{3}\s*(.*)"$', r"\1", cell.strip("`"))
+    out, pos = set(), 0
+    while pos < len(cell):
+        if pos == 0 or cell[pos - 1] in " ,/;" or (cell[pos - 1] == "(" and not cell[pos].isdigit()):
+            got, end = parse_item(cell, pos)
+            if got:
+                out.update(got)
+                pos = end
                 continue
-        out.append(item)
-    return [n.lstrip(".") for n in out]
+        pos += 1
+    for s in re.findall(r"strateg(?:y|ies)\s+s\s*=\s*([\d/]+(?:,\s*[\d/]+)*)", cell):
+        out.update(("strategy", v.strip()) for v in s.split(","))
+    return out
 
 
 def load_references(path):
-    text = open(path, encoding="utf-8").read()
-    sections = re.split(r"^## ", text, flags=re.M)
-    seeds, cited, issues, keys = set(), {}, set(), set()
-    design, notes = set(), set()
-    for sec in sections:
-        title = sec.split("\n", 1)[0]
-        rows = [r for r in sec.split("\n") if r.startswith("| ") and not r.startswith("| ---")]
-        first_cells = [r.split("|")[1].strip() for r in rows]
-        if title.startswith("1. The seeds"):
-            seeds |= {c for c in first_cells if re.fullmatch(r"\d{3}", c)}
-        m = re.match(r"\d+\. Seed (\d{3})", title)
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    sections, current = {}, None
+    for line in text.splitlines():
+        if line.startswith("## ") or line.startswith("### "):
+            current = line.lstrip("#").strip()
+            sections[current] = []
+        elif current is not None:
+            sections[current].append(line)
+    seeds, numbers, keys, issues = set(), {}, set(), set()
+    for title, lines in sections.items():
+        cells = list(_table_first_cells(lines))
+        if re.match(r"\d+\. The seeds", title):
+            seeds.update(c for c in cells if re.fullmatch(r"\d{3}", c))
+        m = re.match(r"\d+\. Seed (\d{3})\b", title)
         if m:
-            got = cited.setdefault(m.group(1), set())
-            for cell in first_cells + [title]:
-                for kind, pat in KINDS.items():
-                    for mm in pat.finditer(cell):
-                        got |= {(kind, n) for n in numbers(mm.group(1), mm.group(2))}
-                # A row named by its section alone ("4.1", "H.2", "4.2 (setup)") holds whatever the
-                # code cites by that number.
-                mm = re.match(r"(?:section\s+)?(" + NUM + r")\b", cell)
-                if mm:
-                    got.add(("any", mm.group(1)))
-        if title.startswith("6. DESIGN.md"):
-            design |= {c.strip('"') for c in first_cells}
-        if title.startswith("7. The notes"):
-            notes |= set(re.findall(r"notes/([A-Za-z0-9_-]+\.md)", sec))
-        if title.startswith("8. Issues"):
-            issues |= {c for c in first_cells if c.isdigit()}
-        keys |= set(re.findall(r"^\| \[([a-z0-9-]+)\] \|", sec, flags=re.M))
-    return seeds, cited, issues, keys, design, notes
+            got = numbers.setdefault(m.group(1), set())
+            for cell in cells:
+                got.update(cell_items(cell))
+        if re.match(r"\d+\. Issues", title):
+            issues.update(c for c in cells if c.isdigit())
+        if "Short keys" in title:
+            keys.update(re.findall(r"\[([a-z][a-z0-9-]*)\]", " ".join(cells)))
+    return seeds, numbers, keys, issues
 
 
-def comment_of(line, ext):
-    if ext in (".h", ".cpp"):
-        i = line.find("//")
-        return line[i + 2:] if i >= 0 else None
-    i = line.find("#")
-    return line[i + 1:] if i >= 0 else None
+def load_design_headings(path):
+    with open(path, encoding="utf-8") as f:
+        return {line.lstrip("#").strip() for line in f if line.startswith("#")}
 
 
-def check(repo):
-    seeds, cited, issues, keys, design, notes = load_references(os.path.join(repo, "docs", "references.md"))
-    problems = []
-    counts = {k: 0 for k in ("seed", "eq", "claim", "lemma", "def", "table", "issue", "key", "design", "notes")}
-    for top in SCAN:
-        for root, _, files in os.walk(os.path.join(repo, top)):
-            for f in sorted(files):
-                if not f.endswith(EXTENSIONS) or f == os.path.basename(__file__):
-                    continue
-                path = os.path.join(root, f)
-                rel = os.path.relpath(path, repo)
-                ext = os.path.splitext(f)[1]
-                block_seed = None  # the last seed a comment block named: its later lines continue it
-                for ln, line in enumerate(open(path, encoding="utf-8", errors="replace"), 1):
-                    c = comment_of(line, ext)
-                    if not c:
-                        block_seed = None
-                        continue
-                    where = f"{rel}:{ln}"
-                    for m in SEED.finditer(c):
-                        counts["seed"] += 1
-                        if m.group(1) not in seeds:
-                            problems.append(f"{where}: seed {m.group(1)}: not in the seeds table")
-                    for kind, pat in KINDS.items():
-                        for m in pat.finditer(c):
-                            before = c[: m.start()]
-                            named = SEED.findall(before)
-                            if not named and OTHER_PAPER.search(before):
-                                continue  # another paper's numbering
-                            seed = named[-1] if named else (block_seed or "000")
-                            for n in numbers(m.group(1), m.group(2)):
-                                counts[kind] += 1
-                                known = cited.get(seed, set())
-                                if (kind, n) not in known and ("any", n) not in known:
-                                    problems.append(f"{where}: seed {seed} {kind} {n}: no row of references.md section for seed {seed}")
-                    if SEED.findall(c):
-                        block_seed = SEED.findall(c)[-1]
-                    for m in ISSUE.finditer(c):
-                        for n in [m.group(1)] + re.findall(r"\d+", m.group(2)):
-                            counts["issue"] += 1
-                            if n not in issues:
-                                problems.append(f"{where}: issue {n}: not in the issues table")
-                    for m in DESIGN.finditer(c):
-                        counts["design"] += 1
-                        if not any(m.group(1).startswith(d) or d.startswith(m.group(1)) for d in design):
-                            problems.append(f'{where}: DESIGN.md "{m.group(1)}": not in section 6 (the brief\'s names)')
-                    for m in NOTES.finditer(c):
-                        counts["notes"] += 1
-                        if m.group(1) not in notes:
-                            problems.append(f"{where}: notes/{m.group(1)}: not in section 7 (the notes)")
-                    for m in REF_KEY.finditer(c):
-                        counts["key"] += 1
-                        if m.group(1) not in keys:
-                            problems.append(f"{where}: ref. [{m.group(1)}]: not in the short-keys table")
-    return problems, counts
+# ---------------------------------------------------------------------------------------------------
+SEED_RE = re.compile(r"\b[Ss]eeds?\s+(\d{3})\b")
+BARE_EQ_RE = re.compile(r"(?<![\w.])(?:[Ee]qs?\.\s*|[Ee]quations?\s+)(?=\(?\d)")
+KEY_RE = re.compile(r"(?<![\w\]])\[([a-z][a-z0-9]*(?:-[a-z0-9]+)*)\](?!\[)")
+# What makes a bracketed word a reference key: "ref. [key]", "references.md [a], [b]", "Li et al.
+# [surge]"; otherwise only a hyphenated word ("[sqrt-rule]") or a key the table defines.
+REF_MARK_RE = re.compile(r"(?:\brefs?\.|references\.md|\bet al\.)\s*(?:\[[a-z0-9-]+\]\s*(?:,|and)\s*)*$")
+ISSUE_RE = re.compile(r"\b[Ii]ssues?\s+#?(\d+)((?:\s*(?:,|and|&)\s*#?\d+)*)")
+DESIGN_POINTER_RE = re.compile(r"design\.md\"?\s*(?:,\s*)?\"([^\"]+)\"")
+FORBIDDEN_RE = re.compile(r"DESIGN\.md|(?<![\w.-])notes/")
+
+
+def scan_file(path, rel, refs, headings, counts, errors):
+    seeds, numbers, keys, issues = refs
+    with open(path, encoding="utf-8", errors="replace") as f:
+        text = f.read()
+    line_of = []
+    ln = 1
+    for c in text:
+        line_of.append(ln)
+        ln += c == "\n"
+
+    def err(pos, what, why):
+        errors.append(f"{rel}:{line_of[min(pos, len(line_of) - 1)]}: {what}: {why}")
+
+    for m in FORBIDDEN_RE.finditer(text):
+        counts["design brief / notes"] += 1
+        err(m.start(), m.group(0), "not in the repository; cite docs/design.md or docs/references.md")
+
+    p = prose(text, os.path.splitext(path)[1])
+    # Collapse whitespace (newlines and comment markers included) so a citation can wrap; keep a map
+    # back to offsets in the file.
+    flat, where = [], []
+    prev_space = False
+    for i, c in enumerate(p):
+        if c in " \t\n\r":
+            if not prev_space:
+                flat.append(" ")
+                where.append(i)
+            prev_space = True
+        else:
+            flat.append(c)
+            where.append(i)
+            prev_space = False
+    s = "".join(flat)
+
+    consumed = [False] * (len(s) + 1)
+    for m in SEED_RE.finditer(s):
+        seed = m.group(1)
+        counts["seed"] += 1
+        if seed not in seeds:
+            err(where[m.start()], m.group(0), "no such seed in docs/references.md \"The seeds\"")
+            continue
+        items, end = parse_chain(s, m.end())
+        for k in range(m.start(), end):
+            consumed[k] = True
+        for kind, num, at in items:
+            counts["seed " + kind] += 1
+            if (kind, num) not in numbers.get(seed, set()):
+                err(where[at], f"seed {seed} {describe(kind, num)}",
+                    f"no row for it under seed {seed} in docs/references.md")
+    for m in BARE_EQ_RE.finditer(s):
+        if consumed[m.start()]:
+            continue
+        nums, end = parse_numlist(s, m.end())
+        for num in nums:
+            seed = "002" if re.fullmatch(r"\d+\.\d+", num) else "000"
+            counts["bare eq"] += 1
+            if ("eq", num) not in numbers.get(seed, set()):
+                err(where[m.start()], f"eq. ({num}) (seed {seed} by convention)",
+                    f"no row for it under seed {seed} in docs/references.md")
+    for m in KEY_RE.finditer(s):
+        key = m.group(1)
+        marked = REF_MARK_RE.search(s[max(0, m.start() - 40):m.start()])
+        if not (marked or "-" in key or key in keys):
+            continue  # x[i], [members], a TOML table name such as [grid]: not a reference key
+        counts["ref key"] += 1
+        if key not in keys:
+            err(where[m.start()], f"[{key}]", "no such key in docs/references.md \"Short keys\"")
+    for m in ISSUE_RE.finditer(s):
+        for num in [m.group(1)] + re.findall(r"\d+", m.group(2)):
+            counts["issue"] += 1
+            if num not in issues:
+                err(where[m.start()], f"issue {num}", "no row for it in docs/references.md \"Issues\"")
+    for m in DESIGN_POINTER_RE.finditer(s):
+        counts["design.md section"] += 1
+        if m.group(1) not in headings and m.group(1) not in {re.sub(r"\s*\(.*\)$", "", h) for h in headings}:
+            err(where[m.start()], f'docs/design.md "{m.group(1)}"', "no such heading in docs/design.md")
 
 
 def main():
-    repo = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    problems, counts = check(repo)
-    summary = ", ".join(f"{n} {k}" for k, n in counts.items())
-    if problems:
-        print("\n".join(problems))
-        print(f"{len(problems)} citation(s) do not resolve through docs/references.md (checked: {summary})")
-        return 1
-    print(f"every citation resolves through docs/references.md (checked: {summary})")
-    return 0
+    repo = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    refs = load_references(os.path.join(repo, "docs", "references.md"))
+    headings = load_design_headings(os.path.join(repo, "docs", "design.md"))
+    me = os.path.abspath(__file__)
+    counts, errors = {}, []
+
+    class Counter(dict):
+        def __missing__(self, key):
+            return 0
+
+    counts = Counter()
+    for top in SCAN_DIRS:
+        for dirpath, dirnames, filenames in os.walk(os.path.join(repo, top)):
+            dirnames[:] = sorted(d for d in dirnames if d != "__pycache__" and not d.startswith("."))
+            for name in sorted(filenames):
+                path = os.path.join(dirpath, name)
+                if not name.endswith(EXTENSIONS) or os.path.abspath(path) == me:
+                    continue
+                scan_file(path, os.path.relpath(path, repo), refs, headings, counts, errors)
+    for e in errors:
+        print(e)
+    summary = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+    print(f"checked: {summary}")
+    print(f"{len(errors)} unresolved citation(s)" if errors else "every citation resolves")
+    return 1 if errors else 0
 
 
 if __name__ == "__main__":

@@ -293,8 +293,8 @@ TEST(ModelsBuild, EveryPresetBuildsEveryModelAndBackpropagates) {
 // ---- the base shape: every parameterization is the same network ----------------------------
 
 TEST(ModelsBase, EveryPresetIsTheSameNetworkAtTheBaseShape) {
-  // DESIGN.md: at the base shapes (d0 = 64, L0 = 4) every table's factors are 1, so the same seed
-  // gives the same logits whatever the parameterization.
+  // docs/design.md "How a table reaches a tensor": at the base shapes (d0 = 64, L0 = 4) every
+  // table's factors are 1, so the same seed gives the same logits whatever the parameterization.
   struct Variant {
     std::string name;
     ModelConfig cfg;

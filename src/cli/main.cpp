@@ -1,4 +1,4 @@
-// scaleinv: scale-invariant parameterizations of neural networks (DESIGN.md).
+// scaleinv: scale-invariant parameterizations of neural networks (docs/design.md).
 #include <climits>
 #include <cstdio>
 #include <exception>

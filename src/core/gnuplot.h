@@ -1,5 +1,5 @@
 #pragma once
-// Plots through the gnuplot program (DESIGN.md "Dependencies": gnuplot-nox, SVG and PNG). This is
+// Plots through the gnuplot program (docs/design.md "Dependencies": gnuplot-nox, SVG and PNG). This is
 // a thin description of a figure (panels of line series) turned into one gnuplot script with the
 // data inline; gnuplot does all the drawing.
 #include <string>

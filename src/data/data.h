@@ -1,5 +1,5 @@
 #pragma once
-// Data sources (DESIGN.md "Dependencies": data). Batches are a pure function of
+// Data sources (docs/design.md "Dependencies": the data packages). Batches are a pure function of
 // (seed, split, step), so a resumed run sees exactly the batches the uninterrupted one saw, and a
 // data-parallel rank takes its slice of the same global batch.
 #include <torch/torch.h>

@@ -1,5 +1,5 @@
 #pragma once
-// Data-parallel training on torch's own distributed engine, c10d (DESIGN.md "Dependencies"):
+// Data-parallel training on torch's own distributed engine, c10d (docs/design.md "Dependencies"):
 // rendezvous through a c10d::TCPStore (rank 0 hosts it), collectives through
 // c10d::ProcessGroupGloo. Launched like torchrun: every process reads RANK, WORLD_SIZE,
 // MASTER_ADDR, MASTER_PORT and LOCAL_RANK from its environment (`scaleinv launch` sets them for

@@ -1,5 +1,5 @@
 #pragma once
-// Coordinate checks judged against the theory (DESIGN.md "Measurement"; issue 5).
+// Coordinate checks judged against the theory (docs/design.md "Data flow of a coordinate check"; issue 5).
 //
 // For every grid point (width, depth) and seed a model is built (torch::manual_seed(seed)) and
 // trained T steps on fixed data: the same training batch(es) at every width, depth and seed. At

@@ -1,5 +1,6 @@
 #pragma once
-// Diagnostics beside the coordinate check (issue 5, "Other diagnostics"; DESIGN.md "Measurement").
+// Diagnostics beside the coordinate check (issue 5, "Other diagnostics"; docs/design.md "Where new things go":
+// a measurement).
 // Each one measures a scaling exponent the theory engine states and reports it with a confidence
 // interval over seeds, next to the prediction:
 //

@@ -1,6 +1,6 @@
 #pragma once
-// Log-log slope fits with a confidence interval over seeds (coordinate checks, DESIGN.md
-// "Measurement").
+// Log-log slope fits with a confidence interval over seeds (coordinate checks, docs/design.md
+// "Data flow of a coordinate check", step 4).
 //
 // Given x_i (widths or depths, i = 1..n) and, per seed s = 1..S, values y_si > 0, the slope of
 // ln y against ln x is fitted by ordinary least squares separately for every seed. The estimate

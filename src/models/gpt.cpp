@@ -1,4 +1,4 @@
-// GPT decoder (DESIGN.md "Models"; seed 002 Part I 0 for the block structure, seed 000 1.3 for
+// GPT decoder (docs/design.md "Folders": models; seed 002 Part I 0 for the block structure, seed 000 1.3 for
 // attention, eqs. 30, 32, 34 for the residual placements):
 //   h_0 = d^-a_E (E[x_t] + P[t])        E: [V, d], P: [seq_len, d], lookup embeddings (base std 1)
 //   h_l = block_l(h_{l-1})              l = 1..L, see TransformerBlock (pre / post / keel)

@@ -1,5 +1,5 @@
 #pragma once
-// Role-tagged building blocks shared by the models (DESIGN.md "Models").
+// Role-tagged building blocks shared by the models (docs/design.md "Where new things go": a model).
 //
 // Every layer takes its numbers from the ScaleContext; none of them knows which parameterization
 // it is under. For a tensor of role r (in_block: inside a residual block):

@@ -1,8 +1,8 @@
 #pragma once
-// Role-tagged models (DESIGN.md "Models"). Every trainable tensor is registered through
-// TaggedModule::add_param with a ParamTag; the parameterization table then decides its forward
-// multiplier, init std, LR, weight decay and epsilon. No parameterization is special-cased in
-// model code: models only ask the ScaleContext for numbers.
+// Role-tagged models (docs/design.md "Where new things go": a model). Every trainable tensor is
+// registered through TaggedModule::add_param with a ParamTag; the parameterization table then
+// decides its forward multiplier, init std, LR, weight decay and epsilon. No parameterization is
+// special-cased in model code: models only ask the ScaleContext for numbers.
 #include <torch/torch.h>
 
 #include <map>

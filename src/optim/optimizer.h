@@ -1,8 +1,9 @@
 #pragma once
 // Optimizers with per-tensor LR, weight decay and epsilon from the parameterization table
-// (DESIGN.md "Optimizers"). Modelled on libtorch's optimizers with one param group per tensor,
-// but written here because the table needs what torch::optim lacks: momentumless Adam and sign
-// descent, Adafactor, Muon (ref. [muon]), independent weight decay (seed 000 A.2.2), per-tensor epsilon.
+// (docs/design.md "Where new things go": an optimizer). Modelled on libtorch's optimizers with one
+// param group per tensor, but written here because the table needs what torch::optim lacks:
+// momentumless Adam and sign descent, Adafactor, Muon (ref. [muon]), independent weight decay
+// (seed 000 A.2.2), per-tensor epsilon.
 #include <torch/torch.h>
 
 #include <memory>

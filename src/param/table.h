@@ -1,5 +1,5 @@
 #pragma once
-// The parameterization as data (DESIGN.md "The parameterization as data").
+// The parameterization as data (docs/design.md "How a table reaches a tensor").
 //
 // Every trainable tensor has a Role. Every role has exponents. A model of width d and depth L
 // is compared with a base model of width d0 and depth L0 through m = d/d0 and k = L/L0, so that

@@ -1,5 +1,5 @@
 #pragma once
-// Speed benchmark (DESIGN.md "Speed"; issue 6): one run measures
+// Speed benchmark (docs/design.md "Speed"; issue 6): one run measures
 //   - the sgemm peak through libtorch (a large float32 matmul, best of a few, the better of the BLAS
 //     pool as configured by configure_threads and on every core), GFLOP/s;
 //   - GPT training throughput through train_run at the peer's shapes (../shared/peer/gpt_peer.py):

@@ -1,6 +1,6 @@
 #pragma once
-// Hyperparameter-transfer analysis of a sweep store (issues 8 and 16; DESIGN.md "Measurement:
-// Sweeps" and "Acceptance evidence"): per parameterization and analysis axis, where the optimal
+// Hyperparameter-transfer analysis of a sweep store (issues 8 and 16; docs/design.md "Data flow
+// of a sweep" and "Acceptance evidence"): per parameterization and analysis axis, where the optimal
 // learning rate sits at each value of the axis, how it moves, and what keeping the base's LR costs.
 //
 // Analysis axes (a table, kAxes in transfer.cpp; any other numeric grid axis gets a generic row):

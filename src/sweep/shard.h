@@ -1,5 +1,6 @@
 #pragma once
-// Sharding a sweep across machines (issue 8; DESIGN.md: `--shard i/N`, for job arrays).
+// Sharding a sweep across machines (issue 8; docs/design.md "Data flow of a sweep", step 2: `--shard i/N`, for
+// job arrays).
 // Shard i of N (0-based: 0/N .. N-1/N, like SLURM_ARRAY_TASK_ID) takes a deterministic 1/N of the
 // grid. The unit of assignment is an ensemble chunk: the points sharing ensemble_key (e.g. the LRs
 // and seeds of one width and parameterization), in grid order, cut into chunks of at most

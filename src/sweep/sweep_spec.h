@@ -1,5 +1,5 @@
 #pragma once
-// A hyperparameter sweep as a file (issue 8; DESIGN.md "Measurement: Sweeps"): a base training
+// A hyperparameter sweep as a file (issue 8; docs/design.md "Data flow of a sweep"): a base training
 // config plus a [grid] of values, expanded into the Cartesian product of points, each a complete,
 // validated TrainConfig with a stable id.
 //

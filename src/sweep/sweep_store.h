@@ -1,5 +1,6 @@
 #pragma once
-// The sweep results store (issue 8; DESIGN.md: "sweeps survive kill -9 and can be queried"):
+// The sweep results store (issue 8; docs/design.md "Data flow of a sweep", steps 3 and 5: a sweep
+// survives kill -9 and can be queried):
 // one SQLite database in WAL mode per shard.
 //
 //   meta(key, value)   name, sweep_toml, grid (JSON), fingerprint, window, ensemble, shard
