@@ -26,6 +26,7 @@ What is checked, and against what:
     docs/references.md instead).
 This file itself is not scanned (its docstring and patterns would cite themselves).
 """
+import collections
 import io
 import os
 import re
@@ -34,6 +35,11 @@ import tokenize
 
 SCAN_DIRS = ["src", "python", "examples", "bench", "tests"]
 EXTENSIONS = (".cpp", ".h", ".hpp", ".py", ".toml", ".sh")
+SELF = os.path.join("tests", "check_citations.py")
+# The summary line's order.
+KINDS = ["seed", "seed eq", "seed table", "seed sec", "seed app", "seed claim", "seed lemma", "seed theorem",
+         "seed def", "seed footnote", "seed fig", "seed part", "seed name", "seed strategy", "seed label", "bare eq",
+         "ref key", "issue", "design.md section", "design brief / notes"]
 
 # ---------------------------------------------------------------------------------------------------
 # Prose: the comments and string literals of a file, everything else blanked.
@@ -135,6 +141,8 @@ def _mask_python(text):
             a = off(tok.start)
             chars[a] = " "
             chars[a + 1:off(tok.end)] = text[a + 1:off(tok.end)]
+        elif tok.type == getattr(tokenize, "FSTRING_MIDDLE", None):  # Python >= 3.12
+            chars[off(tok.start):off(tok.end)] = text[off(tok.start):off(tok.end)]
         elif tok.type == tokenize.STRING:
             a, b = off(tok.start), off(tok.end)
             s = text[a:b]
@@ -159,7 +167,7 @@ def prose(text, ext):
 # ---------------------------------------------------------------------------------------------------
 # Citation items: "eq. (11)", "eqs. 18-20", "Claims 5.1-5.5", "A.2.2", ...
 NUM = r"(?:[A-Z]\.)?\d+(?:\.\d+)*"
-NUMP = r"\(?" + NUM + r"\)?"
+NUMP = r"(?:\(" + NUM + r"\)|" + NUM + r")"
 LIST_SEP = r"\s*(?:-|–|,\s*and|,|/|and|&)\s*"
 
 
@@ -177,15 +185,13 @@ def _shape(num):
     return "letter" if num[0].isalpha() else ("dotted" if "." in num else "int")
 
 
-def parse_numlist(s, pos, same_shape=True):
+def parse_numlist(s, pos):
     """Numbers at s[pos:] joined by ranges and lists; returns (numbers, end). A list stops where the
     shape changes ('Claims 5.1-5.5, H.2': H.2 is not a claim)."""
     m = re.compile(NUMP).match(s, pos)
     if not m:
         return [], pos
     first = m.group(0).strip("()")
-    if m.group(0).startswith("(") != m.group(0).endswith(")") and not m.group(0).endswith(")"):
-        pass
     nums, end, prev = [first], m.end(), first
     while True:
         sm = re.compile(LIST_SEP).match(s, end)
@@ -195,7 +201,7 @@ def parse_numlist(s, pos, same_shape=True):
         if not nm:
             break
         num = nm.group(0).strip("()")
-        if same_shape and _shape(num) != _shape(first):
+        if _shape(num) != _shape(first):
             break
         if sm.group(0).strip() in ("-", "–"):
             nums.pop()
@@ -204,10 +210,6 @@ def parse_numlist(s, pos, same_shape=True):
             nums.append(num)
         prev, end = num, nm.end()
     return nums, end
-
-
-def _items(kind, nums):
-    return [(kind, n) for n in nums]
 
 
 KEYWORDS = [  # (regex for the word, kind)
@@ -231,16 +233,14 @@ BARE_RE = re.compile(r"(?=[A-Z]\.\d|\d+\.\d)")
 
 
 def parse_item(s, pos):
-    """One citation item at s[pos:]: (list of (kind, number), end) or (None, pos)."""
+    """One citation item at s[pos:]: (list of (kind, number), end) or (None, pos). "App. C" is an
+    appendix, "App. L.2" and a bare "L.2" or "1.2.1" a section."""
     for rx, kind in KEYWORD_RES:
         m = rx.match(s, pos)
         if m:
             nums, end = parse_numlist(s, m.end())
             if nums:
-                out = []
-                for n in nums:  # "App. L.2" style numbers under "section" stay sections
-                    out.append((kind, n))
-                return out, end
+                return [(kind, n) for n in nums], end
     m = APP_RE.match(s, pos)
     if m:
         label = m.group(1)
@@ -259,7 +259,7 @@ def parse_item(s, pos):
         return [("label", m.group(1))], m.end()
     if BARE_RE.match(s, pos):
         nums, end = parse_numlist(s, pos)
-        if nums and not re.match(r"[\w.]", s[end:end + 1]):
+        if nums and not re.match(r"\w|\.\d", s[end:end + 2]):
             return [("sec", n) for n in nums], end
     return None, pos
 
@@ -268,11 +268,29 @@ ITEM_SEP = re.compile(r"(?:'s)?(?:\s*(?:,|/|&|\band\b|\bor\b)\s*|\s+)")
 
 
 def parse_chain(s, pos):
-    """The items following 'seed NNN' at s[pos:] (a parenthetical right after it is skipped)."""
+    """The items following 'seed NNN' at s[pos:]. A parenthetical right after the seed is searched
+    for items up to its first ';' ("seed 004 (Tensor Programs VI, Claims 5.1-5.5)", "seed 004
+    (Depth-muP, Yang et al. 2023) Claim 5.5"), and the chain goes on after it."""
     items = []
-    m = re.compile(r"\s*\((?:[^()\d]|\d{4})*\)").match(s, pos)  # "(Depth-muP, Yang et al. 2023)"
+    m = re.compile(r"\s*\(").match(s, pos)
     if m:
-        pos = m.end()
+        depth, end = 0, m.end() - 1
+        while end < len(s):
+            depth += {"(": 1, ")": -1}.get(s[end], 0)
+            if depth == 0 or s[end] == SEP:
+                break
+            end += 1
+        inner = s[:end].split(";", 1)[0] if ";" in s[m.end():end] else s[:end]
+        i = m.end()
+        while i < len(inner):
+            if inner[i - 1] in " ,(/":
+                got, stop = parse_item(inner, i)
+                if got:  # a quoted name in there is a title or a pointer, not a section name
+                    items.extend((kind, num, i) for kind, num in got if kind != "name")
+                    i = stop
+                    continue
+            i += 1
+        pos = end + 1 if end < len(s) and s[end] == ")" else end
     while True:
         sm = ITEM_SEP.match(s, pos)
         start = sm.end() if sm else pos
@@ -349,8 +367,11 @@ def load_references(path):
 
 
 def load_design_headings(path):
+    """The headings of docs/design.md, each also without a trailing parenthetical ("Data flow of a
+    sweep (TOML to report)" is cited as "Data flow of a sweep" too)."""
     with open(path, encoding="utf-8") as f:
-        return {line.lstrip("#").strip() for line in f if line.startswith("#")}
+        names = {line.lstrip("#").strip() for line in f if line.startswith("#")}
+    return names | {re.sub(r"\s*\(.*\)$", "", h) for h in names}
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -375,8 +396,11 @@ def scan_file(path, rel, refs, headings, counts, errors):
         line_of.append(ln)
         ln += c == "\n"
 
+    found = []
+
     def err(pos, what, why):
-        errors.append(f"{rel}:{line_of[min(pos, len(line_of) - 1)]}: {what}: {why}")
+        line = line_of[min(pos, len(line_of) - 1)]
+        found.append((line, f"{rel}:{line}: {what}: {why}"))
 
     for m in FORBIDDEN_RE.finditer(text):
         counts["design brief / notes"] += 1
@@ -439,33 +463,27 @@ def scan_file(path, rel, refs, headings, counts, errors):
                 err(where[m.start()], f"issue {num}", "no row for it in docs/references.md \"Issues\"")
     for m in DESIGN_POINTER_RE.finditer(s):
         counts["design.md section"] += 1
-        if m.group(1) not in headings and m.group(1) not in {re.sub(r"\s*\(.*\)$", "", h) for h in headings}:
+        if m.group(1) not in headings:
             err(where[m.start()], f'docs/design.md "{m.group(1)}"', "no such heading in docs/design.md")
+    errors.extend(message for _, message in sorted(found, key=lambda f: f[0]))
 
 
 def main():
     repo = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
     refs = load_references(os.path.join(repo, "docs", "references.md"))
     headings = load_design_headings(os.path.join(repo, "docs", "design.md"))
-    me = os.path.abspath(__file__)
-    counts, errors = {}, []
-
-    class Counter(dict):
-        def __missing__(self, key):
-            return 0
-
-    counts = Counter()
+    counts, errors = collections.Counter(), []
     for top in SCAN_DIRS:
         for dirpath, dirnames, filenames in os.walk(os.path.join(repo, top)):
             dirnames[:] = sorted(d for d in dirnames if d != "__pycache__" and not d.startswith("."))
             for name in sorted(filenames):
                 path = os.path.join(dirpath, name)
-                if not name.endswith(EXTENSIONS) or os.path.abspath(path) == me:
+                if not name.endswith(EXTENSIONS) or os.path.relpath(path, repo) == SELF:
                     continue
                 scan_file(path, os.path.relpath(path, repo), refs, headings, counts, errors)
     for e in errors:
         print(e)
-    summary = ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+    summary = ", ".join(f"{k} {counts[k]}" for k in KINDS + sorted(set(counts) - set(KINDS)))
     print(f"checked: {summary}")
     print(f"{len(errors)} unresolved citation(s)" if errors else "every citation resolves")
     return 1 if errors else 0

@@ -387,7 +387,7 @@ TEST(ModelsScaling, InitStdIsBaseStdTimesWidthFactor) {
       {"mup", "blocks.0.attn.q.weight", 1.0 / 8, 1.0 / 16},
       {"standard", "tok_emb.weight", 1.0, 1.0},
       {"standard", "readout.weight", 1.0 / 8, 1.0 / 16},
-      {"depth-mup", "readout.weight", 1.0 / 8, 1.0 / 32},  // V init n^-2 variance (seed 004 App. C)
+      {"depth-mup", "readout.weight", 1.0 / 8, 1.0 / 32},  // V init n^-2 variance (seed 004 4.2)
       {"mf", "blocks.0.attn.o.weight", 1.0 / 8, 1.0 / 8},  // b = 0
   };
   ModelConfig c = tiny("gpt", 256, 1);

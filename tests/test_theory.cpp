@@ -391,7 +391,8 @@ TEST(TheoryDepth, Seed004Classification) {
     EXPECT_NE(c.label.find("collapse"), std::string::npos) << c.label;
     EXPECT_NEAR(c.top_init_rho_one, 0.0, kTol);
   }
-  // (1/2, 0): unstable in training, updates grow like L^1/2 (notes/depth-mup.md 5.2).
+  // (1/2, 0): unstable in training, updates grow like L^1/2 (docs/design.md "Depth theory as
+  // implemented": one-step changes against depth).
   DepthTheory d = depth_theory(0.5, 0.0);
   EXPECT_EQ(d.region, DepthRegion::UnstableTrain);
   EXPECT_TRUE(d.stable_init);

@@ -9,7 +9,8 @@
 //  * depth_theory: branch sum ~ L^(1/2 - alpha) (mean-zero branches, rho = 1/2: mean subtraction
 //    makes E f_l = 0 exactly); one-step update ~ L^(1 - alpha - gamma) with correlated layer
 //    gradients, L^(1/2 - alpha - gamma) without.
-//  * at these depths, the wide-limit recursion of the second moment (notes/depth-mup.md 5.4):
+//  * at these depths, the wide-limit recursion of the second moment (docs/design.md "Depth theory
+//    as implemented"):
 //    q_l = q_{l-1} + beta^2 Var phi(z), z ~ N(0, w2 q_in), q_in = 1 under pre-LN (f_l(LN x) = Theta(1),
 //    seed 000 eq. 29's assumption) and q_{l-1} without it; beta = a k^-branch, w2 = (mult std)^2 n.
 //    Its slopes over the same depths are the finite-depth predictions (with pre-LN the branch sum's

@@ -1,6 +1,6 @@
 #pragma once
-// Diagnostics beside the coordinate check (issue 5, "Other diagnostics"; docs/design.md "Where new things go":
-// a measurement).
+// Diagnostics beside the coordinate check (issue 5, "Other diagnostics"; docs/design.md "Where new
+// things go": a measurement).
 // Each one measures a scaling exponent the theory engine states and reports it with a confidence
 // interval over seeds, next to the prediction:
 //
@@ -9,9 +9,11 @@
 //                  worst case (omega_readout = 1) and Everett et al.'s relaxation (1/2).
 //   transport      post-LN backward transport ||prod_l alpha B_l||_2 (seed 000 eqs. 33, 35, Lemma
 //                  E.5) against depth, for alpha = L^shortcut, next to postln_transport_bound.
-//   diversity      feature diversity exponent kappa (seed 004 Def. 5.6; notes/depth-mup.md 5.5).
-//   init-stats     seed 002 section 5 at init: attention-logit variance ~ C_Q C_K, independent of
-//                  width; the pre-LN residual stream's mean square grows linearly with depth.
+//   diversity      feature diversity exponent kappa (seed 004 Def. 5.6; how it is measured:
+//                  docs/design.md "Depth theory as implemented").
+//   init-stats     seed 002 Part I §1 at init: attention-logit variance ~ C_Q C_K, independent of
+//                  width (eq. 1.61); the pre-LN residual stream's mean square grows linearly with
+//                  depth (footnote 9); docs/design.md "Transformer statistics at init".
 //   depth-scaling  the residual MLP's top activation at init and its one-step update against depth
 //                  (seed 000 eqs. 29-31; seed 004 Claims 5.1-5.5), against depth_theory.
 //
@@ -163,7 +165,8 @@ struct DiversityOptions {
   double lr = 0.01;
   // Branch multiplier a (L/L0)^-alpha. The defaults are the seed's own a L^-alpha with a = 1: with its
   // L.2 convention (L0 = 8, a = 2) the ReLU stack without LN starts with q_L ~ q_0 exp(a^2 Var phi L0)
-  // = q_0 e^11 (notes/depth-mup.md 5.4), far from the Theta(1) activations the definition assumes.
+  // = q_0 e^11 (docs/design.md "Depth theory as implemented"), far from the Theta(1) activations
+  // the definition assumes.
   double branch_mult = 1.0;
   int base_depth = 1;
   std::string activation = "relu";
@@ -197,7 +200,7 @@ DiversityResult run_diversity(const DiversityOptions& o);
 std::string diversity_table(const DiversityResult& r);
 nlohmann::json diversity_json(const DiversityResult& r);
 
-// ---- init statistics (seed 002 section 5) ----------------------------------------------------
+// ---- init statistics (seed 002 Part I §1, eq. 1.61, footnote 9) ------------------------------
 
 struct InitStatsOptions {
   std::vector<std::string> models = {"gpt", "vit"};

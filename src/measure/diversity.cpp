@@ -1,4 +1,5 @@
-// Feature diversity (seed 004 Def. 5.6; notes/depth-mup.md 5.5; src/measure/diagnostics.h).
+// Feature diversity (seed 004 Def. 5.6; docs/design.md "Depth theory as implemented";
+// src/measure/diagnostics.h).
 //
 //   d(eps) = n^-1/2 |x^floor((lambda+eps)L) - x^floor(lambda L)|   (mean over an evaluation batch)
 //

@@ -1,5 +1,5 @@
-// Initialization statistics of seed 002 section 5 (notes/transformer-effective-theory.md 5;
-// src/measure/diagnostics.h), for the GPT and the ViT at init.
+// Initialization statistics of seed 002 Part I §1, eq. (1.61) and footnote 9 (docs/design.md
+// "Transformer statistics at init"; src/measure/diagnostics.h), for the GPT and the ViT at init.
 //
 // Attention logits. Per head, before the mask and the softmax, after the logit scale:
 //   s[t, t'] = scale q_t . k_t',   q = mult_Q W_Q LN(z), k = mult_K W_K LN(z)

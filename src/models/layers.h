@@ -53,7 +53,7 @@ inline constexpr double kLayerNormEps = 1e-5;
 torch::Tensor rms_norm(const torch::Tensor& x, double eps = kRmsNormEps);
 // LayerNorm over the last dimension, (x - mean) / sqrt(var + eps), times gain if defined (no bias).
 torch::Tensor layer_norm(const torch::Tensor& x, const torch::Tensor& gain = {}, double eps = kLayerNormEps);
-// MS(x) = x - mean(x) over the last dimension (seed 004 eq. 1).
+// MS(x) = x - mean(x) over the last dimension (seed 004 4.2).
 torch::Tensor mean_subtract(const torch::Tensor& x);
 
 // x W^T for W [out, in]; for an ensemble's W [E, out, in] and x [E, ..., in], member by member

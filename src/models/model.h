@@ -38,8 +38,8 @@ struct ModelConfig {
   std::string activation = "linear";  // linear | relu | abs | tanh | gelu
   bool rmsnorm = false;           // bigram: h_l = RMSNorm(W h_{l-1}) (seed 000 Lemma E.3)
   int block_depth = 1;            // resmlp: 1 or 2 (seed 004 App. K)
-  bool pre_ln = false;            // resmlp: LN on x_{l-1} before W_l (seed 004 E3)
-  bool mean_subtract = true;      // resmlp: MS(x) = x - mean(x) (seed 004 eq. 1)
+  bool pre_ln = false;            // resmlp: LN on x_{l-1} before W_l (seed 004 App. L.2, Fig. 13)
+  bool mean_subtract = true;      // resmlp: MS(x) = x - mean(x) (seed 004 4.2)
   // dense inputs (resmlp) and images (vit)
   int in_dim = 784;
   int n_classes = 10;

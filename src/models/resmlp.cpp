@@ -3,8 +3,8 @@
 //   h_l = d^-a_W W_l ln(x_{l-1})                        W_l: [d, d], role Hidden, in block
 //   x_l = x_{l-1} + a k^-branch MS(phi(h_l))            l = 1..L   (a = hp.branch_mult, k = L/L0)
 //   f   = d^-a_V V x_L                                  V: [n_classes, d], role Readout
-// ln is a parameterless LayerNorm when cfg.pre_ln (seed 004 E3 / Fig. 13), else the identity;
-// MS(x) = x - mean(x) when cfg.mean_subtract. Block depth 2 (App. K, eq. 9):
+// ln is a parameterless LayerNorm when cfg.pre_ln (seed 004 App. L.2, Fig. 13), else the identity;
+// MS(x) = x - mean(x) (seed 004 4.2) when cfg.mean_subtract. Block depth 2 (seed 004 App. K, eq. 9):
 //   g_l = W_l2 phi(W_l1 ln(x_{l-1})),  x_l = x_{l-1} + a k^-branch MS(phi(g_l)).
 // Records: "x0", "h{l}" (the block's first pre-activation), "g{l}" (block depth 2: the second),
 // "x{l}", "logits".

@@ -182,7 +182,7 @@ ParamTable build(const std::string& name) {
                         row(0.0, 0.0, -1.0, 0.0, 0.0, 1.0), row(0.0, 0.5, 0.0, 1.0, 0.5, 1.0),
                         row(1.0, 0.0, -1.0, 0.0, 0.0, 1.0), row(0.0, 0.0, -1.0, 0.0, 0.0, 1.0), 1.0);
     t.branch = 1.0;
-    // SGD's true LR is eta L^(alpha - gamma) (seed 004 Def. 4.1): gamma_sgd = 0 - 1.
+    // SGD's true LR is eta L^(alpha - gamma) (seed 004 Def. 4.1 with delta = alpha): gamma_sgd = 0 - 1.
     set_block_depth(t, /*sgd*/ -1.0, /*adam*/ 0.0, /*adafactor*/ 0.0, /*eps*/ 1.0);
     return t;
   }

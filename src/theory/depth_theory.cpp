@@ -26,7 +26,8 @@ const char* depth_region_name(DepthRegion r) {
 
 double depth_gamma(const ParamTable& t, OptFamily f) {
   const double g = t.row(Role::Hidden).depth_lr[static_cast<int>(f)];
-  // SGD's true LR is eta L^(alpha - gamma) (seed 004 Def. 4.1; notes/depth-mup.md section 1).
+  // SGD's true LR is eta L^(alpha - gamma) (seed 004 Def. 4.1 with delta = alpha; docs/design.md
+  // "Depth theory as implemented").
   return f == OptFamily::SGD ? g + t.branch : g;
 }
 

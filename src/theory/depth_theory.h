@@ -1,13 +1,15 @@
 #pragma once
-// Depth theory: the (alpha, gamma) classification of seed 004 (Tensor Programs VI, Claims 5.1-5.5,
-// G.1; rebuilt in shared/notes/depth-mup.md section 2) for a residual network
+// Depth theory: the (alpha, gamma) classification of seed 004 (Tensor Programs VI, Claims 5.1-5.5
+// and Claim G.1; joined into one list as docs/design.md "Depth theory as implemented" describes) for
+// a residual network
 //   x_l = x_{l-1} + L^-alpha f_l(x_{l-1}; W_l),   LR(W_l) = eta n^-1 L^-gamma  (Adam-normalised),
 // the depth exponents of seed 000 section 2 (eqs. 29-31; seed 004 H.2), and the post-LN backward
 // transport bound of seed 000 eqs. (33)-(35).
 //
 // From a ParamTable: alpha = table.branch; gamma = the Adam-normalised depth LR exponent of the
 // hidden role: for Adam and Adafactor gamma = row(Hidden).depth_lr[family]; for SGD the table's
-// exponent is SGD's true LR, eta L^(alpha - gamma) (seed 004 Def. 4.1), so gamma = depth_lr[SGD] + alpha.
+// exponent is SGD's true LR, eta L^(alpha - gamma) (seed 004 Def. 4.1 with delta = alpha), so
+// gamma = depth_lr[SGD] + alpha.
 //
 // Regions (limits n -> inf first, then L -> inf; comparisons with tolerance kExponentTol):
 //   alpha < 1/2                          unstable at init (Claim 5.1)
