@@ -1,7 +1,20 @@
 #pragma once
-// What the coordinate check's driver (coordcheck.cpp) and its outputs (coord_render.cpp) share:
-// internal to measure/, not part of coordcheck.h's contract.
+// What the pieces of the coordinate check share, each declared once here: internal to measure/,
+// not part of coordcheck.h's contract. Read in this order:
+//   coord_quantity.cpp   the quantities' names and fmt_exp
+//   coord_layer_map.cpp  the layer map: which theory row a recorded tensor follows (role_layer_map)
+//   coord_predict.cpp    the predicted exponent of a row (width_prediction, depth_prediction) and
+//                        the L a zoo model is judged against (theory_shape)
+//   spectral_norm.cpp    ||W|| and ||dW|| (coordcheck.h's spectral_norm)
+//   coord_judge.cpp      the rows: fitted slopes with their tolerance and prediction (fit_rows),
+//                        and the verdicts (judge)
+//   coordcheck.cpp       the drivers: run_coordcheck (the zoo's grid) and judge_own_coordcheck
+//   coord_render.cpp     the outputs: table, JSON, plots
+#include <functional>
+#include <map>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "measure/coordcheck.h"
 
@@ -17,5 +30,78 @@ struct QuantityInfo {
   const char* label;
 };
 const QuantityInfo& quantity_info(CoordQuantity q);
+
+// ============================================================================================
+// The layer map (coord_layer_map.cpp): which theory row every recorded activation and every
+// parameter follows. From roles (role_layer_map); a layer without one gets "no prediction"
+// (still measured).
+// ============================================================================================
+
+enum class Target {
+  SeedRow,      // row `capture + offset` of width_theory (seed 000 eq. 1 indexing; no capture: `offset`)
+  Stream,       // residual stream / block activations: hidden activations (h of h_1, dh and h' the max over hidden)
+  EmbeddingW,   // W_0 (row 0)
+  HiddenW,      // a hidden W (max over rows 1..L)
+  HiddenWQK,    // attention query/key: a hidden W, but see width_prediction (logit scale d_head^-p)
+  ReadoutW,     // W_{L+1}
+  Logits,       // h_{L+2}
+  DepthTop,     // depth axis: the top of the residual stream (seed 004; seed 000 eqs. 29-31)
+  DepthLogits,  // depth axis: the logits (readout of the top)
+};
+
+struct Mapping {
+  bool found = false;
+  Target target = Target::SeedRow;
+  int row = 0;
+  std::string what;
+};
+
+// map_layer(axis, weight, layer) gives the theory row of a layer.
+using LayerMapper = std::function<Mapping(const std::string& axis, bool weight, const std::string& layer)>;
+
+// A role whose tensors are hidden ones: not the embedding, the readout or a vector.
+bool hidden_like(Role r);
+
+// The layer map of these layers (in forward order, then registration order); depth_rows: map the
+// top of the stream and the logits along depth too (resmlp). How: at the definition.
+LayerMapper role_layer_map(const std::vector<OwnCoordLayer>& layers, bool depth_rows);
+
+// ============================================================================================
+// Predictions (coord_predict.cpp)
+// ============================================================================================
+
+struct Pred {
+  std::optional<double> e;
+  std::string why;  // maps_to text
+};
+
+// The predicted width exponent of quantity q of a mapped layer at step t (coordcheck.h: from the
+// one-step exponents to step t). qk_unmodelled: W_q, W_k's gradient is outside the bigram theory.
+Pred width_prediction(const WidthTheory& w, const Mapping& m, CoordQuantity q, int step, bool qk_unmodelled);
+// The predicted depth exponent (seed 004) of h and dh of the top of the stream and the logits;
+// power_law false: the stream grows exponentially in L, no prediction.
+Pred depth_prediction(const DepthTheory& d, const Mapping& m, CoordQuantity q, int step, bool power_law);
+
+// L and RMSNorm of the width theory a model is judged against.
+struct TheoryShape {
+  int L = 1;
+  bool rmsnorm = false;
+  std::string note;
+};
+TheoryShape theory_shape(const ModelConfig& mc, int depth);
+
+// ============================================================================================
+// Rows and verdicts (coord_judge.cpp)
+// ============================================================================================
+
+// Rows: every (axis, at, quantity, layer, step) with at least 2 x values, fitted and predicted.
+// map_layer(axis, weight, layer) gives the theory row of a layer (role_layer_map); along depth the
+// residual stream's last block is stream_prefix + depth, shown as "top".
+void fit_rows(CoordCheckResult& res, const std::map<int, WidthTheory>& width_theories,
+              const std::string& stream_prefix, bool qk_unmodelled, bool depth_power_law,
+              const LayerMapper& map_layer);
+
+// Sets every row's matches and stable and adds one failure line per verdict to res.failures.
+void judge(CoordCheckResult& res);
 
 }  // namespace scaleinv::coord_detail

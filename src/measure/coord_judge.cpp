@@ -1,0 +1,264 @@
+// The coordinate check's rows and verdicts (see coordcheck.h): per (axis, at, quantity, layer,
+// step) the log-log slope over seeds (measure/slope_fit.h) with its tolerance and its predicted
+// exponent (fit_rows), then the two verdicts, matches theory and stable (judge).
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "measure/coord_detail.h"
+#include "measure/coordcheck.h"
+#include "measure/slope_fit.h"
+
+namespace scaleinv::coord_detail {
+
+// ============================================================================================
+// Rows
+// ============================================================================================
+
+namespace {
+
+// What every row is predicted from: fit_rows' arguments.
+struct RowTheory {
+  const std::map<int, WidthTheory>& width_theories;  // by depth
+  const DepthTheory& depth_theory;
+  const std::string& stream_prefix;
+  bool qk_unmodelled;
+  bool depth_power_law;
+  const LayerMapper& map_layer;
+};
+
+// One fitted axis: x ("width" or "depth") runs over xs with the other dimension held at `at`.
+struct AxisGrid {
+  std::string axis;
+  int at = 0;
+  std::vector<int> xs;
+  std::vector<std::vector<const CoordRun*>> runs;  // [seed][x]; nullptr where a run is missing
+  double finite_term = 0;                           // the axis's finite-size term (slope_fit.h)
+};
+
+const CoordRun* find_run(const std::vector<CoordRun>& runs, int w, int d, int64_t s) {
+  for (const CoordRun& r : runs)
+    if (r.width == w && r.depth == d && r.seed == s) return &r;
+  return nullptr;
+}
+
+const CoordSeries* find_series(const CoordRun& run, CoordQuantity q, const std::string& layer) {
+  for (const CoordSeries& s : run.series)
+    if (s.q == q && s.layer == layer) return &s;
+  return nullptr;
+}
+
+// The runs along this axis, per seed, and the axis's finite-size term.
+AxisGrid axis_grid(const CoordCheckResult& res, const std::string& axis, int at, const std::vector<int>& xs) {
+  AxisGrid g;
+  g.axis = axis;
+  g.at = at;
+  g.xs = xs;
+  for (int64_t s : res.config.seeds) {
+    std::vector<const CoordRun*> row;
+    for (int x : xs) row.push_back(axis == "width" ? find_run(res.runs, x, at, s) : find_run(res.runs, at, x, s));
+    g.runs.push_back(row);
+  }
+  g.finite_term = axis == "width" ? finite_size_term(xs.front(), xs.back(), double(res.n_probe + res.n_out))
+                                  : finite_size_term(xs.front(), xs.back());
+  return g;
+}
+
+// Layer names in order (from the first run); along depth, the top of the stream is "top" and
+// only layers present at every depth are kept (row_values drops the others).
+std::vector<std::pair<CoordQuantity, std::string>> axis_layers(const AxisGrid& g, const std::string& stream_prefix) {
+  auto depth_name = [&](const std::string& layer, int depth) {
+    return layer == stream_prefix + std::to_string(depth) ? std::string("top") : layer;
+  };
+  const CoordRun& first = *g.runs.front().front();
+  std::vector<std::pair<CoordQuantity, std::string>> layers;  // (quantity, canonical name)
+  for (const CoordSeries& s : first.series) {
+    std::string name = g.axis == "depth" ? depth_name(s.layer, first.depth) : s.layer;
+    layers.emplace_back(s.q, name);
+  }
+  // Sort by quantity, keeping first-seen order within a quantity.
+  std::stable_sort(layers.begin(), layers.end(),
+                   [](const auto& a, const auto& b) { return static_cast<int>(a.first) < static_cast<int>(b.first); });
+  return layers;
+}
+
+// row.y[seed][x]: the RMS of (row.q, row.layer) at row.step in every run of the grid. False when
+// a run lacks the layer (a layer that does not exist at every depth): no row.
+bool row_values(const AxisGrid& g, const std::string& stream_prefix, CoordRow& row) {
+  for (const auto& seed_row : g.runs) {
+    std::vector<double> ys;
+    for (const CoordRun* run : seed_row) {
+      std::string actual = row.layer;
+      if (g.axis == "depth" && row.layer == "top") actual = stream_prefix + std::to_string(run->depth);
+      const CoordSeries* s = run ? find_series(*run, row.q, actual) : nullptr;
+      if (!s) return false;
+      ys.push_back(s->rms[static_cast<size_t>(row.step)]);
+    }
+    row.y.push_back(ys);
+  }
+  return true;
+}
+
+// The row's finite-size term: the axis's, plus the Bai-Yin term of ||W|| along width.
+double row_finite_term(const AxisGrid& g, const CoordRow& row) {
+  double term = g.finite_term;
+  if (row.q == CoordQuantity::WSpec && g.axis == "width") {
+    // One fan fixed (the same at the smallest and largest width): the Bai-Yin term (header).
+    const std::vector<int>& xs = g.xs;
+    const CoordSeries* lo = find_series(*g.runs.front().front(), row.q, row.layer);
+    const CoordSeries* hi = find_series(*g.runs.front().back(), row.q, row.layer);
+    if (lo && hi && lo->shape.size() == 2 && hi->shape.size() == 2)
+      for (int k = 0; k < 2; ++k)
+        if (lo->shape[k] == hi->shape[k] && lo->shape[1 - k] != hi->shape[1 - k]) {
+          const double f = static_cast<double>(lo->shape[k]);
+          term += (std::log1p(std::sqrt(f / xs.front())) - std::log1p(std::sqrt(f / xs.back()))) /
+                  std::log(static_cast<double>(xs.back()) / xs.front());
+        }
+  }
+  return term;
+}
+
+// The row's predicted exponent, or why it has none.
+Pred row_prediction(const RowTheory& th, const AxisGrid& g, const Mapping& m, const CoordRow& row) {
+  const bool weight = !is_activation_quantity(row.q);
+  Pred p;
+  if (!m.found) {
+    p.why = weight && (row.layer.find("gain") != std::string::npos || row.layer.find("bias") != std::string::npos)
+                ? "no prediction (vector-like tensor)"
+                : "no prediction";
+  } else if (g.axis == "width") {
+    p = width_prediction(th.width_theories.at(g.at), m, row.q, row.step, th.qk_unmodelled);
+  } else {
+    p = depth_prediction(th.depth_theory, m, row.q, row.step, th.depth_power_law);
+  }
+  return p;
+}
+
+// One (quantity, layer, step) along the axis: measured, fitted, predicted. nullopt: no row.
+std::optional<CoordRow> fit_row(const RowTheory& th, const AxisGrid& g, const Mapping& m, CoordQuantity q,
+                                const std::string& name, int t) {
+  CoordRow row;
+  row.axis = g.axis;
+  row.at = g.at;
+  row.q = q;
+  row.layer = name;
+  row.step = t;
+  for (int x : g.xs) row.x.push_back(x);
+  if (!row_values(g, th.stream_prefix, row)) return std::nullopt;
+  row.fit = fit_loglog_slope(row.x, row.y);
+  row.finite_term = row_finite_term(g, row);
+  row.tolerance = row.fit.half_width + row.finite_term;
+  const Pred p = row_prediction(th, g, m, row);
+  row.predicted = p.e;
+  row.maps_to = p.why;
+  return row;
+}
+
+// Every row of one axis, by quantity, layer and step (dh, dW, ||dW|| from step 1).
+void fit_axis(CoordCheckResult& res, const RowTheory& th, const std::string& axis, int at,
+              const std::vector<int>& xs) {
+  const AxisGrid g = axis_grid(res, axis, at, xs);
+  for (const auto& [q, name] : axis_layers(g, th.stream_prefix)) {
+    const Mapping m = th.map_layer(axis, !is_activation_quantity(q), name);
+    for (int t = 0; t <= res.config.steps; ++t) {
+      if ((q == CoordQuantity::DH || q == CoordQuantity::DW || q == CoordQuantity::DWSpec) && t == 0) continue;
+      std::optional<CoordRow> row = fit_row(th, g, m, q, name, t);
+      if (row) res.rows.push_back(std::move(*row));
+    }
+  }
+}
+
+}  // namespace
+
+void fit_rows(CoordCheckResult& res, const std::map<int, WidthTheory>& width_theories,
+              const std::string& stream_prefix, bool qk_unmodelled, bool depth_power_law,
+              const LayerMapper& map_layer) {
+  const RowTheory th{width_theories, res.depth_theory, stream_prefix, qk_unmodelled, depth_power_law, map_layer};
+  if (res.widths.size() >= 2)
+    for (int d : res.depths) fit_axis(res, th, "width", d, res.widths);
+  if (res.depths.size() >= 2)
+    for (int w : res.widths) fit_axis(res, th, "depth", w, res.depths);
+}
+
+// ============================================================================================
+// Judging
+// ============================================================================================
+
+namespace {
+
+std::string steps_list(const std::vector<int>& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out;
+}
+
+std::string row_label(const CoordRow& r) {
+  return fmt::format("{} {} ({}, {} {})", coord_quantity_name(r.q), r.layer, r.axis,
+                     r.axis == "width" ? "depth" : "width", r.at);
+}
+
+}  // namespace
+
+void judge(CoordCheckResult& res) {
+  // Group rows by (axis, at, quantity, layer) in table order, one failure line per verdict.
+  struct Group {
+    const CoordRow* first = nullptr;
+    std::vector<int> dev_steps, unstable_steps, unmeasured_steps;
+    std::vector<std::string> dev_detail, unstable_detail;
+  };
+  std::vector<std::string> order;
+  std::map<std::string, Group> groups;
+  for (CoordRow& r : res.rows) {
+    const bool activation = r.q == CoordQuantity::H || r.q == CoordQuantity::DH;
+    if (!r.fit.valid) {
+      if (r.predicted || activation) {
+        r.matches = r.predicted ? std::optional<bool>(false) : std::nullopt;
+        r.stable = activation ? std::optional<bool>(false) : std::nullopt;
+      }
+    } else {
+      r.tolerance = r.fit.half_width + r.finite_term;
+      if (r.predicted) r.matches = std::fabs(r.fit.slope - *r.predicted) <= r.tolerance;
+      if (activation) r.stable = r.fit.slope <= r.tolerance;
+    }
+    const std::string key = row_label(r);
+    if (!groups.count(key)) order.push_back(key);
+    Group& g = groups[key];
+    if (!g.first) g.first = &r;
+    if (!r.fit.valid && (r.predicted || activation)) {
+      g.unmeasured_steps.push_back(r.step);
+      continue;
+    }
+    if (r.matches && !*r.matches) {
+      g.dev_steps.push_back(r.step);
+      g.dev_detail.push_back(fmt::format("step {}: {:+.2f} vs {} (tolerance {:.2f})", r.step, r.fit.slope,
+                                         fmt_exp(*r.predicted), r.tolerance));
+    }
+    if (r.stable && !*r.stable) {
+      g.unstable_steps.push_back(r.step);
+      g.unstable_detail.push_back(fmt::format("step {}: {:+.2f} > {:.2f}", r.step, r.fit.slope, r.tolerance));
+    }
+  }
+  for (const std::string& key : order) {
+    const Group& g = groups[key];
+    const CoordRow& r = *g.first;
+    if (!g.dev_steps.empty())
+      res.failures.push_back(fmt::format("{}: deviates from theory (measured slope {})", key,
+                                         fmt::join(g.dev_detail, "; ")));
+    if (!g.unstable_steps.empty())
+      res.failures.push_back(fmt::format("{}: unstable, grows with {} (slope {})", key, r.axis,
+                                         fmt::join(g.unstable_detail, "; ")));
+    if (!g.unmeasured_steps.empty())
+      res.failures.push_back(fmt::format("{}: not measurable at step {} ({})", key, steps_list(g.unmeasured_steps),
+                                         r.fit.problem));
+  }
+}
+
+}  // namespace scaleinv::coord_detail

@@ -1,0 +1,261 @@
+// The coordinate check's predictions (see coordcheck.h, "From the one-step exponents to step t"):
+// the exponent a mapped layer's quantity has at a step, from the width theory (width_prediction)
+// or seed 004's depth theory (depth_prediction), and the width theory a zoo model is judged
+// against (theory_shape).
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "measure/coord_detail.h"
+#include "measure/coordcheck.h"
+
+namespace scaleinv::coord_detail {
+
+namespace {
+
+std::optional<double> max_opt(std::optional<double> a, std::optional<double> b) {
+  if (!a) return b;
+  if (!b) return a;
+  return std::max(*a, *b);
+}
+
+// The one-step exponents a target has in the width theory.
+struct BaseExponents {
+  std::optional<double> ws, dws;  // ||W|| at init, ||dW|| of one update
+  std::optional<double> h, dh, hg, wg, dw;
+  // dh is fed by an update that already grows with width (row `fed_row`, exponent `fed_e`): the
+  // theory then compounds (W dh_l, dW dh_l with e(dh_l) > 0), exponents reached only once that
+  // upstream update is >> 1 (eta d >> 1), not a finite-width prediction; see width_prediction.
+  bool fed_by_growth = false;
+  int fed_row = 0;
+  double fed_e = 0;
+};
+
+// Row l's dh is computed from row l-1's (eqs. 16-23); rows 0 and 1 take no incoming dh.
+void check_fed(const WidthTheory& w, int l, BaseExponents& b) {
+  if (l < 2 || l - 1 >= static_cast<int>(w.layers.size())) return;
+  const auto& in = w.layers[static_cast<size_t>(l - 1)].dh;
+  if (in && *in > kExponentTol && !b.fed_by_growth) {
+    b.fed_by_growth = true;
+    b.fed_row = l - 1;
+    b.fed_e = *in;
+  }
+}
+
+BaseExponents base_exponents(const WidthTheory& w, const Mapping& m) {
+  const int L = w.depth;
+  auto row = [&](int l) -> const LayerExponents& { return w.layers.at(static_cast<size_t>(l)); };
+  BaseExponents b;
+  switch (m.target) {
+    case Target::SeedRow:
+      if (m.row < 0 || m.row >= static_cast<int>(w.layers.size())) return b;
+      b.h = row(m.row).h;
+      b.dh = row(m.row).dh;
+      b.hg = row(m.row).h_grad;
+      b.wg = row(m.row).w_grad;
+      b.dw = row(m.row).dw;
+      b.ws = row(m.row).w_spec;
+      b.dws = row(m.row).dw_spec;
+      check_fed(w, m.row, b);
+      break;
+    case Target::Stream:
+      b.h = row(1).h;
+      for (int l = 1; l <= L + 1; ++l) {
+        b.dh = max_opt(b.dh, row(l).dh);
+        b.hg = max_opt(b.hg, row(l).h_grad);
+        check_fed(w, l, b);
+      }
+      break;
+    case Target::EmbeddingW:
+      b.wg = row(0).w_grad;
+      b.dw = row(0).dw;
+      b.ws = row(0).w_spec;
+      b.dws = row(0).dw_spec;
+      break;
+    case Target::HiddenW:
+    case Target::HiddenWQK:
+      for (int l = 1; l <= L; ++l) {
+        b.wg = max_opt(b.wg, row(l).w_grad);
+        b.dw = max_opt(b.dw, row(l).dw);
+        b.ws = max_opt(b.ws, row(l).w_spec);
+        b.dws = max_opt(b.dws, row(l).dw_spec);
+      }
+      break;
+    case Target::ReadoutW:
+      b.wg = row(L + 1).w_grad;
+      b.dw = row(L + 1).dw;
+      b.ws = row(L + 1).w_spec;
+      b.dws = row(L + 1).dw_spec;
+      break;
+    case Target::Logits:
+      b.h = row(L + 2).h;
+      b.dh = row(L + 2).dh;
+      b.hg = row(L + 2).h_grad;
+      check_fed(w, L + 2, b);
+      break;
+    default: break;
+  }
+  return b;
+}
+
+}  // namespace
+
+// From the one-step exponents to a step t (seed 000 1.2.1):
+//   h(t) = h(0) + dh(t): exponent max(e_h, e_dh) for t >= 1;
+//   dh after t updates: the one-step exponent;
+//   h', W' at t >= 1: the init exponent while the parameterization is stable (the updates do not
+//     change the weights' scale); after an unstable update the one-step theory says nothing;
+//   dW at t >= 2: the one-step exponent while stable (for Adam too: its normalised update still
+//     depends on how consistent successive gradients are, which an unstable update changes).
+// qk_unmodelled: the head dimension grows with width (fixed head count) and the logit scale is
+// d_head^-p with p != 1/2. Then the gradients of W_q, W_k carry an extra d_head^(1/2 - p) (the
+// logits' gradient sums d_head terms incoherently at init, and the scale multiplies it), which
+// the bigram theory does not model: their W' (and SGD's dW, which follows W') get no prediction.
+Pred width_prediction(const WidthTheory& w, const Mapping& m, CoordQuantity q, int step, bool qk_unmodelled) {
+  Pred p;
+  if (m.target == Target::HiddenWQK && qk_unmodelled &&
+      (q == CoordQuantity::WGrad ||
+       ((q == CoordQuantity::DW || q == CoordQuantity::DWSpec) && w.family == OptFamily::SGD))) {
+    p.why = "no prediction: d_head grows with width and the logit scale is not d_head^-1/2, so W_q, W_k's "
+            "gradient carries d_head^(1/2-p), outside the bigram theory";
+    return p;
+  }
+  const BaseExponents b = base_exponents(w, m);
+  const bool stable = w.stable_init && w.stable_train;
+  const std::string unstable_note = "no prediction: after an unstable update the one-step theory does not follow it";
+  if (!stable && step >= 2) {
+    // After one unstable update the weights' scale has changed (sec. 1.2.1: RMS(dW) outgrows
+    // RMS(W)), so neither later gradients nor Adam's later updates (whose size depends on how
+    // consistent successive gradients are) keep the one-step exponents.
+    p.why = "no prediction: unstable parameterization; the one-step theory covers steps 0 and 1 only";
+    return p;
+  }
+  if ((q == CoordQuantity::DH || (q == CoordQuantity::H && step > 0)) && b.fed_by_growth) {
+    p.why = fmt::format("no prediction: fed by dh_{} ~ d^{}; the theory's d^{} compounds it, reached only for "
+                        "eta*d >> 1",
+                        b.fed_row, fmt_exp(b.fed_e), b.dh ? fmt_exp(*b.dh) : "?");
+    return p;
+  }
+  switch (q) {
+    case CoordQuantity::H:
+      // h_t = h_0 + dh_t: one power law only when both have the same exponent; otherwise the
+      // measured slope mixes d^e(h) and d^e(dh) with weights set by the LR, and the two are judged
+      // separately (h at step 0, dh).
+      if (step == 0 || !b.dh || std::fabs(*b.dh - *b.h) <= kExponentTol) {
+        p.e = b.h;
+      } else if (b.h) {
+        p.why = fmt::format("no prediction: h_t = h_0 (d^{}) + dh_t (d^{}) mixes two exponents; see h at step 0 and dh",
+                            fmt_exp(*b.h), fmt_exp(*b.dh));
+        return p;
+      }
+      break;
+    case CoordQuantity::DH: p.e = step == 0 ? std::nullopt : b.dh; break;
+    case CoordQuantity::HGrad:
+    case CoordQuantity::WGrad: {
+      const auto e = q == CoordQuantity::HGrad ? b.hg : b.wg;
+      if (step == 0 || stable) {
+        p.e = e;
+      } else if (e) {
+        p.why = unstable_note;
+        return p;
+      }
+      break;
+    }
+    case CoordQuantity::DW:
+    case CoordQuantity::DWSpec: {
+      // (Adam's update is normalised, but its size at t >= 2 depends on how consistent the
+      // gradients of successive steps are, which an unstable update changes with width.)
+      const auto e = q == CoordQuantity::DW ? b.dw : b.dws;
+      if (step == 1 || (step >= 2 && stable)) {
+        p.e = e;
+      } else if (step >= 2 && e) {
+        p.why = unstable_note;
+        return p;
+      }
+      break;
+    }
+    case CoordQuantity::WSpec:
+      // W_t = W_0 + the updates: one power law when both spectral norms share the exponent (as under
+      // the spectral condition), otherwise judged at step 0 (and the updates as ||dW||).
+      if (step == 0 || (stable && b.dws && b.ws && std::fabs(*b.dws - *b.ws) <= kExponentTol)) {
+        p.e = b.ws;
+      } else if (b.ws) {
+        p.why = "no prediction: W_t = W_0 + updates mixes two exponents; see ||W|| at step 0 and ||dW||";
+        return p;
+      }
+      break;
+  }
+  p.why = p.e ? m.what : "no prediction";
+  return p;
+}
+
+Pred depth_prediction(const DepthTheory& d, const Mapping& m, CoordQuantity q, int step, bool power_law) {
+  Pred p;
+  if (!power_law) {
+    p.why = "no prediction: alpha < 1/2 without pre-LN grows exponentially in L (seed 004 Claim 5.1)";
+    return p;
+  }
+  // The seed freezes U and V; here they train, which adds an L^0 change (the embedding's update,
+  // carried up the stream) and, at the logits, dV x_L ~ L^(1/2 - alpha).
+  const double init = d.top_init_rho_half;
+  const double upd = m.target == Target::DepthTop ? std::max(d.update_correlated, 0.0)
+                                                  : std::max({d.update_correlated, 0.0, init});
+  switch (q) {
+    case CoordQuantity::H:
+      if (step == 0 || (d.stable_init && std::fabs(init - upd) <= kExponentTol)) {
+        p.e = init;
+      } else {
+        p.why = d.stable_init
+                    ? fmt::format("no prediction: h_t = h_0 (L^{}) + dh_t (L^{}) mixes two exponents; see h at step 0 "
+                                  "and dh",
+                                  fmt_exp(init), fmt_exp(upd))
+                    : std::string("no prediction: the seed derives the update exponent only for a stable init "
+                                  "(alpha >= 1/2)");
+        return p;
+      }
+      break;
+    case CoordQuantity::DH:
+      if (step >= 1 && d.stable_init) {
+        p.e = upd;
+      } else if (step >= 1) {
+        p.why = "no prediction: the seed derives the update exponent only for a stable init (alpha >= 1/2)";
+        return p;
+      }
+      break;
+    default: break;
+  }
+  p.why = p.e ? m.what : "no prediction";
+  return p;
+}
+
+TheoryShape theory_shape(const ModelConfig& mc, int depth) {
+  TheoryShape s;
+  if (mc.kind == "mlp") {
+    s.L = depth;
+    s.note = fmt::format("mlp: rows of width_theory(L = {}) one to one (a dense input as W_0)", depth);
+  } else if (mc.kind == "bigram") {
+    s.L = depth;
+    s.rmsnorm = mc.rmsnorm;
+    s.note = fmt::format("bigram: rows of width_theory(L = {}{}) one to one", depth, mc.rmsnorm ? ", RMSNorm" : "");
+  } else if (mc.kind == "gpt" || mc.kind == "vit") {
+    // Every sublayer reads a normalised stream and applies two matrices (v then o; fc then proj)
+    // before adding to it: the stream follows the hidden activations of an L = 2 chain.
+    s.L = 2;
+    s.note = "residual stream = hidden activations of width_theory(L = 2): each sublayer is a 2-matrix chain "
+             "(attn v,o; mlp fc,proj) on a normalised input";
+  } else {  // resmlp
+    s.L = mc.pre_ln ? mc.block_depth : depth * mc.block_depth;
+    s.note = mc.pre_ln ? fmt::format("residual stream = hidden activations of width_theory(L = {}): each block is "
+                                     "a {}-matrix chain on a normalised input",
+                                     s.L, mc.block_depth)
+                       : fmt::format("residual stream = hidden activations of width_theory(L = {}): without "
+                                     "pre-LN the blocks chain",
+                                     s.L);
+  }
+  return s;
+}
+
+}  // namespace scaleinv::coord_detail
