@@ -1,4 +1,5 @@
-// src/core: atomic writes under concurrent writers, the SQLite wrapper's modes and errors.
+// src/core: atomic writes under concurrent writers, the SQLite wrapper's modes and errors, typed
+// TOML reads, exponent fractions.
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
@@ -15,17 +16,24 @@
 #include "cli_util.h"
 #include "core/atomic_file.h"
 #include "core/errors.h"
+#include "core/fraction.h"
 #include "core/sqlite_db.h"
 #include "core/stable_hash.h"
 #include "core/toml_json.h"
 #include "core/toml_reader.h"
+#include "fixtures.h"
 
 using namespace scaleinv;
+using scaleinv::testing::user_error_of;
 using scaleinv::testing::temp_dir;
 using scaleinv::testing::slurp;
 namespace fs = std::filesystem;
 
 namespace {
+
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
 }  // namespace
 
 // Many threads of two processes write the same path at once (a cold cache, a shared report): every
@@ -125,4 +133,169 @@ TEST(TomlJson, ScalarsKeepTheirTypeArraysAndTablesAreNone) {
   EXPECT_EQ(*toml_scalar_json(*t.get("b")), true);
   EXPECT_FALSE(toml_scalar_json(*t.get("a")).has_value());
   EXPECT_FALSE(toml_scalar_json(*t.get("sub")).has_value());
+}
+
+TEST(TomlReader, ReadsPresentFieldsAndKeepsDefaultsOfMissingOnes) {
+  const toml::table t = parse_toml("width = 128\nlr = 0.25\nname = \"mup\"\nflag = true\nsteps = 3.0\n", "cfg.toml");
+  const TomlReader r(t, "cfg.toml", "model.");
+  int width = 64, depth = 4;
+  int64_t steps = 0;
+  double lr = 1, eps = 1e-8;
+  std::string name = "sp", act = "relu";
+  bool flag = false, tied = true;
+  r.get("width", &width);
+  r.get("lr", &lr);
+  r.get("name", &name);
+  r.get("flag", &flag);
+  r.get("steps", &steps);  // a whole float is an integer
+  EXPECT_EQ(width, 128);
+  EXPECT_EQ(lr, 0.25);
+  EXPECT_EQ(name, "mup");
+  EXPECT_TRUE(flag);
+  EXPECT_EQ(steps, 3);
+  r.get("depth", &depth);
+  r.get("eps", &eps);
+  r.get("act", &act);
+  r.get("tied", &tied);
+  EXPECT_EQ(depth, 4);
+  EXPECT_EQ(eps, 1e-8);
+  EXPECT_EQ(act, "relu");
+  EXPECT_TRUE(tied);
+  EXPECT_NO_THROW(r.reject_unknown());  // every key present was read
+  EXPECT_TRUE(r.has("width"));
+  EXPECT_FALSE(r.has("depth"));
+}
+
+TEST(TomlReader, AWrongTypeIsAUserErrorNamingFileAndDottedField) {
+  const toml::table t = parse_toml("width = \"wide\"\nlr = \"fast\"\nflag = 1\nname = 3\nsteps = 2.5\n", "cfg.toml");
+  const TomlReader r(t, "cfg.toml", "model.");
+  int width = 64;
+  EXPECT_EQ(user_error_of([&] { r.get("width", &width); }),
+            "cfg.toml: field 'model.width': expected an integer (fix: write e.g. width = 64)");
+  EXPECT_EQ(width, 64);  // left as it was
+  double lr = 0.5;
+  const std::string lr_msg = user_error_of([&] { r.get("lr", &lr); });
+  EXPECT_TRUE(contains(lr_msg, "cfg.toml") && contains(lr_msg, "'model.lr'") && contains(lr_msg, "expected a number"))
+      << lr_msg;
+  bool flag = false;
+  const std::string flag_msg = user_error_of([&] { r.get("flag", &flag); });
+  EXPECT_TRUE(contains(flag_msg, "cfg.toml") && contains(flag_msg, "'model.flag'") &&
+              contains(flag_msg, "true or false"))
+      << flag_msg;
+  std::string name;
+  const std::string name_msg = user_error_of([&] { r.get("name", &name); });
+  EXPECT_TRUE(contains(name_msg, "'model.name'") && contains(name_msg, "expected a string")) << name_msg;
+  int64_t steps = 0;
+  const std::string steps_msg = user_error_of([&] { r.get("steps", &steps); });
+  EXPECT_TRUE(contains(steps_msg, "'model.steps'") && contains(steps_msg, "expected an integer")) << steps_msg;
+}
+
+TEST(TomlReader, RequireNamesAMissingField) {
+  const toml::table t = parse_toml("width = 8\n", "cfg.toml");
+  const TomlReader r(t, "cfg.toml", "model.");
+  int width = 0, depth = 0;
+  r.require("width", &width);
+  EXPECT_EQ(width, 8);
+  EXPECT_EQ(user_error_of([&] { r.require("depth", &depth); }),
+            "cfg.toml: field 'model.depth': missing (fix: add depth = <value>)");
+}
+
+TEST(TomlReader, RejectUnknownNamesTheUnknownKeyAndTheKnownOnes) {
+  const toml::table t = parse_toml("width = 8\nwidht = 9\n", "cfg.toml");
+  const TomlReader r(t, "cfg.toml", "model.");
+  int width = 0, depth = 0;
+  r.get("width", &width);
+  r.get("depth", &depth);  // absent, but read: a known field
+  EXPECT_EQ(user_error_of([&] { r.reject_unknown(); }),
+            "cfg.toml: field 'model.widht': unknown field (fix: known fields here: depth, width)");
+  EXPECT_NO_THROW(TomlReader(t, "cfg.toml", "").expect_keys({"width", "widht"}));
+  EXPECT_EQ(user_error_of([&] { TomlReader(t, "cfg.toml", "").expect_keys({"width"}); }),
+            "cfg.toml: field 'widht': unknown field (fix: known fields here: width)");
+}
+
+TEST(TomlReader, SubTablesReadWithTheirDottedPrefix) {
+  const toml::table t = parse_toml("[model]\nwidth = 256\n[model.attn]\nheads = \"four\"\nextra = 1\n", "cfg.toml");
+  const TomlReader root(t, "cfg.toml", "");
+  const TomlReader model = root.sub("model");
+  int width = 0;
+  model.get("width", &width);
+  EXPECT_EQ(width, 256);
+  const TomlReader attn = model.sub("attn");
+  int heads = 1;
+  EXPECT_EQ(user_error_of([&] { attn.get("heads", &heads); }),
+            "cfg.toml: field 'model.attn.heads': expected an integer (fix: write e.g. heads = 1)");
+  EXPECT_TRUE(contains(user_error_of([&] { attn.reject_unknown(); }), "field 'model.attn.extra': unknown field"));
+  // An absent sub-table reads as empty: defaults stay and nothing is unknown.
+  const TomlReader data = root.sub("data");
+  int vocab = 50;
+  data.get("vocab", &vocab);
+  EXPECT_EQ(vocab, 50);
+  EXPECT_NO_THROW(data.reject_unknown());
+  EXPECT_NO_THROW(root.reject_unknown());  // "model" and "data" were read through root
+  // A value where a table belongs is an error naming the key.
+  const toml::table flat = parse_toml("model = 3\n", "flat.toml");
+  const TomlReader flat_root(flat, "flat.toml", "");
+  const std::string msg = user_error_of([&] { flat_root.sub("model"); });
+  EXPECT_TRUE(contains(msg, "flat.toml") && contains(msg, "'model'") && contains(msg, "expected a table")) << msg;
+}
+
+TEST(TomlReader, ExponentsAreNumbersOrFractionStrings) {
+  const toml::table t = parse_toml("a = \"-1/2\"\nb = 0.25\nc = 1\nd = \"one half\"\n", "t.toml");
+  const TomlReader r(t, "t.toml", "table.embedding.");
+  double a = 9, b = 9, c = 9, d = 9, e = 9;
+  r.get_exponent("a", &a);
+  r.get_exponent("b", &b);
+  r.get_exponent("c", &c);
+  r.get_exponent("e", &e);  // absent: the default stays
+  EXPECT_EQ(a, -0.5);
+  EXPECT_EQ(b, 0.25);
+  EXPECT_EQ(c, 1.0);
+  EXPECT_EQ(e, 9.0);
+  const std::string msg = user_error_of([&] { r.get_exponent("d", &d); });
+  EXPECT_TRUE(contains(msg, "t.toml") && contains(msg, "'table.embedding.d'") && contains(msg, "fraction")) << msg;
+  EXPECT_EQ(d, 9.0);
+}
+
+TEST(Fraction, ParsesFractionsAndDecimals) {
+  const std::vector<std::pair<std::string, double>> cases = {
+      {"1/2", 0.5},  {"-1", -1.0},  {"0", 0.0},     {"3/2", 1.5},
+      {"-1/2", -0.5}, {"5/4", 1.25}, {"0.25", 0.25}, {"-3/2", -1.5}};
+  for (const auto& [text, want] : cases) {
+    double v = 99;
+    EXPECT_TRUE(parse_fraction(text, &v)) << text;
+    EXPECT_EQ(v, want) << text;
+  }
+}
+
+TEST(Fraction, FormatsSimpleFractions) {
+  EXPECT_EQ(format_fraction(0.5), "1/2");
+  EXPECT_EQ(format_fraction(-1.0), "-1");
+  EXPECT_EQ(format_fraction(0.0), "0");
+  EXPECT_EQ(format_fraction(-0.0), "0");
+  EXPECT_EQ(format_fraction(1.5), "3/2");
+  EXPECT_EQ(format_fraction(-0.5), "-1/2");
+  EXPECT_EQ(format_fraction(1.0 / 3), "1/3");
+  EXPECT_EQ(format_fraction(2.0), "2");
+  EXPECT_EQ(format_fraction(0.123), "0.123");  // no denominator up to 12 fits
+}
+
+TEST(Fraction, ParseAndFormatRoundTrip) {
+  for (const std::string text : {"1/2", "-1", "0", "3/2", "-1/2", "5/4", "1/3", "-7/12", "2"}) {
+    double v = 99;
+    ASSERT_TRUE(parse_fraction(text, &v)) << text;
+    EXPECT_EQ(format_fraction(v), text);
+  }
+  for (double x : {0.5, -1.0, 0.0, 1.5, -0.25, 2.0 / 3}) {
+    double back = 99;
+    ASSERT_TRUE(parse_fraction(format_fraction(x), &back)) << x;
+    EXPECT_DOUBLE_EQ(back, x);
+  }
+}
+
+TEST(Fraction, MalformedTextIsRejectedAndLeavesTheOutputAlone) {
+  for (const std::string text : {"", "abc", "1/0", "1/", "/2", "1/2x", "1//2", "0.5.5", "nan", "inf", "1/2/3"}) {
+    double v = 42;
+    EXPECT_FALSE(parse_fraction(text, &v)) << "'" << text << "'";
+    EXPECT_EQ(v, 42.0) << "'" << text << "'";
+  }
 }

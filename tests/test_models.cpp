@@ -15,8 +15,10 @@
 #include "models/model.h"
 #include "models/zoo.h"
 #include "param/table.h"
+#include "fixtures.h"
 
 using namespace scaleinv;
+using scaleinv::testing::user_error_of;
 using scaleinv::testing::fd_check;
 
 namespace {
@@ -614,15 +616,6 @@ struct BadModel : Model {
   ScaleContext ctx;
 };
 
-template <class F>
-std::string user_error_of(F&& f) {
-  try {
-    f();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "(no UserError)";
-}
 
 }  // namespace
 

@@ -90,7 +90,7 @@ CoordCheckResult coordcheck_module(const ModuleFactory& make, const TappedLoss& 
         return tap.taken;
       };
       CoordRun run =
-          measure_coord_steps(cc.steps, cc.quantities, batches.size(), step_loss, recorded, params, *opt, cc.optim);
+          measure_coord_steps(cc.steps, cc.quantities, batches.size(), step_loss, recorded, params, *opt);
       run.width = w;
       run.depth = 1;
       run.seed = seed;

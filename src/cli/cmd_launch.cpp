@@ -41,7 +41,8 @@ void add_launch_command(CLI::App& app, int& exit_code) {
     if (o->command.front() != "train")
       throw UserError("command line", "launch", fmt::format("'{}' is not a data-parallel command", o->command.front()),
                       "launch runs `train`: scaleinv launch --nproc 2 -- train --config FILE.toml");
-    exit_code = launch_local_ranks(LaunchOptions{o->nproc, o->port, o->grace, threads, o->command});
+    exit_code = launch_local_ranks(
+        LaunchOptions().nproc(o->nproc).port(o->port).grace_s(o->grace).threads(threads).command(o->command));
   });
 }
 

@@ -5,6 +5,6 @@
 namespace scaleinv {
 // "-1/2" -> -0.5, "0.25" -> 0.25. Returns false on anything else.
 bool parse_fraction(const std::string& s, double* out);
-// -0.5 -> "-1/2", 1 -> "1", 0.3 -> "0.3" (denominators up to 12 are recognised).
+// -0.5 -> "-1/2", 1 -> "1", 0.123 -> "0.123" (denominators up to 12 are recognised).
 std::string format_fraction(double x);
 }  // namespace scaleinv

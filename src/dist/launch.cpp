@@ -89,11 +89,11 @@ std::string describe_exit(int status) {
 }  // namespace
 
 int launch_local_ranks(const LaunchOptions& o) {
-  const int nproc = o.nproc;
-  int port = o.port;
-  const double grace_s = o.grace_s;
-  const int threads = o.threads;
-  const std::vector<std::string>& command = o.command;
+  const int nproc = o.nproc();
+  int port = o.port();
+  const double grace_s = o.grace_s();
+  const int threads = o.threads();
+  const std::vector<std::string>& command = o.command();
   const std::string exe = std::filesystem::read_symlink("/proc/self/exe").string();
   if (port <= 0) port = free_port();
   std::fprintf(stderr, "launch: %d ranks on 127.0.0.1:%d, %d core%s each: %s\n", nproc, port, threads,

@@ -12,17 +12,21 @@
 #include <string>
 #include <vector>
 
+#include <torch/arg.h>
+
 namespace scaleinv {
 
+// Named, chained setters as libtorch's options (TORCH_ARG), e.g.
+//   LaunchOptions().nproc(2).port(29500).grace_s(5).threads(4).command({"train", "--config", "f.toml"})
 struct LaunchOptions {
-  int nproc = 1;                     // ranks (processes) on this machine
-  int port = 0;                      // rendezvous port on 127.0.0.1; 0: a free one (UserError if none)
-  double grace_s = 5;                // seconds the others get to stop on their own after one fails
-  int threads = 1;                   // --threads passed to every rank
-  std::vector<std::string> command;  // the scaleinv command every rank runs (e.g. train --config F)
+  TORCH_ARG(int, nproc) = 1;                     // ranks (processes) on this machine
+  TORCH_ARG(int, port) = 0;                      // rendezvous port on 127.0.0.1; 0: a free one (UserError if none)
+  TORCH_ARG(double, grace_s) = 5;                // seconds the others get to stop on their own after one fails
+  TORCH_ARG(int, threads) = 1;                   // --threads passed to every rank
+  TORCH_ARG(std::vector<std::string>, command);  // the scaleinv command every rank runs (e.g. train --config F)
 };
 
-// Runs `this binary --threads T COMMAND...` as o.nproc ranks and supervises them as described
+// Runs `this binary --threads T COMMAND...` as o.nproc() ranks and supervises them as described
 // above; returns launch's exit code. Throws std::runtime_error when a pipe or fork fails.
 int launch_local_ranks(const LaunchOptions& o);
 

@@ -190,10 +190,8 @@ AlignmentResult run_alignment(const AlignmentOptions& o) {
         const Batch& b = batches[s];
         Snapshot before = snapshot(*model, mc, b.x);
         auto opt = detail::make_diag_optimizer(*model, o.optimizer, o.lr, o.beta1);
-        for (int t = 0; t < o.steps; ++t) {
-          // A diverged step (NaN loss) leaves NaN ratios, which print and serialise as nan / null.
-          detail::train_step(*model, *opt, b);
-        }
+        // A diverged step (NaN loss) leaves NaN ratios, which print and serialise as nan / null.
+        detail::train_steps(*model, *opt, o.steps, [&](int64_t) { return b; });
         Snapshot after = snapshot(*model, mc, b.x);
         for (int i = 0; i < n_layers; ++i) {
           const torch::Tensor& W = before.w[i];

@@ -2,6 +2,7 @@
 #include "measure/coord_recorder.h"
 
 #include "core/tensor_rms.h"
+#include "train/step_loop.h"
 
 #include <cmath>
 #include <limits>
@@ -60,21 +61,24 @@ void CoordRecorder::record(int t, const NamedTensors& activations, const NamedTe
 
 CoordRun measure_coord_steps(int steps, unsigned quantities, size_t n_batches, const CoordLoss& loss,
                              const std::function<NamedTensors()>& recorded, const NamedTensors& params,
-                             Optimizer& opt, const OptimConfig& optim) {
+                             Optimizer& opt) {
   CoordRecorder rec(steps, quantities);
   CoordRun& run = rec.run();
-  for (int t = 0; t <= steps; ++t) {
+  StepHooks hooks;
+  // Every step's loss is the probe batch's (batch 0), recorded.
+  hooks.loss = [&](int64_t t) -> torch::Tensor {
     torch::Tensor lv = loss(0, true);
     const double v = lv.item<double>();
     run.loss[static_cast<size_t>(t)] = v;
     if (!std::isfinite(v)) {
       run.diverged = true;
-      break;
+      return {};
     }
-    opt.zero_grad();
-    lv.backward();
-    rec.record(t, recorded(), params);
-    if (t == steps) break;
+    return lv;
+  };
+  hooks.after_backward = [&](int64_t t) {
+    rec.record(static_cast<int>(t), recorded(), params);
+    if (t == steps) return false;  // the last record needs no update after it
     // The update: on the probe batch itself (its gradient is already there) or on batch t mod n.
     const size_t bi = static_cast<size_t>(t) % n_batches;
     if (bi != 0) {
@@ -82,8 +86,9 @@ CoordRun measure_coord_steps(int steps, unsigned quantities, size_t n_batches, c
       loss(bi, false).backward();
     }
     rec.before_update(params);
-    opt.step(schedule_factor(optim, t));
-  }
+    return true;
+  };
+  run_steps(opt, 0, steps + 1, hooks);
   return std::move(run);
 }
 

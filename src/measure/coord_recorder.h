@@ -49,14 +49,14 @@ class CoordRecorder {
   std::vector<torch::Tensor> h0_, prev_;
 };
 
-// One run's steps, the loop both checks share: at t = 0..T, loss(0, true) (the probe, recording
-// on), its backward, recorder.record(t, recorded(), params); then (t < T) the update on batch
-// t mod n_batches (loss(b, false)'s gradient; the probe's own when b = 0) with
-// schedule_factor(optim, t). A non-finite probe loss ends the run as diverged. Returns the run
+// One run's steps, both checks' hooks on the one step loop (train/step_loop.h): at t = 0..T,
+// loss(0, true) (the probe, recording on), its backward, recorder.record(t, recorded(), params);
+// then (t < T) the update on batch t mod n_batches (loss(b, false)'s gradient; the probe's own
+// when b = 0) with the schedule of opt.config(). A non-finite probe loss ends the run as diverged. Returns the run
 // with its loss and series (width, depth, seed left to the caller).
 using CoordLoss = std::function<torch::Tensor(size_t batch, bool record)>;
 CoordRun measure_coord_steps(int steps, unsigned quantities, size_t n_batches, const CoordLoss& loss,
                              const std::function<NamedTensors()>& recorded, const NamedTensors& params,
-                             Optimizer& opt, const OptimConfig& optim);
+                             Optimizer& opt);
 
 }  // namespace scaleinv

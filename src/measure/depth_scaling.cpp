@@ -136,7 +136,7 @@ DepthScalingResult run_depth_scaling(const DepthScalingOptions& o) {
         const Batch& b = batches[s];
         const Rec before = record(*model, b.x, L);
         auto opt = detail::make_diag_optimizer(*model, o.optimizer, o.lr, 0.9, o.train_io);
-        detail::train_step(*model, *opt, b);
+        detail::train_steps(*model, *opt, 1, [&](int64_t) { return b; });
         const Rec after = record(*model, b.x, L);
         dp.top[s][di] = tensor_rms(before.xL);
         dp.branch_sum[s][di] = tensor_rms(before.xL - before.x0);

@@ -2,6 +2,7 @@
 // Helpers shared by the diagnostics (src/measure/diagnostics.h); not part of the public API.
 #include <torch/torch.h>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -33,8 +34,12 @@ ParamTable load_diag_param(const std::string& name);
 std::unique_ptr<Optimizer> make_diag_optimizer(Model& model, const std::string& kind, double lr, double beta1,
                                                bool train_io = true);
 
-// One training step on (x, y): forward, backward, step, zero_grad. Returns the loss.
-double train_step(Model& model, Optimizer& opt, const Batch& b);
+// `steps` training steps on the one step loop (train/step_loop.h), step t on batch(t); returns
+// every step's loss. A non-finite loss does not stop the steps: the diagnostics then report NaN
+// ratios, which print and serialise as nan / null. on_step(steps_done, loss), when given, runs
+// after every update.
+std::vector<double> train_steps(Model& model, Optimizer& opt, int steps, const std::function<Batch(int64_t)>& batch,
+                                const std::function<void(int64_t, double)>& on_step = {});
 
 // Dense inputs for the residual MLP: xi ~ N(0, I_in_dim) from `seed`, labels from a random
 // linear teacher (argmax of xi T, T ~ N(0, 1), drawn from `teacher_seed`) over n_classes.

@@ -14,6 +14,7 @@
 #include "measure/diag_detail.h"
 #include "measure/slope_fit.h"
 #include "models/layers.h"
+#include "train/step_loop.h"
 
 namespace scaleinv::diag {
 
@@ -152,12 +153,22 @@ std::unique_ptr<Optimizer> make_diag_optimizer(Model& model, const std::string& 
   return make_optimizer(oc, param_groups(params, model.context()));
 }
 
-double train_step(Model& model, Optimizer& opt, const Batch& b) {
-  torch::Tensor loss = model.loss(b.x, b.y);
-  loss.backward();
-  opt.step();
-  opt.zero_grad();
-  return loss.item<double>();
+std::vector<double> train_steps(Model& model, Optimizer& opt, int steps, const std::function<Batch(int64_t)>& batch,
+                                const std::function<void(int64_t, double)>& on_step) {
+  std::vector<double> losses;
+  StepHooks hooks;
+  hooks.loss = [&](int64_t t) {
+    const Batch b = batch(t);
+    torch::Tensor loss = model.loss(b.x, b.y);
+    losses.push_back(loss.item<double>());
+    return loss;
+  };
+  hooks.after_step = [&](int64_t done) {
+    if (on_step) on_step(done, losses.back());
+    return true;
+  };
+  run_steps(opt, 0, steps, hooks);
+  return losses;
 }
 
 Batch gaussian_batch(uint64_t seed, uint64_t teacher_seed, int64_t batch, int64_t in_dim, int64_t n_classes) {

@@ -147,11 +147,11 @@ DiversityResult run_diversity(const DiversityOptions& o) {
       auto opt = detail::make_diag_optimizer(*model, o.optimizer, o.lr, 0.9, o.train_io);
       const Batch ev = eval_batch(s);
       dp.d_init.push_back(measure(*model, ev.x, o.depth, o.lambdas, ks));
-      std::vector<double> losses;
-      for (int t = 0; t < o.steps; ++t) {
-        losses.push_back(detail::train_step(*model, *opt, train_batch(s, t)));
-        if ((t + 1) % 50 == 0) bar.status(fmt::format("{} seed {} step {} loss {:.3f}", name, s, t + 1, losses.back()));
-      }
+      const std::vector<double> losses = detail::train_steps(
+          *model, *opt, o.steps, [&](int64_t t) { return train_batch(s, t); },
+          [&](int64_t done, double loss) {
+            if (done % 50 == 0) bar.status(fmt::format("{} seed {} step {} loss {:.3f}", name, s, done, loss));
+          });
       dp.d_trained.push_back(measure(*model, ev.x, o.depth, o.lambdas, ks));
       double tail = 0;
       const size_t n_tail = std::max<size_t>(1, losses.size() / 10);

@@ -81,7 +81,7 @@ double schedule_factor(const OptimConfig& cfg, int64_t step);
 // UserError (where "config") naming the field: unknown optim.schedule, negative optim.warmup_steps,
 // optim.total_steps < 1, optim.min_lr_ratio outside [0, 1].
 void validate_schedule(const OptimConfig& cfg);
-// Every field: optim.kind, optim.wd_mode (coupled | independent), optim.lr >= 0, optim.momentum,
+// Every field: optim.kind, optim.wd_mode (coupled | independent), optim.lr > 0 (finite), optim.momentum,
 // optim.beta1, optim.beta2 in [0, 1), optim.eps >= 0 (> 0 for adafactor), optim.weight_decay >= 0,
 // optim.clip_grad_norm >= 0, optim.muon_momentum in [0, 1), optim.ns_steps in [1, 100],
 // optim.muon_scale, optim.muon_eps >= 0 (finite), and the schedule. make_optimizer calls it.

@@ -16,6 +16,7 @@
 #include "core/errors.h"
 #include "core/progress.h"
 #include "core/torch_compat.h"
+#include "train/step_loop.h"
 
 namespace scaleinv {
 
@@ -173,8 +174,8 @@ std::vector<RunSummary> train_ensemble(const std::vector<TrainConfig>& members, 
   if (opts.show_progress) bar = std::make_unique<Progress>(c0.train.steps, fmt::format("ensemble x{}", E), "steps");
   const auto t0 = std::chrono::steady_clock::now();
   int64_t n_alive = E;
-  int64_t step = 0;
-  for (; step < c0.train.steps && n_alive > 0; ++step) {
+  StepHooks hooks;
+  hooks.loss = [&](int64_t step) -> torch::Tensor {
     auto [x, y] = stacked(Split::Train, step, c0.train.batch_size);
     torch::Tensor losses = model->member_losses(x, y);  // [E]
     torch::Tensor lv = losses.detach().to(torch::kCPU, torch::kFloat64);
@@ -193,19 +194,19 @@ std::vector<RunSummary> train_ensemble(const std::vector<TrainConfig>& members, 
       out[size_t(e)].losses.push_back(l);
       keep.push_back(e);
     }
-    if (keep.empty()) break;
+    if (keep.empty()) return {};
     // The members are independent (every op is per member), so the sum's gradient is each
     // member's own gradient.
-    torch::Tensor total = static_cast<int64_t>(keep.size()) == E
-                              ? losses.sum()
-                              : losses.index_select(0, torch::tensor(keep, torch::kLong).to(dev)).sum();
-    opt->zero_grad();
-    total.backward();
-    opt->step(schedule_factor(c0.optim, step));
-    const int64_t done = step + 1;
+    return static_cast<int64_t>(keep.size()) == E
+               ? losses.sum()
+               : losses.index_select(0, torch::tensor(keep, torch::kLong).to(dev)).sum();
+  };
+  hooks.after_step = [&](int64_t done) {
     if (bar) bar->update(done, fmt::format("{} / {} members alive", n_alive, E));
     if (opts.on_step) opts.on_step(done * E);
-  }
+    return true;
+  };
+  const int64_t step = run_steps(*opt, 0, c0.train.steps, hooks);
   // Validation once, at the end (nothing logs intermediate evaluations of an ensemble).
   if (n_alive > 0 && step == c0.train.steps) evaluate();
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

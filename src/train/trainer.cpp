@@ -16,6 +16,7 @@
 #include "dist/dist.h"
 #include "train/checkpoint.h"
 #include "train/run_log.h"
+#include "train/step_loop.h"
 
 namespace scaleinv {
 
@@ -163,36 +164,41 @@ RunSummary train_run(const TrainConfig& cfg, const RunOptions& opts) {
     }
     return true;
   };
-  int64_t step = start;
-  for (; step < end; ++step) {
+  // Deferred read-backs that found a non-finite loss end the run at that loss's step.
+  bool deferred_diverged = false;
+  StepHooks hooks;
+  hooks.loss = [&](int64_t step) -> torch::Tensor {
     Batch b = data->batch(Split::Train, step, cfg.train.batch_size, dp.rank(), dp.world());  // this rank's slice
     torch::Tensor loss = model->loss(compat::to_device_async(b.x, dev), compat::to_device_async(b.y, dev));
     if (deferred) {
       pending.push_back(loss.detach());
-    } else {
-      const double lv = dp.mean(loss.item<double>());  // the global batch's loss, the same on every rank
-      if (!std::isfinite(lv)) {  // diverged: record it at this step, stop, never crash
-        s.diverged = true;
-        s.diverged_step = step;
-        break;
-      }
-      s.losses.push_back(lv);
+      return loss;
     }
-    opt->zero_grad();
-    loss.backward();          // with ranks: gradient buckets are all-reduced as backward fills them
-    dp.average_gradients();   // every rank now holds the global batch's mean gradient
-    const double lr_factor = schedule_factor(cfg.optim, step);
-    opt->step(lr_factor);
-
-    const int64_t done = step + 1;
+    const double lv = dp.mean(loss.item<double>());  // the global batch's loss, the same on every rank
+    if (!std::isfinite(lv)) {  // diverged: record it at this step, stop, never crash
+      s.diverged = true;
+      s.diverged_step = step;
+      return {};
+    }
+    s.losses.push_back(lv);
+    return loss;
+  };
+  // With ranks, backward all-reduces gradient buckets as it fills them; then every rank holds the
+  // global batch's mean gradient.
+  hooks.after_backward = [&](int64_t) {
+    dp.average_gradients();
+    return true;
+  };
+  hooks.after_step = [&](int64_t done) {
+    const double lr_factor = schedule_factor(cfg.optim, done - 1);
     const bool eval_now = cfg.train.eval_every > 0 && done % cfg.train.eval_every == 0;
     const bool log_now = done % std::max<int64_t>(1, cfg.train.log_every) == 0 || eval_now || done == cfg.train.steps;
     const bool save_now = cfg.train.checkpoint_every > 0 && done % cfg.train.checkpoint_every == 0;
     if (deferred && (log_now || save_now || done == end) && !read_back(done - static_cast<int64_t>(pending.size()))) {
-      step = s.diverged_step;
-      break;
+      deferred_diverged = true;
+      return false;
     }
-    if (deferred && !log_now && !save_now) continue;  // nothing to report until the next read-back
+    if (deferred && !log_now && !save_now) return true;  // nothing to report until the next read-back
     const double lv = s.losses.back();
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const double rate = static_cast<double>((done - start) * items_per_step) / std::max(elapsed, 1e-9);
@@ -205,7 +211,10 @@ RunSummary train_run(const TrainConfig& cfg, const RunOptions& opts) {
                                     std::isnan(val) ? "" : fmt::format(" val {:.4f}", val), format_rate(rate),
                                     s.items_unit));
     if (opts.on_step) opts.on_step(done);
-  }
+    return true;
+  };
+  int64_t step = run_steps(*opt, start, end, hooks);
+  if (deferred_diverged) step = s.diverged_step;
   s.steps_done = step;
   s.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   s.items_per_s = static_cast<double>((step - start) * items_per_step) / std::max(s.wall_s, 1e-9);

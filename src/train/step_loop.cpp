@@ -1,0 +1,21 @@
+// The one step loop (see step_loop.h).
+#include "train/step_loop.h"
+
+#include "optim/optimizer.h"
+
+namespace scaleinv {
+
+int64_t run_steps(Optimizer& opt, int64_t first, int64_t end, const StepHooks& hooks) {
+  for (int64_t t = first; t < end; ++t) {
+    const torch::Tensor loss = hooks.loss(t);
+    if (!loss.defined()) return t;
+    opt.zero_grad();
+    loss.backward();
+    if (hooks.after_backward && !hooks.after_backward(t)) return t;
+    opt.step(schedule_factor(opt.config(), t));
+    if (hooks.after_step && !hooks.after_step(t + 1)) return t + 1;
+  }
+  return end;
+}
+
+}  // namespace scaleinv
