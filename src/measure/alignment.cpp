@@ -83,6 +83,7 @@ double ratio(const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor
 
 void validate(const AlignmentOptions& o) {
   using detail::require;
+  using detail::require_lr;
   require(o.model == "bigram" || o.model == "gpt", "--model", fmt::format("unknown model '{}'", o.model),
           "use bigram (every layer) or gpt (the readout)");
   require(!o.params.empty(), "--param", "no parameterization given", "e.g. --param sp,mup");
@@ -92,7 +93,7 @@ void validate(const AlignmentOptions& o) {
   require(o.depth >= 1, "--depth", fmt::format("depth {} < 1", o.depth), "give at least 1 hidden layer / block");
   require(o.steps >= 1, "--steps", fmt::format("steps {} < 1", o.steps), "give at least 1 optimizer step");
   require(o.seeds >= 1, "--seeds", fmt::format("seeds {} < 1", o.seeds), "give at least 1 seed (3 for an interval)");
-  require(std::isfinite(o.lr) && o.lr > 0, "--lr", fmt::format("lr {} is not positive", o.lr), "e.g. --lr 0.01");
+  require_lr(o.lr, "--lr 0.01");
   require(o.beta1 >= 0 && o.beta1 < 1, "--beta1", fmt::format("beta1 {} is outside [0, 1)", o.beta1), "e.g. 0.9");
   require(o.batch >= 1 && o.seq_len >= 1, "--batch", "batch and seq-len must be positive", "e.g. --batch 16");
   require(o.vocab >= 2 && o.vocab <= 2048, "--vocab", fmt::format("vocab {} is outside [2, 2048]", o.vocab),

@@ -39,6 +39,7 @@ namespace {
 
 void validate(const DepthScalingOptions& o) {
   using detail::require;
+  using detail::require_lr;
   require(!o.params.empty(), "--param", "no parameterization given", "e.g. --param depth-mup,standard");
   detail::require_grid(o.depths, "--depths");
   require(o.width >= 2, "--width", fmt::format("width {} < 2", o.width), "e.g. --width 128");
@@ -46,7 +47,7 @@ void validate(const DepthScalingOptions& o) {
   require(o.batch >= 1, "--batch", fmt::format("batch {} < 1", o.batch), "e.g. --batch 64");
   detail::require_optimizer(o.optimizer);
   detail::require_activation(o.activation);
-  require(std::isfinite(o.lr) && o.lr > 0, "--lr", fmt::format("lr {} is not positive", o.lr), "e.g. --lr 1e-3");
+  require_lr(o.lr, "--lr 1e-3");
   require(std::isfinite(o.branch_mult) && o.branch_mult > 0, "--branch-mult", "must be positive", "e.g. 1");
   require(o.base_depth >= 1, "--base-depth", "must be positive", "e.g. 4");
   require(o.data == "gaussian" || o.data == "fashion_mnist", "--data", fmt::format("unknown data '{}'", o.data),

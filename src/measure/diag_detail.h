@@ -21,6 +21,8 @@ void require(bool ok, const std::string& option, const std::string& problem, con
 // Positive, at least `min_count` distinct values (a fit needs two).
 void require_grid(const std::vector<int>& v, const std::string& option, size_t min_count = 2);
 void require_optimizer(const std::string& kind);
+// --lr: finite and > 0 (as optim.lr in a config); `example` is the fix, e.g. "--lr 0.01".
+void require_lr(double lr, const std::string& example);
 void require_activation(const std::string& name);
 
 // A preset, a TOML file, or "ode": depth-mup with (alpha, gamma) = (1, 0) (seed 004 Claim 5.4,

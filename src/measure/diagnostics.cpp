@@ -20,56 +20,38 @@ namespace scaleinv::diag {
 
 // ---- fits ------------------------------------------------------------------------------------
 
-Fit fit_slope(const std::vector<double>& xs, const std::vector<std::vector<double>>& ys, bool log_x, bool log_y) {
-  const double nan = std::numeric_limits<double>::quiet_NaN();
-  auto tr = [nan](double v, bool lg) { return lg ? (v > 0 ? std::log(v) : nan) : v; };
-  std::vector<double> x;
-  for (double v : xs) x.push_back(tr(v, log_x));
-  std::vector<double> per_seed;
-  double single_se = nan;
-  for (const auto& row : ys) {
-    std::vector<double> y;
-    bool ok = row.size() == xs.size();
-    for (double v : row) {
-      y.push_back(tr(v, log_y));
-      ok = ok && std::isfinite(y.back());
-    }
-    if (!ok) {
-      per_seed.push_back(nan);
-      continue;
-    }
-    const OlsFit o = ols_fit(x, y);
-    single_se = o.se;
-    per_seed.push_back(o.slope);
-  }
-  if (per_seed.size() != 1) return fit_mean(per_seed);
-  // One seed: the OLS residual interval, t_{n-2} (infinite with two points).
+namespace {
+Fit make_fit(double slope, double se, double half_width, std::vector<double> per_seed) {
   Fit f;
-  f.per_seed = per_seed;
-  f.slope = per_seed[0];
-  f.se = single_se;
-  const int dof = static_cast<int>(xs.size()) - 2;
-  const double h = dof >= 1 ? student_t_quantile(0.975, dof) * f.se : std::numeric_limits<double>::infinity();
-  f.lo = f.slope - h;
-  f.hi = f.slope + h;
+  f.slope = slope;
+  f.se = se;
+  f.lo = slope - half_width;
+  f.hi = slope + half_width;
+  f.per_seed = std::move(per_seed);
   return f;
+}
+
+nlohmann::json num(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
+}  // namespace
+
+Fit fit_slope(const std::vector<double>& xs, const std::vector<std::vector<double>>& ys, bool log_x, bool log_y) {
+  SlopeFitOptions opts;
+  opts.log_x = log_x;
+  opts.log_y = log_y;
+  opts.bad_values = SlopeFitOptions::BadValues::nan_seed;
+  opts.no_interval = SlopeFitOptions::NoInterval::infinite;
+  SlopeFit s = fit_seed_slopes(xs, ys, opts);
+  // One seed: that seed's slope itself (the same number as the mean over one seed, except that
+  // the mean (0 + v) / 1 turns a -0 slope into +0, and "-0.000" is what the diagnostics print).
+  const double slope = s.per_seed.size() == 1 ? s.per_seed[0] : s.slope;
+  return make_fit(slope, s.se, s.half_width, std::move(s.per_seed));
 }
 
 Fit fit_mean(const std::vector<double>& v) {
-  Fit f;
-  f.per_seed = v;
-  if (v.empty()) return f;
+  if (v.empty()) return Fit{};
   const MeanInterval m = mean_interval(v);
-  f.slope = m.mean;
-  f.se = m.se;
-  f.lo = m.mean - m.half_width;
-  f.hi = m.mean + m.half_width;
-  return f;
+  return make_fit(m.mean, m.se, m.half_width, v);
 }
-
-namespace {
-nlohmann::json num(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
-}  // namespace
 
 nlohmann::json fit_json(const Fit& f) {
   nlohmann::json per = nlohmann::json::array();
@@ -120,6 +102,10 @@ void require_optimizer(const std::string& kind) {
     known = false;
   }
   require(known, "--optimizer", fmt::format("unknown optimizer '{}'", kind), std::string("use one of ") + optimizer_kinds());
+}
+
+void require_lr(double lr, const std::string& example) {
+  require(std::isfinite(lr) && lr > 0, "--lr", fmt::format("lr {} is not positive", lr), "e.g. " + example);
 }
 
 void require_activation(const std::string& name) {

@@ -29,11 +29,13 @@
 namespace scaleinv::diag {
 
 // ---- fits ------------------------------------------------------------------------------------
-// Built on the measurements' one OLS and t-interval (measure/slope_fit.h: ols_fit, mean_interval).
+// Built on the measurements' one per-seed fitter and t-interval (measure/slope_fit.h:
+// fit_seed_slopes, mean_interval).
 
 // A slope with a 95% interval over seeds. With S >= 2 seeds: the mean of the per-seed OLS slopes,
 // interval mean +- t_{S-1} sd / sqrt(S). With one seed: the OLS slope and its residual standard
-// error, t_{n-2} (the interval is then finite-size scatter around a line, not seed noise).
+// error, t_{n-2} (the interval is then finite-size scatter around a line, not seed noise; infinite
+// with two points).
 struct Fit {
   double slope = 0;
   double lo = 0, hi = 0;
@@ -44,7 +46,8 @@ struct Fit {
 };
 
 // ys[s][i] against xs[i], one row per seed; log_x / log_y take natural logs first (values must be > 0;
-// a non-positive value makes that seed's slope NaN).
+// a non-positive value makes that seed's slope NaN): fit_seed_slopes with BadValues::nan_seed and
+// NoInterval::infinite, lo/hi = slope -+ half_width. No seeds: every number 0.
 Fit fit_slope(const std::vector<double>& xs, const std::vector<std::vector<double>>& ys, bool log_x, bool log_y);
 // The same from per-seed values of one statistic (mean and t-interval), e.g. kappa.
 Fit fit_mean(const std::vector<double>& per_seed);

@@ -29,6 +29,7 @@ namespace {
 
 void validate(const DiversityOptions& o) {
   using detail::require;
+  using detail::require_lr;
   require(!o.params.empty(), "--param", "no parameterization given", "e.g. --param depth-mup,ode");
   require(o.width >= 2, "--width", fmt::format("width {} < 2", o.width), "e.g. --width 256");
   require(o.depth >= 8, "--depth", fmt::format("depth {} < 8", o.depth),
@@ -38,7 +39,7 @@ void validate(const DiversityOptions& o) {
   require(o.seeds >= 1, "--seeds", fmt::format("seeds {} < 1", o.seeds), "give at least 1 seed");
   detail::require_optimizer(o.optimizer);
   detail::require_activation(o.activation);
-  require(std::isfinite(o.lr) && o.lr > 0, "--lr", fmt::format("lr {} is not positive", o.lr), "e.g. --lr 0.01");
+  require_lr(o.lr, "--lr 0.01");
   require(std::isfinite(o.branch_mult) && o.branch_mult > 0, "--branch-mult", "must be positive", "e.g. 2");
   require(o.base_depth >= 1, "--base-depth", "must be positive", "e.g. 8 (seed 004 L.2)");
   require(!o.lambdas.empty(), "--lambdas", "no relative depth given", "e.g. 0.25,0.5");

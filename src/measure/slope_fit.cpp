@@ -1,6 +1,7 @@
-// Log-log slope fits (see slope_fit.h).
+// Slope fits over seeds: OLS, the t-interval, the one per-seed fitter (see slope_fit.h).
 #include "measure/slope_fit.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -104,46 +105,55 @@ double finite_size_term(double x_min, double x_max, double n) {
   return std::log1p(1 / std::sqrt(x_min)) / range;
 }
 
-SlopeFit fit_loglog_slope(const std::vector<double>& x, const std::vector<std::vector<double>>& y_by_seed) {
+SlopeFit fit_seed_slopes(const std::vector<double>& x, const std::vector<std::vector<double>>& y_by_seed,
+                         const SlopeFitOptions& opts) {
+  const bool reject = opts.bad_values == SlopeFitOptions::BadValues::reject;
+  const double nan = std::numeric_limits<double>::quiet_NaN();
   SlopeFit f;
-  for (const auto& row : y_by_seed)
-    if (row.size() != x.size())
-      throw std::invalid_argument(fmt::format("slope fit: {} values for {} x", row.size(), x.size()));
-  if (y_by_seed.empty()) {
-    f.problem = "no seeds";
-    return f;
+  if (reject) {
+    for (const auto& row : y_by_seed)
+      if (row.size() != x.size())
+        throw std::invalid_argument(fmt::format("slope fit: {} values for {} x", row.size(), x.size()));
+    if (y_by_seed.empty()) {
+      f.problem = "no seeds";
+      return f;
+    }
   }
   std::vector<double> u;
   for (double xi : x) {
-    if (!(xi > 0) || !std::isfinite(xi)) {
-      f.problem = fmt::format("x = {} is not positive", xi);
+    if (reject && (!std::isfinite(xi) || (opts.log_x && !(xi > 0)))) {
+      f.problem = opts.log_x ? fmt::format("x = {} is not positive", xi) : fmt::format("x = {} is not finite", xi);
       return f;
     }
-    u.push_back(std::log(xi));
+    u.push_back(opts.log_x ? (xi > 0 ? std::log(xi) : nan) : xi);
   }
-  double umin = INFINITY, umax = -INFINITY;
-  for (double ui : u) umin = std::min(umin, ui), umax = std::max(umax, ui);
-  if (u.size() < 2 || !(umax > umin)) {
-    f.problem = "fewer than 2 distinct x";
-    return f;
+  if (reject) {
+    double umin = INFINITY, umax = -INFINITY;
+    for (double ui : u) umin = std::min(umin, ui), umax = std::max(umax, ui);
+    if (u.size() < 2 || !(umax > umin)) {
+      f.problem = "fewer than 2 distinct x";
+      return f;
+    }
   }
-  std::vector<OlsFit> fits;
+  std::vector<OlsFit> fits;  // one per seed; all NaN for a seed with a bad value (nan_seed)
   for (const auto& row : y_by_seed) {
     std::vector<double> v;
+    bool ok = row.size() == x.size();
     for (double y : row) {
-      if (!std::isfinite(y)) {
-        f.problem = "a value is not finite (diverged)";
+      const char* bad = !std::isfinite(y)            ? "a value is not finite (diverged)"
+                        : (opts.log_y && !(y > 0)) ? "a value is zero"
+                                                   : nullptr;
+      if (bad && reject) {
+        f.problem = bad;
         return f;
       }
-      if (!(y > 0)) {
-        f.problem = "a value is zero";
-        return f;
-      }
-      v.push_back(std::log(y));
+      ok = ok && !bad;
+      v.push_back(bad ? nan : opts.log_y ? std::log(y) : y);
     }
-    fits.push_back(ols_fit(u, v));
+    fits.push_back(ok ? ols_fit(u, v) : OlsFit{nan, nan, nan});
   }
-  const double S = static_cast<double>(fits.size());
+  f.valid = true;
+  if (fits.empty()) return f;  // nan_seed without seeds: every number 0
   double mi = 0;
   for (const OlsFit& o : fits) {
     mi += o.intercept;
@@ -151,24 +161,31 @@ SlopeFit fit_loglog_slope(const std::vector<double>& x, const std::vector<std::v
   }
   const MeanInterval m = mean_interval(f.per_seed);
   f.slope = m.mean;
-  f.intercept = mi / S;
+  f.intercept = mi / static_cast<double>(fits.size());
   if (fits.size() >= 2) {
     f.se = m.se;
     f.dof = m.dof;
+    f.t = m.t;
+    f.half_width = m.half_width;
     f.method = "seeds";
   } else if (u.size() >= 3) {
     f.se = fits[0].se;
     f.dof = static_cast<int>(u.size()) - 2;
+    f.t = student_t_quantile(0.975, f.dof);
+    f.half_width = f.t * f.se;
     f.method = "ols";
   } else {
     f.method = "none";
+    if (opts.no_interval == SlopeFitOptions::NoInterval::infinite) {
+      f.se = fits[0].se;
+      f.half_width = std::numeric_limits<double>::infinity();
+    }
   }
-  if (f.dof > 0) {
-    f.t = student_t_quantile(0.975, f.dof);
-    f.half_width = f.t * f.se;
-  }
-  f.valid = true;
   return f;
+}
+
+SlopeFit fit_loglog_slope(const std::vector<double>& x, const std::vector<std::vector<double>>& y_by_seed) {
+  return fit_seed_slopes(x, y_by_seed, SlopeFitOptions{});
 }
 
 }  // namespace scaleinv

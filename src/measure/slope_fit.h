@@ -1,27 +1,28 @@
 #pragma once
-// Log-log slope fits with a confidence interval over seeds (coordinate checks, docs/design.md
-// "Data flow of a coordinate check", step 4).
+// Slope fits with a confidence interval over seeds: the one per-seed fitter of the measurements
+// (coordinate checks, docs/design.md "Data flow of a coordinate check", step 4; the diagnostics'
+// diag::fit_slope).
 //
-// Given x_i (widths or depths, i = 1..n) and, per seed s = 1..S, values y_si > 0, the slope of
-// ln y against ln x is fitted by ordinary least squares separately for every seed. The estimate
-// is the mean of the S per-seed slopes; its standard error is their sample standard deviation
-// over sqrt(S); the 95% interval is mean +- t_{0.975, S-1} * SE (Student t: the seeds are S
-// independent replicates of the whole width sweep, so the interval covers the slope's seed noise,
-// correlations between widths included).
+// Given x_i (widths or depths, i = 1..n) and, per seed s = 1..S, values y_si, the slope of
+// (ln) y against (ln) x is fitted by ordinary least squares separately for every seed. The
+// estimate is the mean of the S per-seed slopes; its standard error is their sample standard
+// deviation over sqrt(S); the 95% interval is mean +- t_{0.975, S-1} * SE (Student t: the seeds
+// are S independent replicates of the whole sweep, so the interval covers the slope's seed noise,
+// correlations between x values included).
 // With one seed the interval falls back to the OLS standard error of that seed's fit, with n - 2
 // degrees of freedom (it then measures only the scatter around a power law, not seed noise);
-// with one seed and two x values no interval can be computed and the half-width is 0 (`method`
-// says so).
+// with one seed and two x values no interval can be computed (SlopeFitOptions::no_interval says
+// what the half-width is then; `method` says so).
 #include <string>
 #include <vector>
 
 namespace scaleinv {
 
 struct SlopeFit {
-  bool valid = false;          // false: a y was <= 0 or not finite, or fewer than 2 distinct x
+  bool valid = false;          // false: rejected (BadValues::reject only; `problem` says why)
   std::string problem;         // why not valid
   double slope = 0;            // mean of the per-seed slopes
-  double intercept = 0;        // mean of the per-seed intercepts of ln y = intercept + slope ln x
+  double intercept = 0;        // mean of the per-seed intercepts of (ln) y = intercept + slope (ln) x
   double se = 0;               // standard error of `slope`
   int dof = 0;                 // degrees of freedom of the t quantile (0: no interval)
   double t = 0;                // t_{0.975, dof}
@@ -30,8 +31,31 @@ struct SlopeFit {
   std::vector<double> per_seed;  // the per-seed slopes
 };
 
-// y_by_seed[s][i] is the value at x[i] for seed s. Every row must have x.size() entries
-// (std::invalid_argument otherwise).
+// The two behaviours the callers rely on, as explicit options of the one fitter.
+struct SlopeFitOptions {
+  bool log_x = true, log_y = true;  // fit ln x / ln y (values must then be > 0)
+  // What a value that cannot be fitted does: a y that is not finite, or <= 0 under log_y.
+  //   reject   (fit_loglog_slope): the whole fit is invalid (valid = false, `problem` names the
+  //            first bad value, the numbers stay 0). The input is checked first: a row without
+  //            x.size() entries throws std::invalid_argument; no seeds, an x that is not finite
+  //            (or not > 0 under log_x) and fewer than 2 distinct x make the fit invalid.
+  //   nan_seed (diag::fit_slope): that seed's slope and intercept are NaN (so is the mean over
+  //            seeds, never a silent number), and so is a row without x.size() entries; x is not
+  //            checked (an x <= 0 under log_x, or fewer than 2 distinct x, gives every seed NaN
+  //            through ols_fit). No seeds: every number 0. valid is true.
+  enum class BadValues { reject, nan_seed } bad_values = BadValues::reject;
+  // One seed with fewer than 3 x values (no residual degrees of freedom; method "none", dof 0):
+  //   zero     (fit_loglog_slope): se and half_width 0.
+  //   infinite (diag::fit_slope): se is that seed's OLS se (+inf with two x), half_width +inf.
+  enum class NoInterval { zero, infinite } no_interval = NoInterval::zero;
+};
+
+// y_by_seed[s][i] is the value at x[i] for seed s.
+SlopeFit fit_seed_slopes(const std::vector<double>& x, const std::vector<std::vector<double>>& y_by_seed,
+                         const SlopeFitOptions& opts);
+
+// Log-log slope for the coordinate check: fit_seed_slopes with the default options (ln x, ln y,
+// reject, zero). Every row must have x.size() entries (std::invalid_argument otherwise).
 SlopeFit fit_loglog_slope(const std::vector<double>& x, const std::vector<std::vector<double>>& y_by_seed);
 
 // Ordinary least squares of y on x: the one OLS of the measurements (coordinate checks and

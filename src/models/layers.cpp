@@ -158,9 +158,9 @@ double role_multiplier(Role role, bool in_block, const ScaleContext& ctx) {
 // ---- Dense ---------------------------------------------------------------------------------
 
 Dense::Dense(int64_t in, int64_t out, const DenseOptions& opt, const ScaleContext& ctx, const Hyper& hp) {
-  // Unit scaling (seed 003, table.h unit_share): the op carries sigma_0^u of the base-shape std
-  // sigma_0 = opt.base_std(), the init the rest (u = 0: exactly the plain init and multiplier).
-  const double carried = unit_share(ctx.table, opt.role(), opt.base_std());
+  // Unit scaling (seed 003, table.h TensorScale::unit): the op carries sigma_0^u of the base-shape
+  // std sigma_0 = opt.base_std(), the init the rest (u = 0: exactly the plain init and multiplier).
+  const double carried = ctx.scale(opt.role(), opt.in_block(), opt.base_std()).unit;
   ParamTag tag{opt.role(), opt.in_block(), carried == 1.0 ? opt.base_std() : opt.base_std() / carried};
   const double std = init_std(tag, ctx, hp);
   if (opt.zero_init()) tag.base_std = 0;  // constant (zero) init; the randn is still drawn below

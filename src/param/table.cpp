@@ -80,7 +80,8 @@ void derive_muon_column(RoleExponents& e, Role r) {
   e.depth_lr[muon] = e.depth_lr[adam];
 }
 
-TensorScale tensor_scale(const ParamTable& t, Role role, OptFamily f, double m, double k, bool in_block) {
+TensorScale tensor_scale(const ParamTable& t, Role role, OptFamily f, double m, double k, bool in_block,
+                         double base_std) {
   const RoleExponents& e = t.row(role);
   const int fi = static_cast<int>(f);
   const double kk = in_block ? k : 1.0;
@@ -90,12 +91,8 @@ TensorScale tensor_scale(const ParamTable& t, Role role, OptFamily f, double m, 
   s.lr = std::pow(m, -e.c[fi]) * std::pow(kk, -e.depth_lr[fi]);
   s.wd = std::pow(m, -e.wd) * std::pow(kk, -e.depth_wd);
   s.eps = std::pow(m, -e.eps) * std::pow(kk, -e.depth_eps);
+  s.unit = (e.unit == 0 || base_std <= 0) ? 1.0 : std::pow(base_std, e.unit);
   return s;
-}
-
-double unit_share(const ParamTable& t, Role role, double base_std) {
-  const double u = t.row(role).unit;
-  return (u == 0 || base_std <= 0) ? 1.0 : std::pow(base_std, u);
 }
 
 double branch_multiplier(const ParamTable& t, double k) { return std::pow(k, -t.branch); }

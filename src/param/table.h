@@ -139,12 +139,15 @@ struct TensorScale {
   double lr = 1;          // factor on the base LR
   double wd = 1;          // factor on the base weight-decay fraction
   double eps = 1;         // factor on the base Adam epsilon
+  // Unit scaling (seed 003 "Meat"/"Proof"; RoleExponents::unit): the share sigma_0^u of a matrix's
+  // base-shape init std sigma_0 (its fan-in scale) that the operation carries as a forward factor
+  // instead of the init; the init keeps sigma_0^(1-u). 1 when u = 0 or sigma_0 <= 0 (a constant
+  // init, or base_std not given).
+  double unit = 1;
 };
-TensorScale tensor_scale(const ParamTable& t, Role role, OptFamily f, double m, double k, bool in_block);
-// Unit scaling (seed 003 "Meat"/"Proof"; RoleExponents::unit): the share sigma_0^u of a matrix's
-// base-shape init std sigma_0 (its fan-in scale) that the operation carries as a forward factor
-// instead of the init; the init keeps sigma_0^(1-u). 1 when u = 0 or sigma_0 <= 0 (a constant init).
-double unit_share(const ParamTable& t, Role role, double base_std);
+// base_std: the tensor's base-shape init std sigma_0, for `unit` (0: not a unit-scaled matrix).
+TensorScale tensor_scale(const ParamTable& t, Role role, OptFamily f, double m, double k, bool in_block,
+                         double base_std = 0);
 double branch_multiplier(const ParamTable& t, double k);         // k^-branch
 double shortcut_multiplier(const ParamTable& t, double depth);   // L^shortcut
 double attn_logit_scale(const ParamTable& t, double d_head, double base_d_head);

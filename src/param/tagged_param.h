@@ -25,7 +25,9 @@ struct ScaleContext {
   int members = 0;
   double m() const { return table.width_mult(width); }
   double k() const { return table.depth_mult(depth); }
-  TensorScale scale(Role r, bool in_block) const { return tensor_scale(table, r, family, m(), k(), in_block); }
+  TensorScale scale(Role r, bool in_block, double base_std = 0) const {
+    return tensor_scale(table, r, family, m(), k(), in_block, base_std);
+  }
 };
 
 struct ParamTag {

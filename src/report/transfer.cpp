@@ -348,16 +348,11 @@ AxisInfo axis_info(const std::string& key) {
   return {key, key, false, "", kNaN};
 }
 
-TransferAnalysis analyze_transfer(const SweepTable& table, const TransferOptions& opts) {
-  TransferAnalysis A;
-  A.db = table.db;
-  A.name = table.name;
-  A.opts = opts;
-  A.rows = static_cast<int64_t>(table.rows.size());
-  for (const auto& r : table.rows) A.diverged_rows += r.diverged ? 1 : 0;
+namespace {
 
-  // The analysis axes present: width and depth, then every numeric grid axis with two values or
-  // more (the table's rows first, in its order).
+// The analysis axes present: width and depth, then every numeric grid axis with two values or
+// more (the table's rows first, in its order).
+std::vector<std::string> analysis_axes(const SweepTable& table) {
   std::vector<std::string> axes = {"width", "depth"};
   std::map<std::string, std::set<double>> numeric;
   std::set<std::string> non_numeric;
@@ -372,210 +367,319 @@ TransferAnalysis analyze_transfer(const SweepTable& table, const TransferOptions
     if (!a.scale && numeric.count(a.key) && !non_numeric.count(a.key)) axes.push_back(a.key);
   for (const auto& [k, vals] : numeric)
     if (!non_numeric.count(k) && std::find(axes.begin(), axes.end(), k) == axes.end()) axes.push_back(k);
+  return axes;
+}
 
-  for (const std::string& axis : axes) {
+// Whether `r` has a value on `axis` (width and depth: every row).
+bool on_axis(const SweepRow& r, const std::string& axis) {
+  return axis == "width" || axis == "depth" || r.axes.count(axis) > 0;
+}
+
+// The value of `axis` at `r` (on_axis(r, axis) must hold).
+double axis_value(const SweepRow& r, const std::string& axis) {
+  if (axis == "width") return static_cast<double>(r.width);
+  if (axis == "depth") return static_cast<double>(r.depth);
+  return std::strtod(r.axes.at(axis).c_str(), nullptr);
+}
+
+// How many distinct values of `axis` the table holds.
+size_t distinct_values(const SweepTable& table, const std::string& axis) {
+  std::set<double> values;
+  for (const auto& r : table.rows)
+    if (on_axis(r, axis)) values.insert(axis_value(r, axis));
+  return values.size();
+}
+
+// Partition by what is held fixed: the scales not analysed and every other axis.
+struct Part {
+  std::string fixed, context;
+  bool operator<(const Part& o) const { return std::tie(fixed, context) < std::tie(o.fixed, o.context); }
+};
+
+// One part's rows: the group's data and a row per curve (for the curve's config).
+struct PartRows {
+  GroupData data;
+  std::map<std::string, std::map<double, const SweepRow*>> sample;  // a row per curve
+};
+
+// The rows on `axis`, grouped into curves: part -> param -> axis value -> seed -> LR.
+std::map<Part, PartRows> partition_rows(const SweepTable& table, const std::string& axis) {
+  std::map<Part, PartRows> parts;
+  for (const auto& r : table.rows) {
+    if (!on_axis(r, axis)) continue;
+    Part key;
+    if (axis == "width") key.fixed = fmt::format("depth {}", r.depth);
+    else if (axis == "depth") key.fixed = fmt::format("width {}", r.width);
+    else key.fixed = fmt::format("width {}, depth {}", r.width, r.depth);
+    for (const auto& [k, v] : r.axes)
+      if (k != axis) key.context += (key.context.empty() ? "" : ", ") + k + "=" + v;
+    const double loss = (r.diverged || !std::isfinite(r.final_loss)) ? kInf : r.final_loss;
+    PartRows& part = parts[key];
+    part.data[r.param][axis_value(r, axis)][r.seed][lr_key(r.lr_log2)] = loss;
+    part.sample[r.param].emplace(axis_value(r, axis), &r);
+  }
+  return parts;
+}
+
+// Every seed in a group's data, ascending.
+std::vector<int64_t> seeds_of(const GroupData& data) {
+  std::set<int64_t> s;
+  for (const auto& [param, by_value] : data)
+    for (const auto& [value, seeds_tab] : by_value)
+      for (const auto& [seed, by_lr] : seeds_tab) s.insert(seed);
+  return std::vector<int64_t>(s.begin(), s.end());
+}
+
+// The point estimate (every seed once) and the joint bootstrap draws.
+std::vector<std::vector<int64_t>> seed_draws(const std::vector<int64_t>& all_seeds, const TransferOptions& opts) {
+  std::vector<std::vector<int64_t>> draws = {all_seeds};
+  if (all_seeds.size() > 1) {
+    Rng rng{opts.rng_seed};
+    for (int b = 0; b < opts.bootstrap; ++b) {
+      std::vector<int64_t> d;
+      for (size_t i = 0; i < all_seeds.size(); ++i) d.push_back(all_seeds[rng.next() % all_seeds.size()]);
+      draws.push_back(std::move(d));
+    }
+  }
+  return draws;
+}
+
+// Per param: per draw, its fit (draw 0: the point estimate).
+using GroupFits = std::map<std::string, std::vector<DrawFit>>;
+
+GroupFits fit_draws(const GroupData& data, const std::vector<std::vector<int64_t>>& draws) {
+  GroupFits fits;
+  for (const auto& [param, by_value] : data)
+    for (const auto& d : draws) fits[param].push_back(fit_draw(by_value, d));
+  return fits;
+}
+
+// The standard baseline needs the same values: its index for each of this param's values
+// (-1 where standard lacks it), the same for every draw.
+std::vector<int> standard_index(const std::vector<double>& vals, const std::map<double, SeedTable>& standard) {
+  std::vector<int> std_index;
+  std::vector<double> svals;
+  for (const auto& [value, t] : standard) svals.push_back(value);
+  for (double v : vals) {
+    const auto it = std::find(svals.begin(), svals.end(), v);
+    std_index.push_back(it == svals.end() ? -1 : static_cast<int>(it - svals.begin()));
+  }
+  return std_index;
+}
+
+// Standard's fit under draw `di`, at this param's values (empty where standard lacks one);
+// nullopt when the group has no standard (`st` null).
+std::optional<DrawFit> aligned_standard(const std::vector<DrawFit>* st, const std::vector<int>& std_index, size_t di) {
+  if (!st) return std::nullopt;
+  DrawFit aligned;
+  for (const int si : std_index) {
+    if (si < 0) {
+      aligned.points.emplace_back();
+      aligned.opt.emplace_back();
+    } else {
+      aligned.points.push_back((*st)[di].points[static_cast<size_t>(si)]);
+      aligned.opt.push_back((*st)[di].opt[static_cast<size_t>(si)]);
+    }
+  }
+  return aligned;
+}
+
+// One param over the draws: the regrets of the point estimate (draw 0) and, over the
+// resamples, the statistics whose percentiles are the intervals.
+struct ParamDraws {
+  std::vector<ScaleRegret> point_regrets;
+  std::vector<std::vector<double>> opt, vs_self, vs_standard;  // per value
+  std::vector<double> slope, worst_self, worst_standard;
+};
+
+ParamDraws collect_draws(const std::vector<double>& vals, const std::vector<DrawFit>& fs,
+                         const std::vector<DrawFit>* st, const std::vector<int>& std_index) {
+  ParamDraws b;
+  b.opt.resize(vals.size());
+  b.vs_self.resize(vals.size());
+  b.vs_standard.resize(vals.size());
+  for (size_t di = 0; di < fs.size(); ++di) {
+    const auto sf = aligned_standard(st, std_index, di);
+    std::vector<ScaleRegret> rg = regrets_of(vals, fs[di], sf ? &*sf : nullptr);
+    if (di == 0) {
+      b.point_regrets = rg;
+      continue;
+    }
+    for (size_t i = 0; i < vals.size(); ++i) {
+      if (std::isfinite(fs[di].opt[i].lr_log2)) b.opt[i].push_back(fs[di].opt[i].lr_log2);
+      if (!std::isnan(rg[i].vs_self)) b.vs_self[i].push_back(rg[i].vs_self);
+      if (!std::isnan(rg[i].vs_standard)) b.vs_standard[i].push_back(rg[i].vs_standard);
+    }
+    const double sl = optimum_slope(vals, fs[di].opt);
+    if (std::isfinite(sl)) b.slope.push_back(sl);
+    std::vector<double> vs, vd;
+    for (const auto& r : rg) vs.push_back(r.vs_self), vd.push_back(r.vs_standard);
+    if (const auto w = worst_of(vs); w.second >= 0) b.worst_self.push_back(w.first);
+    if (const auto w = worst_of(vd); w.second >= 0) b.worst_standard.push_back(w.first);
+  }
+  return b;
+}
+
+// A bootstrap percentile; NaN without resamples (one seed).
+struct BootQuantile {
+  bool boot;
+  double operator()(const std::vector<double>& v, double p) const { return boot ? percentile(v, p) : kNaN; }
+};
+
+// The AdamW timescale at the curve's optimum, from one of its rows (`any`); needs c.steps.
+void set_wd_timescale(ScaleCurve& c, const SweepRow& any) {
+  c.tau_steps = c.tau_fraction = kNaN;
+  if (any.weight_decay > 0 && any.wd_decoupled && std::isfinite(c.opt.lr_log2)) {
+    c.tau_steps = any.wd_independent ? 1.0 / any.weight_decay : 1.0 / (std::exp2(c.opt.lr_log2) * any.weight_decay);
+    if (c.steps > 0) c.tau_fraction = c.tau_steps / static_cast<double>(c.steps);
+  }
+}
+
+// Per value: the point estimate's curve and optimum with its interval, and its regrets with theirs.
+void add_curves(ParamTransfer& pt, const std::vector<double>& vals, const DrawFit& point,
+                const std::map<double, SeedTable>& by_value, const std::map<double, const SweepRow*>& rows,
+                const ParamDraws& b, const BootQuantile& q, const TransferOptions& opts) {
+  for (size_t i = 0; i < vals.size(); ++i) {
+    ScaleCurve c;
+    c.scale = vals[i];
+    c.points = point.points[i];
+    c.opt = point.opt[i];
+    c.n_seeds = static_cast<int>(by_value.at(vals[i]).size());
+    c.lo = q(b.opt[i], opts.lo_q);
+    c.hi = q(b.opt[i], opts.hi_q);
+    const SweepRow* any = rows.at(vals[i]);
+    c.steps = any->steps;
+    set_wd_timescale(c, *any);
+    pt.any_edge = pt.any_edge || c.opt.at_edge;
+    ScaleRegret r = b.point_regrets[i];
+    r.vs_self_lo = q(b.vs_self[i], opts.lo_q);
+    r.vs_self_hi = q(b.vs_self[i], opts.hi_q);
+    r.vs_standard_lo = q(b.vs_standard[i], opts.lo_q);
+    r.vs_standard_hi = q(b.vs_standard[i], opts.hi_q);
+    pt.curves.push_back(std::move(c));
+    pt.regrets.push_back(r);
+  }
+}
+
+// The worst regrets over the values (pt.regrets), where, and their intervals.
+void set_worst_regrets(ParamTransfer& pt, const std::vector<double>& vals, const ParamDraws& b,
+                       const BootQuantile& q, const TransferOptions& opts) {
+  std::vector<double> vs, vd;
+  for (const auto& r : pt.regrets) vs.push_back(r.vs_self), vd.push_back(r.vs_standard);
+  const auto ws = worst_of(vs), wd = worst_of(vd);
+  pt.worst_vs_self = ws.first;
+  pt.worst_vs_self_at = ws.second >= 0 ? vals[static_cast<size_t>(ws.second)] : kNaN;
+  pt.worst_vs_standard = wd.first;
+  pt.worst_vs_standard_at = wd.second >= 0 ? vals[static_cast<size_t>(wd.second)] : kNaN;
+  pt.worst_vs_self_lo = q(b.worst_self, opts.lo_q);
+  pt.worst_vs_self_hi = q(b.worst_self, opts.hi_q);
+  pt.worst_vs_standard_lo = q(b.worst_standard, opts.lo_q);
+  pt.worst_vs_standard_hi = q(b.worst_standard, opts.hi_q);
+}
+
+// The shift from the smallest value to the largest, whether transfer holds, the verdict and
+// (hyperparameter axes) the optimum's shape; two curves or more.
+void judge_shift(ParamTransfer& pt, const AxisInfo& info, const std::string& axis, const TransferOptions& opts) {
+  const ScaleCurve& lo = pt.curves.front();
+  const ScaleCurve& hi = pt.curves.back();
+  pt.shift = hi.opt.lr_log2 - lo.opt.lr_log2;
+  pt.holds = std::isfinite(pt.shift) && std::fabs(pt.shift) <= opts.shift_tolerance;
+  if (!std::isfinite(pt.shift)) {
+    pt.verdict = fmt::format("{} undetermined: every LR diverged at {} {}", info.scale ? "transfer" : "optimum",
+                             info.label, value_text(std::isfinite(lo.opt.lr_log2) ? hi.scale : lo.scale));
+  } else if (info.scale) {
+    pt.verdict = fmt::format("transfer {}: optimum moved {} doublings from {} {} to {}", pt.holds ? "holds" : "fails",
+                             fmt_signed(pt.shift), axis, value_text(lo.scale), value_text(hi.scale));
+  } else {
+    pt.verdict = fmt::format("optimal LR moves {} doublings per doubling of {} ({} to {})", fmt_signed(pt.slope),
+                             info.label, value_text(lo.scale), value_text(hi.scale));
+  }
+  if (pt.any_edge && std::isfinite(pt.shift))
+    pt.verdict += " (an optimum is at the LR grid edge: the true shift may be larger)";
+  pt.shape = info.scale ? "" : optimum_shape(pt);
+}
+
+// Better with scale at the base LR.
+// (The base LR: the smallest scale's best grid point, best_point as in regrets_of.)
+void judge_base_lr(ParamTransfer& pt, const TransferOptions& opts) {
+  if (const LrPoint* base = best_point(pt.curves.front().points)) {
+    pt.shared_lr_log2 = base->lr_log2;
+    bool missing = false, better = true;
+    double prev = kNaN;
+    for (const auto& c : pt.curves) {
+      double l = kNaN;
+      for (const auto& p : c.points)
+        if (lr_key(p.lr_log2) == lr_key(pt.shared_lr_log2)) l = p.mean_loss;
+      pt.loss_at_shared.push_back(l);
+      if (std::isnan(l)) missing = true;
+      else if (!std::isnan(prev) && !(l <= prev + opts.better_tolerance * std::fabs(prev))) better = false;
+      if (!std::isnan(l)) prev = l;
+    }
+    if (!missing) pt.better_with_scale = better;
+  }
+}
+
+// One param of group `g`: its curves with intervals, drift, regrets and verdict.
+ParamTransfer analyze_param(const TransferGroup& g, const PartRows& part, const GroupFits& fits,
+                            const std::string& param, const std::map<double, SeedTable>& by_value,
+                            const TransferOptions& opts) {
+  ParamTransfer pt;
+  pt.param = param;
+  std::vector<double> vals;
+  for (const auto& [value, seeds_tab] : by_value) vals.push_back(value);
+  const std::vector<DrawFit>& fs = fits.at(param);
+  const std::vector<DrawFit>* st = fits.count("standard") > 0 ? &fits.at("standard") : nullptr;
+  const std::vector<int> std_index = st ? standard_index(vals, part.data.at("standard")) : std::vector<int>();
+  const ParamDraws b = collect_draws(vals, fs, st, std_index);
+  const BootQuantile q{fs.size() > 1};
+  add_curves(pt, vals, fs[0], by_value, part.sample.at(param), b, q, opts);
+  pt.slope = optimum_slope(vals, fs[0].opt);
+  pt.slope_lo = q(b.slope, opts.lo_q);
+  pt.slope_hi = q(b.slope, opts.hi_q);
+  set_worst_regrets(pt, vals, b, q, opts);
+  pt.shift = pt.shared_lr_log2 = kNaN;
+  if (pt.curves.size() < 2) {
+    pt.verdict = fmt::format("only one {} ({}): no transfer to judge", g.info.label, value_text(pt.curves.front().scale));
+    pt.shape = "undetermined";
+    return pt;
+  }
+  judge_shift(pt, g.info, g.axis, opts);
+  judge_base_lr(pt, opts);
+  return pt;
+}
+
+// One group, an axis with what `key` holds fixed; nullopt when no param has two values there.
+std::optional<TransferGroup> analyze_group(const std::string& axis, const AxisInfo& info, const Part& key,
+                                           const PartRows& part, const TransferOptions& opts) {
+  TransferGroup g;
+  g.axis = axis;
+  g.info = info;
+  g.fixed = key.fixed;
+  g.context = key.context;
+  const GroupFits fits = fit_draws(part.data, seed_draws(seeds_of(part.data), opts));
+  bool any_scaled = false;
+  for (const auto& [param, by_value] : part.data) {
+    g.params.push_back(analyze_param(g, part, fits, param, by_value, opts));
+    any_scaled = any_scaled || g.params.back().curves.size() >= 2;
+  }
+  if (!any_scaled) return std::nullopt;
+  return g;
+}
+
+}  // namespace
+
+TransferAnalysis analyze_transfer(const SweepTable& table, const TransferOptions& opts) {
+  TransferAnalysis A;
+  A.db = table.db;
+  A.name = table.name;
+  A.opts = opts;
+  A.rows = static_cast<int64_t>(table.rows.size());
+  for (const auto& r : table.rows) A.diverged_rows += r.diverged ? 1 : 0;
+  for (const std::string& axis : analysis_axes(table)) {
     const AxisInfo info = axis_info(axis);
-    auto value_of = [&](const SweepRow& r) {
-      if (axis == "width") return static_cast<double>(r.width);
-      if (axis == "depth") return static_cast<double>(r.depth);
-      return std::strtod(r.axes.at(axis).c_str(), nullptr);
-    };
-    std::set<double> values;
-    for (const auto& r : table.rows)
-      if (axis == "width" || axis == "depth" || r.axes.count(axis)) values.insert(value_of(r));
-    if (values.size() < 2) continue;
-    // Partition by what is held fixed: the scales not analysed and every other axis.
-    struct Part {
-      std::string fixed, context;
-      bool operator<(const Part& o) const { return std::tie(fixed, context) < std::tie(o.fixed, o.context); }
-    };
-    std::map<Part, GroupData> parts;
-    std::map<Part, std::map<std::string, std::map<double, const SweepRow*>>> sample;  // a row per curve
-    for (const auto& r : table.rows) {
-      if (axis != "width" && axis != "depth" && !r.axes.count(axis)) continue;
-      Part key;
-      if (axis == "width") key.fixed = fmt::format("depth {}", r.depth);
-      else if (axis == "depth") key.fixed = fmt::format("width {}", r.width);
-      else key.fixed = fmt::format("width {}, depth {}", r.width, r.depth);
-      for (const auto& [k, v] : r.axes)
-        if (k != axis) key.context += (key.context.empty() ? "" : ", ") + k + "=" + v;
-      const double loss = (r.diverged || !std::isfinite(r.final_loss)) ? kInf : r.final_loss;
-      parts[key][r.param][value_of(r)][r.seed][lr_key(r.lr_log2)] = loss;
-      sample[key][r.param].emplace(value_of(r), &r);
-    }
-    for (const auto& [part_key, data] : parts) {
-      TransferGroup g;
-      g.axis = axis;
-      g.info = info;
-      g.fixed = part_key.fixed;
-      g.context = part_key.context;
-      std::vector<int64_t> all_seeds;
-      {
-        std::set<int64_t> s;
-        for (const auto& [param, by_value] : data)
-          for (const auto& [value, seeds_tab] : by_value)
-            for (const auto& [seed, by_lr] : seeds_tab) s.insert(seed);
-        all_seeds.assign(s.begin(), s.end());
-      }
-      // The point estimate (every seed once) and the joint bootstrap draws.
-      std::vector<std::vector<int64_t>> draws = {all_seeds};
-      if (all_seeds.size() > 1) {
-        Rng rng{opts.rng_seed};
-        for (int b = 0; b < opts.bootstrap; ++b) {
-          std::vector<int64_t> d;
-          for (size_t i = 0; i < all_seeds.size(); ++i) d.push_back(all_seeds[rng.next() % all_seeds.size()]);
-          draws.push_back(std::move(d));
-        }
-      }
-      // Per param: per draw, its fit, slope and regrets.
-      std::map<std::string, std::vector<DrawFit>> fits;
-      for (const auto& [param, by_value] : data)
-        for (const auto& d : draws) fits[param].push_back(fit_draw(by_value, d));
-      const bool has_standard = fits.count("standard") > 0;
-      bool any_scaled = false;
-      for (const auto& [param, by_value] : data) {
-        ParamTransfer pt;
-        pt.param = param;
-        std::vector<double> vals;
-        for (const auto& [value, seeds_tab] : by_value) vals.push_back(value);
-        const std::vector<DrawFit>& fs = fits.at(param);
-        const std::vector<DrawFit>* st = has_standard ? &fits.at("standard") : nullptr;
-        // The standard baseline needs the same values: its index for each of this param's values
-        // (-1 where standard lacks it), the same for every draw.
-        std::vector<int> std_index;
-        if (st) {
-          std::vector<double> svals;
-          for (const auto& [value, t] : data.at("standard")) svals.push_back(value);
-          for (double v : vals) {
-            const auto it = std::find(svals.begin(), svals.end(), v);
-            std_index.push_back(it == svals.end() ? -1 : static_cast<int>(it - svals.begin()));
-          }
-        }
-        auto standard_fit = [&](size_t di) -> std::optional<DrawFit> {
-          if (!st) return std::nullopt;
-          DrawFit aligned;
-          for (const int si : std_index) {
-            if (si < 0) {
-              aligned.points.emplace_back();
-              aligned.opt.emplace_back();
-            } else {
-              aligned.points.push_back((*st)[di].points[static_cast<size_t>(si)]);
-              aligned.opt.push_back((*st)[di].opt[static_cast<size_t>(si)]);
-            }
-          }
-          return aligned;
-        };
-        std::vector<std::vector<double>> boot_opt(vals.size()), boot_self(vals.size()), boot_std(vals.size());
-        std::vector<double> boot_slope, boot_worst_self, boot_worst_std;
-        std::vector<ScaleRegret> point_regrets;
-        for (size_t di = 0; di < draws.size(); ++di) {
-          const auto sf = standard_fit(di);
-          std::vector<ScaleRegret> rg = regrets_of(vals, fs[di], sf ? &*sf : nullptr);
-          if (di == 0) {
-            point_regrets = rg;
-            continue;
-          }
-          for (size_t i = 0; i < vals.size(); ++i) {
-            if (std::isfinite(fs[di].opt[i].lr_log2)) boot_opt[i].push_back(fs[di].opt[i].lr_log2);
-            if (!std::isnan(rg[i].vs_self)) boot_self[i].push_back(rg[i].vs_self);
-            if (!std::isnan(rg[i].vs_standard)) boot_std[i].push_back(rg[i].vs_standard);
-          }
-          const double sl = optimum_slope(vals, fs[di].opt);
-          if (std::isfinite(sl)) boot_slope.push_back(sl);
-          std::vector<double> vs, vd;
-          for (const auto& r : rg) vs.push_back(r.vs_self), vd.push_back(r.vs_standard);
-          if (const auto w = worst_of(vs); w.second >= 0) boot_worst_self.push_back(w.first);
-          if (const auto w = worst_of(vd); w.second >= 0) boot_worst_std.push_back(w.first);
-        }
-        const bool boot = draws.size() > 1;
-        auto q = [&](const std::vector<double>& v, double p) { return boot ? percentile(v, p) : kNaN; };
-        for (size_t i = 0; i < vals.size(); ++i) {
-          ScaleCurve c;
-          c.scale = vals[i];
-          c.points = fs[0].points[i];
-          c.opt = fs[0].opt[i];
-          c.n_seeds = static_cast<int>(by_value.at(vals[i]).size());
-          c.lo = q(boot_opt[i], opts.lo_q);
-          c.hi = q(boot_opt[i], opts.hi_q);
-          const SweepRow* any = sample.at(part_key).at(param).at(vals[i]);
-          c.steps = any->steps;
-          c.tau_steps = c.tau_fraction = kNaN;
-          if (any->weight_decay > 0 && any->wd_decoupled && std::isfinite(c.opt.lr_log2)) {
-            c.tau_steps = any->wd_independent ? 1.0 / any->weight_decay : 1.0 / (std::exp2(c.opt.lr_log2) * any->weight_decay);
-            if (c.steps > 0) c.tau_fraction = c.tau_steps / static_cast<double>(c.steps);
-          }
-          pt.any_edge = pt.any_edge || c.opt.at_edge;
-          ScaleRegret r = point_regrets[i];
-          r.vs_self_lo = q(boot_self[i], opts.lo_q);
-          r.vs_self_hi = q(boot_self[i], opts.hi_q);
-          r.vs_standard_lo = q(boot_std[i], opts.lo_q);
-          r.vs_standard_hi = q(boot_std[i], opts.hi_q);
-          pt.curves.push_back(std::move(c));
-          pt.regrets.push_back(r);
-        }
-        pt.slope = optimum_slope(vals, fs[0].opt);
-        pt.slope_lo = q(boot_slope, opts.lo_q);
-        pt.slope_hi = q(boot_slope, opts.hi_q);
-        {
-          std::vector<double> vs, vd;
-          for (const auto& r : pt.regrets) vs.push_back(r.vs_self), vd.push_back(r.vs_standard);
-          const auto ws = worst_of(vs), wd = worst_of(vd);
-          pt.worst_vs_self = ws.first;
-          pt.worst_vs_self_at = ws.second >= 0 ? vals[static_cast<size_t>(ws.second)] : kNaN;
-          pt.worst_vs_standard = wd.first;
-          pt.worst_vs_standard_at = wd.second >= 0 ? vals[static_cast<size_t>(wd.second)] : kNaN;
-          pt.worst_vs_self_lo = q(boot_worst_self, opts.lo_q);
-          pt.worst_vs_self_hi = q(boot_worst_self, opts.hi_q);
-          pt.worst_vs_standard_lo = q(boot_worst_std, opts.lo_q);
-          pt.worst_vs_standard_hi = q(boot_worst_std, opts.hi_q);
-        }
-        pt.shift = pt.shared_lr_log2 = kNaN;
-        if (pt.curves.size() < 2) {
-          pt.verdict = fmt::format("only one {} ({}): no transfer to judge", info.label, value_text(pt.curves.front().scale));
-          pt.shape = "undetermined";
-          g.params.push_back(std::move(pt));
-          continue;
-        }
-        any_scaled = true;
-        const ScaleCurve& lo = pt.curves.front();
-        const ScaleCurve& hi = pt.curves.back();
-        pt.shift = hi.opt.lr_log2 - lo.opt.lr_log2;
-        pt.holds = std::isfinite(pt.shift) && std::fabs(pt.shift) <= opts.shift_tolerance;
-        if (!std::isfinite(pt.shift)) {
-          pt.verdict = fmt::format("{} undetermined: every LR diverged at {} {}", info.scale ? "transfer" : "optimum",
-                                   info.label, value_text(std::isfinite(lo.opt.lr_log2) ? hi.scale : lo.scale));
-        } else if (info.scale) {
-          pt.verdict = fmt::format("transfer {}: optimum moved {} doublings from {} {} to {}", pt.holds ? "holds" : "fails",
-                                   fmt_signed(pt.shift), axis, value_text(lo.scale), value_text(hi.scale));
-        } else {
-          pt.verdict = fmt::format("optimal LR moves {} doublings per doubling of {} ({} to {})", fmt_signed(pt.slope),
-                                   info.label, value_text(lo.scale), value_text(hi.scale));
-        }
-        if (pt.any_edge && std::isfinite(pt.shift))
-          pt.verdict += " (an optimum is at the LR grid edge: the true shift may be larger)";
-        pt.shape = info.scale ? "" : optimum_shape(pt);
-        // Better with scale at the base LR.
-        // (The base LR: the smallest scale's best grid point, best_point as in regrets_of.)
-        if (const LrPoint* base = best_point(lo.points)) {
-          pt.shared_lr_log2 = base->lr_log2;
-          bool missing = false, better = true;
-          double prev = kNaN;
-          for (const auto& c : pt.curves) {
-            double l = kNaN;
-            for (const auto& p : c.points)
-              if (lr_key(p.lr_log2) == lr_key(pt.shared_lr_log2)) l = p.mean_loss;
-            pt.loss_at_shared.push_back(l);
-            if (std::isnan(l)) missing = true;
-            else if (!std::isnan(prev) && !(l <= prev + opts.better_tolerance * std::fabs(prev))) better = false;
-            if (!std::isnan(l)) prev = l;
-          }
-          if (!missing) pt.better_with_scale = better;
-        }
-        g.params.push_back(std::move(pt));
-      }
-      if (!any_scaled) continue;
-      A.groups.push_back(std::move(g));
-    }
+    if (distinct_values(table, axis) < 2) continue;
+    for (const auto& [key, part] : partition_rows(table, axis))
+      if (auto g = analyze_group(axis, info, key, part, opts)) A.groups.push_back(std::move(*g));
   }
   return A;
 }

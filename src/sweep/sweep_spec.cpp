@@ -180,6 +180,182 @@ std::vector<std::string> axis_targets(GridAxis& axis, const std::string& where, 
 
 std::string axis_value_text(const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
 
+// [sweep]: the name, ensemble size, averaging window and default db.
+void read_sweep_section(const TomlReader& r, const std::string& where, SweepSpec& spec) {
+  TomlReader s = r.sub("sweep");
+  spec.name = std::filesystem::path(where).stem().string();
+  s.get("name", &spec.name);
+  s.get("ensemble", &spec.ensemble);
+  s.get("window", &spec.window);
+  s.get("db", &spec.db_path);
+  s.reject_unknown();
+  if (spec.name.empty()) s.fail("name", "must not be empty", "name = \"my-sweep\"");
+  if (spec.ensemble < 1) s.fail("ensemble", "must be at least 1", "ensemble = 8");
+  if (!(spec.window > 0 && spec.window <= 1)) s.fail("window", "must be in (0, 1]", "window = 0.1");
+}
+
+// The base config as it is built, and how errors name it.
+struct BaseConfig {
+  toml::table root;
+  std::string label;
+};
+
+// The base file (`base`, relative to `base_dir`); an empty table when the sweep names none.
+BaseConfig read_base_file(const TomlReader& r, const std::string& where, const std::string& base_dir) {
+  BaseConfig b;
+  b.label = where;
+  if (r.has("base")) {
+    std::string base;
+    r.get("base", &base);
+    std::filesystem::path p(base);
+    if (p.is_relative()) p = std::filesystem::path(base_dir) / p;
+    std::string base_text;
+    try {
+      base_text = read_file(p.string());
+    } catch (const UserError&) {
+      throw UserError(where, "base", "cannot read '" + p.string() + "'", "give a path relative to the sweep file");
+    }
+    b.root = parse_toml(base_text, p.string());
+    b.label = where + " (base " + p.string() + ")";
+  }
+  return b;
+}
+
+// The sweep file's inline config sections ([model] ... [train]), merged over the base.
+void merge_inline_sections(const TomlReader& r, const toml::table& root, const std::string& where,
+                           toml::table& cfg_root) {
+  for (const auto& sec : kConfigSections) {
+    if (!r.has(sec.c_str())) continue;
+    const toml::table* t = root[sec].as_table();
+    if (!t) throw UserError(where, sec, "expected a table", "write it as a [" + sec + "] section");
+    toml::table copy;
+    copy.insert(sec, *t);
+    merge_into(cfg_root, copy);
+  }
+}
+
+// `set = ["section.key=value", ...]`, applied in order, as --set does.
+void apply_set_lines(const TomlReader& r, const toml::table& root, const std::string& where, toml::table& cfg_root) {
+  if (!r.has("set")) return;
+  const toml::array* arr = root["set"].as_array();
+  if (!arr) throw UserError(where, "set", "expected an array of strings", "set = [\"train.steps=100\"]");
+  for (const auto& el : *arr) {
+    auto s = el.value_exact<std::string>();
+    if (!s) throw UserError(where, "set", "expected an array of strings", "set = [\"train.steps=100\"]");
+    try {
+      apply_override(cfg_root, *s);
+    } catch (const UserError& e) {
+      throw UserError(where, "set", e.what(), "write \"section.key=value\"");
+    }
+  }
+}
+
+// [grid] flattened into axes, in file order (none when only [search] is given).
+std::vector<GridAxis> read_grid(const TomlReader& r, const toml::table& root, const std::string& where) {
+  if (!r.has("grid") && !r.has("search"))
+    throw UserError(where, "grid", "missing", "add a [grid] table, e.g. lr_log2 = [-10, -8, -6]");
+  std::vector<GridAxis> axes;
+  if (r.has("grid")) {
+    const toml::table* grid = root["grid"].as_table();
+    if (!grid) throw UserError(where, "grid", "expected a table", "write it as a [grid] section");
+    flatten_grid(*grid, "", where, axes);
+  }
+  if (axes.empty() && !r.has("search"))
+    throw UserError(where, "grid", "the grid is empty", "add an axis, e.g. lr_log2 = [-10, -8, -6]");
+  return axes;
+}
+
+// Every axis has values, each once, of the type its config key takes (normalised in place, e.g.
+// 2.0 -> 2 for an integer key), and no two axes set the same config key.
+void check_grid_axes(std::vector<GridAxis>& axes, const std::string& where) {
+  std::map<std::string, std::string> target_owner;
+  for (auto& a : axes) {
+    if (a.values.empty())
+      throw UserError(where, "grid." + a.key, "the axis has no values", "give at least one value, e.g. [1, 2]");
+    std::set<std::string> seen;
+    for (const auto& v : a.values)
+      if (!seen.insert(v.dump()).second)
+        throw UserError(where, "grid." + a.key, "value " + v.dump() + " appears twice", "list each value once");
+    for (const auto& t : axis_targets(a, where)) {
+      auto [it, fresh] = target_owner.emplace(t, a.key);
+      if (!fresh)
+        throw UserError(where, "grid." + a.key, "sets " + t + " like grid." + it->second, "keep only one of the two");
+    }
+  }
+}
+
+// Expansion order: structural axes (param first, then alphabetical), the LR, then the seed.
+std::vector<GridAxis> in_expansion_order(const std::vector<GridAxis>& axes) {
+  auto rank = [](const std::string& k) {
+    if (k == "param" || k == "param.name") return 0;
+    if (k == "lr_log2" || k == "optim.lr") return 2;
+    if (k == "seed" || k == "train.seed" || k == "data.seed") return 3;
+    return 1;
+  };
+  std::vector<size_t> order(axes.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    if (rank(axes[a].key) != rank(axes[b].key)) return rank(axes[a].key) < rank(axes[b].key);
+    return axes[a].key < axes[b].key;
+  });
+  std::vector<GridAxis> out;
+  for (size_t i : order) out.push_back(axes[i]);
+  return out;
+}
+
+// The Cartesian product, last axis fastest; every point loaded through the config loader.
+// Bounded before expanding: a grid of 10^8 points would otherwise expand for hours, silently.
+constexpr double kMaxPoints = 100000;
+
+// The number of grid points (spec.axes), at most kMaxPoints.
+double bounded_grid_size(const SweepSpec& spec) {
+  double product = 1;
+  for (const auto& ax : spec.axes) product *= static_cast<double>(ax.values.size());
+  if (product > kMaxPoints)
+    throw UserError(spec.path.empty() ? std::string("sweep") : spec.path, "grid",
+                    fmt::format("the grid has {:.0f} points, more than {:.0f}", product, kMaxPoints),
+                    "use fewer values per axis, or split it into several sweep files");
+  return product;
+}
+
+// [search]: its trials (each key checked like a grid axis, and not one), bounded with the grid's
+// `product` points; spec.points become its first rung's.
+void expand_search(const toml::table& root, const std::string& where, double product, SweepSpec& spec) {
+  const toml::table* st = root["search"].as_table();
+  if (!st) throw UserError(where, "search", "expected a table", "write it as a [search] section");
+  spec.full_steps = train_config_from_toml_text(spec.base_toml, spec.label).train.steps;
+  auto check = [&](const std::string& key, const std::string& field, bool* integer, std::vector<nlohmann::json>& probe) {
+    for (const auto& a : spec.axes)
+      if (a.key == key) throw UserError(where, field, "is also a [grid] axis", "keep it in one of the two");
+    GridAxis ax{key, probe};
+    axis_targets(ax, where, "search.space.");  // errors name search.space.KEY
+    if (key != "lr_log2") {
+      const nlohmann::json& def = default_config_json();
+      const std::string path = key == "param" ? "param.name" : key;
+      const auto dot = path.find('.');
+      *integer = def[path.substr(0, dot)][path.substr(dot + 1)].is_number_integer();
+    }
+    probe = ax.values;
+  };
+  spec.search = parse_search(*st, where, check, spec.full_steps);
+  if (product * spec.search->trials > kMaxPoints)
+    throw UserError(where, "search.trials",
+                    fmt::format("{} trials x {:.0f} grid points is more than {:.0f} points", spec.search->trials,
+                                product, kMaxPoints),
+                    "sample fewer trials");
+  std::vector<int> all(static_cast<size_t>(spec.search->trials));
+  for (int i = 0; i < spec.search->trials; ++i) all[static_cast<size_t>(i)] = i;
+  spec.points = expand_points(spec, rung_assignments(*spec.search, 0, all, spec.full_steps));
+}
+
+// The hash of every point id, the window and [search].
+std::string sweep_fingerprint(const SweepSpec& spec) {
+  std::string all = fmt::format("window={}\n", spec.window);
+  if (spec.search) all += "search=" + spec.search->text + "\n";
+  for (const auto& p : spec.points) all += p.id + "\n";
+  return stable_hash(all);
+}
+
 }  // namespace
 
 nlohmann::json SweepSpec::grid_json() const {
@@ -197,149 +373,23 @@ SweepSpec sweep_from_toml_text(const std::string& text, const std::string& where
   std::vector<std::string> top = {"base", "set", "sweep", "grid", "search"};
   top.insert(top.end(), kConfigSections.begin(), kConfigSections.end());
   r.expect_keys(top);
-
-  // [sweep]
-  {
-    TomlReader s = r.sub("sweep");
-    spec.name = std::filesystem::path(where).stem().string();
-    s.get("name", &spec.name);
-    s.get("ensemble", &spec.ensemble);
-    s.get("window", &spec.window);
-    s.get("db", &spec.db_path);
-    s.reject_unknown();
-    if (spec.name.empty()) s.fail("name", "must not be empty", "name = \"my-sweep\"");
-    if (spec.ensemble < 1) s.fail("ensemble", "must be at least 1", "ensemble = 8");
-    if (!(spec.window > 0 && spec.window <= 1)) s.fail("window", "must be in (0, 1]", "window = 0.1");
-  }
+  read_sweep_section(r, where, spec);
 
   // The base config: file, then inline sections, then `set`.
-  toml::table cfg_root;
-  std::string label = where;
-  if (r.has("base")) {
-    std::string base;
-    r.get("base", &base);
-    std::filesystem::path p(base);
-    if (p.is_relative()) p = std::filesystem::path(base_dir) / p;
-    std::string base_text;
-    try {
-      base_text = read_file(p.string());
-    } catch (const UserError&) {
-      throw UserError(where, "base", "cannot read '" + p.string() + "'", "give a path relative to the sweep file");
-    }
-    cfg_root = parse_toml(base_text, p.string());
-    label = where + " (base " + p.string() + ")";
-  }
-  for (const auto& sec : kConfigSections) {
-    if (!r.has(sec.c_str())) continue;
-    const toml::table* t = root[sec].as_table();
-    if (!t) throw UserError(where, sec, "expected a table", "write it as a [" + sec + "] section");
-    toml::table copy;
-    copy.insert(sec, *t);
-    merge_into(cfg_root, copy);
-  }
-  if (r.has("set")) {
-    const toml::array* arr = root["set"].as_array();
-    if (!arr) throw UserError(where, "set", "expected an array of strings", "set = [\"train.steps=100\"]");
-    for (const auto& el : *arr) {
-      auto s = el.value_exact<std::string>();
-      if (!s) throw UserError(where, "set", "expected an array of strings", "set = [\"train.steps=100\"]");
-      try {
-        apply_override(cfg_root, *s);
-      } catch (const UserError& e) {
-        throw UserError(where, "set", e.what(), "write \"section.key=value\"");
-      }
-    }
-  }
-  train_config_from_toml_text(to_toml_text(cfg_root), label);  // the base alone must load
+  BaseConfig base = read_base_file(r, where, base_dir);
+  merge_inline_sections(r, root, where, base.root);
+  apply_set_lines(r, root, where, base.root);
+  train_config_from_toml_text(to_toml_text(base.root), base.label);  // the base alone must load
 
-  // [grid]
-  if (!r.has("grid") && !r.has("search"))
-    throw UserError(where, "grid", "missing", "add a [grid] table, e.g. lr_log2 = [-10, -8, -6]");
-  std::vector<GridAxis> axes;
-  if (r.has("grid")) {
-    const toml::table* grid = root["grid"].as_table();
-    if (!grid) throw UserError(where, "grid", "expected a table", "write it as a [grid] section");
-    flatten_grid(*grid, "", where, axes);
-  }
-  if (axes.empty() && !r.has("search"))
-    throw UserError(where, "grid", "the grid is empty", "add an axis, e.g. lr_log2 = [-10, -8, -6]");
-  std::vector<std::vector<std::string>> targets;
-  std::map<std::string, std::string> target_owner;
-  for (auto& a : axes) {
-    if (a.values.empty())
-      throw UserError(where, "grid." + a.key, "the axis has no values", "give at least one value, e.g. [1, 2]");
-    std::set<std::string> seen;
-    for (const auto& v : a.values)
-      if (!seen.insert(v.dump()).second)
-        throw UserError(where, "grid." + a.key, "value " + v.dump() + " appears twice", "list each value once");
-    targets.push_back(axis_targets(a, where));
-    for (const auto& t : targets.back()) {
-      auto [it, fresh] = target_owner.emplace(t, a.key);
-      if (!fresh)
-        throw UserError(where, "grid." + a.key, "sets " + t + " like grid." + it->second, "keep only one of the two");
-    }
-  }
-  // Expansion order: structural axes (param first, then alphabetical), the LR, then the seed.
-  auto rank = [](const std::string& k) {
-    if (k == "param" || k == "param.name") return 0;
-    if (k == "lr_log2" || k == "optim.lr") return 2;
-    if (k == "seed" || k == "train.seed" || k == "data.seed") return 3;
-    return 1;
-  };
-  std::vector<size_t> order(axes.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    if (rank(axes[a].key) != rank(axes[b].key)) return rank(axes[a].key) < rank(axes[b].key);
-    return axes[a].key < axes[b].key;
-  });
-  for (size_t i : order) spec.axes.push_back(axes[i]);
-
-  // The Cartesian product, last axis fastest; every point loaded through the config loader.
-  // Bounded before expanding: a grid of 10^8 points would otherwise expand for hours, silently.
-  constexpr double kMaxPoints = 100000;
-  double product = 1;
-  {
-    for (const auto& ax : spec.axes) product *= static_cast<double>(ax.values.size());
-    if (product > kMaxPoints)
-      throw UserError(spec.path.empty() ? std::string("sweep") : spec.path, "grid",
-                      fmt::format("the grid has {:.0f} points, more than {:.0f}", product, kMaxPoints),
-                      "use fewer values per axis, or split it into several sweep files");
-  }
-  spec.base_toml = to_toml_text(cfg_root);
-  spec.label = label;
-  if (r.has("search")) {
-    const toml::table* st = root["search"].as_table();
-    if (!st) throw UserError(where, "search", "expected a table", "write it as a [search] section");
-    spec.full_steps = train_config_from_toml_text(spec.base_toml, label).train.steps;
-    auto check = [&](const std::string& key, const std::string& field, bool* integer, std::vector<nlohmann::json>& probe) {
-      for (const auto& a : spec.axes)
-        if (a.key == key) throw UserError(where, field, "is also a [grid] axis", "keep it in one of the two");
-      GridAxis ax{key, probe};
-      axis_targets(ax, where, "search.space.");  // errors name search.space.KEY
-      if (key != "lr_log2") {
-        const nlohmann::json& def = default_config_json();
-        const std::string path = key == "param" ? "param.name" : key;
-        const auto dot = path.find('.');
-        *integer = def[path.substr(0, dot)][path.substr(dot + 1)].is_number_integer();
-      }
-      probe = ax.values;
-    };
-    spec.search = parse_search(*st, where, check, spec.full_steps);
-    if (product * spec.search->trials > kMaxPoints)
-      throw UserError(where, "search.trials",
-                      fmt::format("{} trials x {:.0f} grid points is more than {:.0f} points", spec.search->trials,
-                                  product, kMaxPoints),
-                      "sample fewer trials");
-    std::vector<int> all(static_cast<size_t>(spec.search->trials));
-    for (int i = 0; i < spec.search->trials; ++i) all[static_cast<size_t>(i)] = i;
-    spec.points = expand_points(spec, rung_assignments(*spec.search, 0, all, spec.full_steps));
-  } else {
-    spec.points = expand_points(spec, {nlohmann::json::object()});
-  }
-  std::string all = fmt::format("window={}\n", spec.window);
-  if (spec.search) all += "search=" + spec.search->text + "\n";
-  for (const auto& p : spec.points) all += p.id + "\n";
-  spec.fingerprint = stable_hash(all);
+  std::vector<GridAxis> axes = read_grid(r, root, where);
+  check_grid_axes(axes, where);
+  spec.axes = in_expansion_order(axes);
+  const double product = bounded_grid_size(spec);
+  spec.base_toml = to_toml_text(base.root);
+  spec.label = base.label;
+  if (r.has("search")) expand_search(root, where, product, spec);
+  else spec.points = expand_points(spec, {nlohmann::json::object()});
+  spec.fingerprint = sweep_fingerprint(spec);
   return spec;
 }
 

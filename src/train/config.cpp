@@ -1,6 +1,9 @@
 #include "train/config.h"
 
+#include <algorithm>
 #include <set>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -17,14 +20,57 @@ namespace {
 // Every section's keys, as (TOML/JSON key, member): the TOML reader, the JSON writer and so the
 // identity of runs, sweeps and checkpoints (run_altering_differences) all derive from these lists.
 // A new field is one line here (and its member in config.h). X is the section's struct, const or
-// not; F is called as f(key, member) for every field in order.
+// not; F is called as f(key, member) for every field in order, or f(key, member, rule) where the
+// field has a rule of its own (below): the checker applies it after a section is read, the reader
+// and the writer pass it by. Rules that tie two fields together (autocast needs cuda) stay after
+// the lists, in the section's reader.
+
+// ---- the rules a single field's value must follow -------------------------------------------
+// Each names the fix the error message gives (TomlReader::fail: file, field, problem, fix).
+struct Positive {  // > 0: "must be positive"
+  const char* fix;
+};
+struct AtLeast1 {  // >= 1: "value V is below 1"
+  const char* fix;
+};
+struct NonNegative {  // >= 0: "value V is negative"
+  const char* fix;
+};
+struct NonEmpty {  // a non-empty string: "is empty"
+  const char* fix;
+};
+struct OneOf {  // a string among `values`: "must be <problem>"
+  std::vector<std::string> values;
+  const char* problem;
+  const char* fix;
+};
+
+template <class T>
+void check_rule(const TomlReader& r, const char* key, const T& v, const Positive& rule) {
+  if (!(v > 0)) r.fail(key, "must be positive", rule.fix);
+}
+template <class T>
+void check_rule(const TomlReader& r, const char* key, const T& v, const AtLeast1& rule) {
+  if (v < 1) r.fail(key, fmt::format("value {} is below 1", v), rule.fix);
+}
+template <class T>
+void check_rule(const TomlReader& r, const char* key, const T& v, const NonNegative& rule) {
+  if (v < 0) r.fail(key, fmt::format("value {} is negative", v), rule.fix);
+}
+inline void check_rule(const TomlReader& r, const char* key, const std::string& v, const NonEmpty& rule) {
+  if (v.empty()) r.fail(key, "is empty", rule.fix);
+}
+inline void check_rule(const TomlReader& r, const char* key, const std::string& v, const OneOf& rule) {
+  if (std::find(rule.values.begin(), rule.values.end(), v) == rule.values.end())
+    r.fail(key, std::string("must be ") + rule.problem, rule.fix);
+}
 
 // [model]
 template <class X, class F>
 void model_fields(X& x, F&& f) {
   f("kind", x.kind);
-  f("width", x.width);
-  f("depth", x.depth);
+  f("width", x.width, Positive{"e.g. width = 128"});
+  f("depth", x.depth, Positive{"e.g. depth = 4"});
   f("vocab", x.vocab);
   f("seq_len", x.seq_len);
   f("head_dim", x.head_dim);
@@ -103,43 +149,47 @@ void data_fields(X& x, F&& f) {
 // [train]
 template <class X, class F>
 void train_fields(X& x, F&& f) {
-  f("steps", x.steps);
-  f("batch_size", x.batch_size);
+  f("steps", x.steps, Positive{"e.g. steps = 200"});
+  f("batch_size", x.batch_size, Positive{"e.g. batch_size = 16"});
   f("seed", x.seed);
-  f("log_every", x.log_every);
-  f("eval_every", x.eval_every);
-  f("eval_batches", x.eval_batches);
-  f("checkpoint_every", x.checkpoint_every);
-  f("out_dir", x.out_dir);
-  f("device", x.device);
-  f("precision", x.precision);
-  f("autocast", x.autocast);
+  f("log_every", x.log_every, AtLeast1{"e.g. log_every = 10"});
+  f("eval_every", x.eval_every, NonNegative{"0 (only at the end) or a positive interval"});
+  f("eval_batches", x.eval_batches, AtLeast1{"e.g. eval_batches = 4"});
+  f("checkpoint_every", x.checkpoint_every, NonNegative{"0 (only at the end) or a positive interval"});
+  f("out_dir", x.out_dir, NonEmpty{"e.g. out_dir = \"runs/my-run\""});
+  f("device", x.device, OneOf{{"cpu", "cuda"}, "cpu or cuda", "device = \"cpu\""});
+  f("precision", x.precision,
+    OneOf{{"fp32", "bf16", "e4m3", "e5m2", "fp8"}, "one of fp32, bf16, e4m3, e5m2, fp8 (E4M3 forward, E5M2 gradients)",
+          "precision = \"fp32\" (simulated low precision)"});
+  f("autocast", x.autocast, OneOf{{"off", "bf16"}, "off or bf16", "autocast = \"bf16\" (CUDA)"});
   f("tf32", x.tf32);
-  f("dist_timeout_s", x.dist_timeout_s);
+  f("dist_timeout_s", x.dist_timeout_s, Positive{"e.g. dist_timeout_s = 60"});
 }
 
 // [param]: TrainConfig's own members.
 template <class X, class F>
 void param_fields(X& c, F&& f) {
   f("name", c.param);
-  f("base_width", c.param_base_width);
-  f("base_depth", c.param_base_depth);
+  f("base_width", c.param_base_width, NonNegative{"0 (the table's own) or a positive width"});
+  f("base_depth", c.param_base_depth, NonNegative{"0 (the table's own) or a positive depth"});
 }
 
-// The two visitors: read a field from a TOML section (TomlReader::get: a missing key keeps the
-// default), write it into a JSON object.
+// The three visitors: read a field from a TOML section (TomlReader::get: a missing key keeps the
+// default), check its rule, write it into a JSON object.
 auto read_from(const TomlReader& r) {
-  return [&r](const char* key, auto& member) { r.get(key, &member); };
+  return [&r](const char* key, auto& member, const auto&...) { r.get(key, &member); };
+}
+auto check_with(const TomlReader& r) {
+  return [&r](const char* key, const auto& member, const auto&... rule) { (check_rule(r, key, member, rule), ...); };
 }
 auto write_into(nlohmann::json& j) {
-  return [&j](const char* key, const auto& member) { j[key] = member; };
+  return [&j](const char* key, const auto& member, const auto&...) { j[key] = member; };
 }
 
 void read_model(const TomlReader& r, ModelConfig& m) {
   model_fields(m, read_from(r));
   r.reject_unknown();
-  if (m.width <= 0) r.fail("width", "must be positive", "e.g. width = 128");
-  if (m.depth <= 0) r.fail("depth", "must be positive", "e.g. depth = 4");
+  model_fields(m, check_with(r));
 }
 
 void read_hp(const TomlReader& r, Hyper& h) {
@@ -161,21 +211,7 @@ void read_data(const TomlReader& r, DataConfig& d) {
 void read_train(const TomlReader& r, TrainSettings& t) {
   train_fields(t, read_from(r));
   r.reject_unknown();
-  if (t.steps <= 0) r.fail("steps", "must be positive", "e.g. steps = 200");
-  if (t.batch_size <= 0) r.fail("batch_size", "must be positive", "e.g. batch_size = 16");
-  if (t.device != "cpu" && t.device != "cuda") r.fail("device", "must be cpu or cuda", "device = \"cpu\"");
-  if (t.precision != "fp32" && t.precision != "bf16" && t.precision != "e4m3" && t.precision != "e5m2" &&
-      t.precision != "fp8")
-    r.fail("precision", "must be one of fp32, bf16, e4m3, e5m2, fp8 (E4M3 forward, E5M2 gradients)",
-           "precision = \"fp32\" (simulated low precision)");
-  if (!(t.dist_timeout_s > 0)) r.fail("dist_timeout_s", "must be positive", "e.g. dist_timeout_s = 60");
-  if (t.out_dir.empty()) r.fail("out_dir", "is empty", "e.g. out_dir = \"runs/my-run\"");
-  if (t.eval_batches < 1) r.fail("eval_batches", fmt::format("value {} is below 1", t.eval_batches), "e.g. eval_batches = 4");
-  if (t.log_every < 1) r.fail("log_every", fmt::format("value {} is below 1", t.log_every), "e.g. log_every = 10");
-  if (t.eval_every < 0) r.fail("eval_every", fmt::format("value {} is negative", t.eval_every), "0 (only at the end) or a positive interval");
-  if (t.checkpoint_every < 0)
-    r.fail("checkpoint_every", fmt::format("value {} is negative", t.checkpoint_every), "0 (only at the end) or a positive interval");
-  if (t.autocast != "off" && t.autocast != "bf16") r.fail("autocast", "must be off or bf16", "autocast = \"bf16\" (CUDA)");
+  train_fields(t, check_with(r));
   if (t.autocast == "bf16" && t.device != "cuda")
     r.fail("autocast", "bf16 autocast needs device = \"cuda\"", "set train.device = \"cuda\" or autocast = \"off\"");
 }
@@ -194,8 +230,7 @@ TrainConfig train_config_from_toml_text(const std::string& text, const std::stri
   {
     TomlReader p = r.sub("param");
     param_fields(c, read_from(p));
-    if (c.param_base_width < 0) p.fail("base_width", fmt::format("value {} is negative", c.param_base_width), "0 (the table's own) or a positive width");
-    if (c.param_base_depth < 0) p.fail("base_depth", fmt::format("value {} is negative", c.param_base_depth), "0 (the table's own) or a positive depth");
+    param_fields(c, check_with(p));
     p.reject_unknown();
   }
   read_hp(r.sub("hp"), c.hp);
