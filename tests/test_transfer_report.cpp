@@ -33,6 +33,7 @@ double true_opt(const std::string& param, int64_t w) {
   const double d = std::log2(static_cast<double>(w) / 64);
   if (param == "mup") return -6.3;              // flat: transfer holds
   if (param == "standard") return -5.0 - d;     // one doubling per doubling: fails
+  if (param == "bump") return d == 2 ? -8.3 : -6.3;  // back at the ends, two doublings off at 256
   return -1.5;                                  // "edgy": beyond the grid's largest LR
 }
 
@@ -186,6 +187,33 @@ TEST(TransferAnalysis, KnownOptimaDriftVerdictsAndRegret) {
   // The JSON carries every number.
   nlohmann::json j = transfer_to_json(a);
   EXPECT_EQ(j["groups"][0]["params"].size(), 3u);
+}
+
+// Transfer is judged at every scale (issue 16): an optimum that returns at the largest width but
+// strays two doublings at an intermediate one fails, naming where; the largest deviation is in
+// the JSON.
+TEST(TransferAnalysis, TransferMustHoldAtEveryScaleNotOnlyTheLargest) {
+  const TransferAnalysis a = analyze_transfer(synthetic({"mup", "bump"}));
+  const ParamTransfer& mup = find(a, "mup");
+  const ParamTransfer& bump = find(a, "bump");
+  EXPECT_NEAR(bump.shift, 0.0, 1e-9);
+  EXPECT_NEAR(bump.max_deviation, 2.0, 1e-9);
+  EXPECT_EQ(bump.max_deviation_at, 256);
+  EXPECT_FALSE(bump.holds);
+  EXPECT_NE(bump.verdict.find("transfer fails: optimum moved +0.00 doublings from width 64 to 512, but 2.00 at 256"),
+            std::string::npos)
+      << bump.verdict;
+  EXPECT_TRUE(mup.holds);
+  EXPECT_NEAR(mup.max_deviation, 0.0, 1e-9);
+  const nlohmann::json j = transfer_to_json(a);
+  bool seen = false;
+  for (const auto& p : j["groups"][0]["params"])
+    if (p["param"] == "bump") {
+      seen = true;
+      EXPECT_NEAR(p["max_deviation_doublings"].get<double>(), 2.0, 1e-9);
+      EXPECT_EQ(p["transfer_holds"], false);
+    }
+  EXPECT_TRUE(seen);
 }
 
 TEST(TransferAnalysis, DivergedPointsCountAsInfinite) {

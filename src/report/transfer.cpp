@@ -583,10 +583,30 @@ void judge_shift(ParamTransfer& pt, const AxisInfo& info, const std::string& axi
   const ScaleCurve& lo = pt.curves.front();
   const ScaleCurve& hi = pt.curves.back();
   pt.shift = hi.opt.lr_log2 - lo.opt.lr_log2;
-  pt.holds = std::isfinite(pt.shift) && std::fabs(pt.shift) <= opts.shift_tolerance;
+  // Transfer must hold at every scale, not only at the largest: the largest deviation of any
+  // scale's optimum from the smallest scale's (+inf where every LR diverged at some scale).
+  pt.max_deviation = 0;
+  pt.max_deviation_at = lo.scale;
+  for (const ScaleCurve& c : pt.curves) {
+    const double dev = std::isfinite(c.opt.lr_log2) ? std::fabs(c.opt.lr_log2 - lo.opt.lr_log2) : kInf;
+    if (dev > pt.max_deviation) {
+      pt.max_deviation = dev;
+      pt.max_deviation_at = c.scale;
+    }
+  }
+  pt.holds = std::isfinite(pt.shift) && pt.max_deviation <= opts.shift_tolerance;
+  const bool inner = std::isfinite(pt.shift) && std::fabs(pt.shift) <= opts.shift_tolerance && !pt.holds;
   if (!std::isfinite(pt.shift)) {
     pt.verdict = fmt::format("{} undetermined: every LR diverged at {} {}", info.scale ? "transfer" : "optimum",
                              info.label, value_text(std::isfinite(lo.opt.lr_log2) ? hi.scale : lo.scale));
+  } else if (info.scale && inner && !std::isfinite(pt.max_deviation)) {
+    pt.verdict = fmt::format("transfer fails: every LR diverged at {} {} (optimum moved {} doublings from {} {} to {})",
+                             axis, value_text(pt.max_deviation_at), fmt_signed(pt.shift), axis, value_text(lo.scale),
+                             value_text(hi.scale));
+  } else if (info.scale && inner) {
+    pt.verdict = fmt::format("transfer fails: optimum moved {} doublings from {} {} to {}, but {:.2f} at {}",
+                             fmt_signed(pt.shift), axis, value_text(lo.scale), value_text(hi.scale),
+                             pt.max_deviation, value_text(pt.max_deviation_at));
   } else if (info.scale) {
     pt.verdict = fmt::format("transfer {}: optimum moved {} doublings from {} {} to {}", pt.holds ? "holds" : "fails",
                              fmt_signed(pt.shift), axis, value_text(lo.scale), value_text(hi.scale));
@@ -730,6 +750,8 @@ nlohmann::json transfer_to_json(const TransferAnalysis& a) {
                           {"slope_doublings_per_doubling", num(p.slope)},
                           {"slope_interval", {num(p.slope_lo), num(p.slope_hi)}},
                           {"shift_doublings", num(p.shift)},
+                          {"max_deviation_doublings", num(p.max_deviation)},
+                          {"max_deviation_at", num(p.max_deviation_at)},
                           {"any_optimum_at_grid_edge", p.any_edge},
                           {"shared_lr_log2", num(p.shared_lr_log2)},
                           {"loss_at_shared_lr", shared},

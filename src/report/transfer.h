@@ -23,7 +23,8 @@
 //  - drift (the exponent on a hyperparameter axis): OLS slope of the optimum (log2 LR) against
 //    log2 of the axis value (values <= 0, e.g. weight decay 0, left out), doublings of LR per
 //    doubling; shift: optimum at the largest value minus at the smallest. Transfer holds when
-//    |shift| <= 1 doubling;
+//    every value's optimum is within 1 doubling of the smallest value's (so at every scale, not
+//    only the largest; issue 16);
 //  - base LR: the smallest value's best LR grid point. Wider (deeper) is better: at the base LR
 //    the mean loss does not increase from value to value (within a relative tolerance);
 //  - regret at each value: the loss at the base LR (the nearest grid point where it was not run)
@@ -112,7 +113,10 @@ struct ParamTransfer {
   double slope = 0;                 // NaN with fewer than two located optima
   double slope_lo = 0, slope_hi = 0;  // its bootstrap interval
   double shift = 0;                 // doublings, largest minus smallest scale (NaN if undetermined)
-  bool holds = false;               // |shift| <= shift_tolerance
+  // The largest |optimum - the smallest scale's optimum| over every scale, doublings (+inf: every
+  // LR diverged at some scale), and the scale where it is.
+  double max_deviation = 0, max_deviation_at = 0;
+  bool holds = false;               // shift finite and max_deviation <= shift_tolerance
   bool any_edge = false;            // some optimum sits at the LR grid edge
   std::string verdict;              // one line, e.g. "transfer holds: optimum moved +0.3 doublings ..."
   std::string shape;                // hyperparameter axes: "rises", "falls", "flat", "peaks at 16 (surge)", ...
