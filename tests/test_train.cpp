@@ -173,27 +173,9 @@ TEST(TrainEquivalence, NonEquivalentParameterizationsDiffer) {
 TEST(TrainData, GptOnKjvBeatsTheUnigramEntropy) {
   const std::string dir = temp_dir("kjv");
   setenv("SCALEINV_DATA_DIR", dir.c_str(), 1);
-  TrainConfig cfg = train_config_from_toml_text(R"(
-[model]
-kind = "gpt"
-width = 64
-depth = 2
-seq_len = 32
-head_dim = 16
-[param]
-name = "mup"
-[optim]
-kind = "adamw"
-lr = 0.01
-[data]
-source = "kjv"
-[train]
-steps = 150
-batch_size = 16
-eval_every = 0
-eval_batches = 8
-)",
-                                                "kjv test");
+  // The fixture's GPT on KJV bytes (256 tokens, 32-byte context), AdamW, 150 steps of 16.
+  TrainConfig cfg = small_gpt({"model.vocab=256", "model.seq_len=32", "optim.kind=\"adamw\"", "data.source=\"kjv\"",
+                               "train.steps=150", "train.batch_size=16", "train.eval_batches=8"});
   RunSummary s = train_run(cfg, in_memory());
   // English bytes: the unigram entropy of the KJV is ~3.0 nats/byte (measured by the data module).
   EXPECT_GT(s.unigram_entropy, 2.5);
