@@ -32,13 +32,13 @@ class Adafactor final : public Optimizer {
     const double b1 = cfg_.beta1, b2 = cfg_.beta2;
     for (size_t i = 0; i < groups_.size(); ++i) {
       ParamGroup& g = groups_[i];
-      if (!g.param.defined() || !g.param.grad().defined() || g.param.numel() == 0) continue;
+      if (!has_grad(g) || g.param.numel() == 0) continue;
       torch::Tensor p = g.param;
       const torch::Tensor grad = g.param.grad().contiguous();
       GroupState& st = states_[i];
       const int64_t t = ++st.t;
-      const double lr = cfg_.lr * lr_factor * g.lr_mult;
-      const double wd = cfg_.weight_decay * g.wd_mult;
+      const double lr = group_lr(g, lr_factor);
+      const double wd = group_wd(g);
       const double eps1 = std::pow(cfg_.eps * g.eps_mult, 2);
       const double inv_sqrt_n = 1.0 / std::sqrt(static_cast<double>(p.numel()));
 

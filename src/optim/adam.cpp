@@ -29,13 +29,13 @@ class Adam final : public Optimizer {
     const double b1 = cfg_.beta1, b2 = cfg_.beta2;
     for (size_t i = 0; i < groups_.size(); ++i) {
       ParamGroup& g = groups_[i];
-      if (!g.param.defined() || !g.param.grad().defined()) continue;
+      if (!has_grad(g)) continue;
       torch::Tensor p = g.param;
       const torch::Tensor& grad = g.param.grad();
       GroupState& st = states_[i];
       const int64_t t = ++st.t;
-      const double lr = cfg_.lr * lr_factor * g.lr_mult;
-      const double wd = cfg_.weight_decay * g.wd_mult;
+      const double lr = group_lr(g, lr_factor);
+      const double wd = group_wd(g);
 
       // Ensembles: per-member base LR and weight decay ([E, 1, ...] tensors, see ParamGroup).
       const bool members = g.member_lr.defined();
@@ -118,8 +118,8 @@ class Adam final : public Optimizer {
     for (size_t i = 0; i < groups_.size(); ++i) {
       ParamGroup& g = groups_[i];
       GroupState& st = states_[i];
-      const double lr = cfg_.lr * lr_factor * g.lr_mult;
-      const double wd_t = cfg_.weight_decay * g.wd_mult;
+      const double lr = group_lr(g, lr_factor);
+      const double wd_t = group_wd(g);
       const double frac = cfg_.wd_mode == "independent" ? wd_t : cfg_.lr * lr_factor * wd_t;  // decoupled_decay's
       if (frac != 0 && !(lr > 0)) return false;
       Set& s = sets[{g.lr_mult, g.wd_mult, g.eps_mult}];

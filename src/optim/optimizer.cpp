@@ -84,7 +84,7 @@ void validate_optim_config(const OptimConfig& cfg) {
 
 void Optimizer::zero_grad() {
   for (ParamGroup& g : groups_) {
-    if (g.param.defined() && g.param.grad().defined()) g.param.mutable_grad() = torch::Tensor();
+    if (has_grad(g)) g.param.mutable_grad() = torch::Tensor();
   }
 }
 

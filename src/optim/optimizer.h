@@ -107,6 +107,12 @@ class Optimizer {
   // Scales every gradient so their global L2 norm is at most cfg.clip_grad_norm (when > 0), as
   // torch::nn::utils::clip_grad_norm_ does, without a host sync. Each step() calls it first.
   void clip_gradients();
+  // Whether group g takes part in this step: its parameter exists and has a gradient.
+  static bool has_grad(const ParamGroup& g) { return g.param.defined() && g.param.grad().defined(); }
+  // Group g's LR this step: the base LR x the schedule's factor x the table's per-tensor factor;
+  // its weight decay: the base weight decay x the table's factor. Every optimizer's one formula.
+  double group_lr(const ParamGroup& g, double lr_factor) const { return cfg_.lr * lr_factor * g.lr_mult; }
+  double group_wd(const ParamGroup& g) const { return cfg_.weight_decay * g.wd_mult; }
   OptimConfig cfg_;
   std::vector<ParamGroup> groups_;
   int64_t steps_ = 0;

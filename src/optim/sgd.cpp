@@ -15,12 +15,12 @@ class Sgd final : public Optimizer {
     clip_gradients();
     for (size_t i = 0; i < groups_.size(); ++i) {
       ParamGroup& g = groups_[i];
-      if (!g.param.defined() || !g.param.grad().defined()) continue;
+      if (!has_grad(g)) continue;
       torch::Tensor p = g.param;
       const torch::Tensor& grad = g.param.grad();
       GroupState& st = states_[i];
-      const double lr = cfg_.lr * lr_factor * g.lr_mult;
-      const double wd = cfg_.weight_decay * g.wd_mult;
+      const double lr = group_lr(g, lr_factor);
+      const double wd = group_wd(g);
       // The same kernels in the same order as torch::optim::SGD, so results agree bit for bit.
       const bool members = g.member_lr.defined();  // ensemble: per-member base LR and weight decay
       torch::Tensor d = grad;
