@@ -194,109 +194,149 @@ std::string figure_html(const ReportFigure& f) {
   return "<figure><img alt=\"" + html_escape(f.caption) + "\" src=\"data:image/png;base64," + base64_encode(png) +
          "\"><figcaption class=\"note\">" + html_escape(f.caption) + "</figcaption></figure>\n";
 }
-}  // namespace
 
-std::string transfer_html(const TransferAnalysis& a, const std::vector<ReportFigure>& figures,
-                          const std::vector<HtmlSection>& before, const std::string& title) {
+// The page's <head> (style, image-count script) and its <h1>.
+std::string page_head_html(const TransferAnalysis& a, const std::string& title) {
   std::string h = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n";
   h += "<title>scaleinv transfer report: " + html_escape(a.name) + "</title>\n" + kStyle + "\n" + kScript + "\n</head><body>\n";
   h += "<h1>" + html_escape(title.empty() ? "Hyperparameter transfer: " + (a.name.empty() ? a.db : a.name) : title) + "</h1>\n";
+  return h;
+}
+
+// The caller's sections placed before the analysis, each with its figures.
+std::string before_sections_html(const std::vector<HtmlSection>& before) {
+  std::string h;
   for (const auto& sec : before) {
     h += "<h2>" + html_escape(sec.title) + "</h2>\n" + sec.html + "\n";
     for (const auto& f : sec.figures) h += figure_html(f);
   }
-  h += fmt::format("<p class=\"note\">database {}: {} points, {} diverged.</p>\n", html_escape(a.db), a.rows, a.diverged_rows);
+  return h;
+}
+
+// The database line, and a grey verdict when there is no axis to analyse.
+std::string database_note_html(const TransferAnalysis& a) {
+  std::string h =
+      fmt::format("<p class=\"note\">database {}: {} points, {} diverged.</p>\n", html_escape(a.db), a.rows, a.diverged_rows);
   if (a.groups.empty())
     h += "<div class=\"verdict unknown\">no analysis axis: width, depth and every numeric grid axis each take a "
          "single value in this database, so there is no transfer to judge</div>\n";
-  for (const auto& g : a.groups) {
-    h += "<h2>" + html_escape(g.title()) + "</h2>\n";
-    for (const auto& p : g.params) {
-      const char* cls =
-          !g.info.scale || p.curves.size() < 2 || std::isnan(p.shift) ? "unknown" : p.holds ? "holds" : "fails";
-      std::string line = p.verdict;
-      if (g.info.scale && !std::isnan(p.worst_vs_standard))
-        line += "; worst regret vs standard re-tuned " +
-                worst_text(p.worst_vs_standard, p.worst_vs_standard_lo, p.worst_vs_standard_hi, p.worst_vs_standard_at);
-      if (g.info.scale && !std::isnan(p.worst_vs_self))
-        line += "; vs itself re-tuned " + worst_text(p.worst_vs_self, p.worst_vs_self_lo, p.worst_vs_self_hi, p.worst_vs_self_at);
-      if (!g.info.scale) line += "; shape: " + p.shape;
-      h += fmt::format("<div class=\"verdict {}\">{}: {}</div>\n", cls, html_escape(p.param), html_escape(line));
-    }
-    if (!g.info.rule.empty())
-      h += "<p class=\"note\">reference: " + html_escape(g.info.rule) + " (docs/references.md)</p>\n";
-    // Summary table.
-    const std::string lab = html_escape(g.info.label);
-    h += "<table><tr><th class=\"l\">param</th><th>" + std::string(g.info.scale ? "drift" : "exponent") +
-         " (doublings per doubling) [5-95%]</th><th>shift</th>";
-    if (g.info.scale)
-      h += "<th>" + std::string(g.axis == "width" ? "wider" : "deeper") + " is better at the base LR</th>";
-    else
-      h += "<th>shape</th>";
-    h += "<th>base LR (log2)</th><th>worst regret vs standard re-tuned [5-95%]</th><th>worst regret vs itself re-tuned "
-         "[5-95%]</th></tr>\n";
-    for (const auto& p : g.params)
-      h += fmt::format("<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
-                       html_escape(p.param), interval_text(p.slope, p.slope_lo, p.slope_hi), signed2(p.shift),
-                       g.info.scale ? better_text(p) : html_escape(p.shape), f2(p.shared_lr_log2),
-                       worst_text(p.worst_vs_standard, p.worst_vs_standard_lo, p.worst_vs_standard_hi, p.worst_vs_standard_at),
-                       worst_text(p.worst_vs_self, p.worst_vs_self_lo, p.worst_vs_self_hi, p.worst_vs_self_at));
-    h += "</table>\n";
-    // Per parameterization: the optimum per value, the regret there and the loss grid.
-    for (const auto& p : g.params) {
-      h += "<h3>" + html_escape(p.param) + "</h3>\n<table><tr><th class=\"l\">" + lab +
-           "</th><th>seeds</th><th>optimum log2 LR</th><th>5-95% (bootstrap)</th><th>fit</th><th>loss at optimum</th>"
-           "<th>loss at base LR " + f2(p.shared_lr_log2) + "</th><th>regret vs standard re-tuned</th>"
-           "<th>regret vs itself re-tuned</th><th>wd timescale (steps)</th></tr>\n";
-      for (size_t i = 0; i < p.curves.size(); ++i) {
-        const auto& c = p.curves[i];
-        const auto& r = p.regrets[i];
-        h += fmt::format("<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
-                         "<td>{}</td><td>{}</td><td>{}</td></tr>\n",
-                         value_text(c.scale), c.n_seeds, f2(c.opt.lr_log2),
-                         std::isnan(c.lo) ? std::string("n/a") : fmt::format("[{}, {}]", f2(c.lo), f2(c.hi)),
-                         c.opt.at_edge ? "grid edge" : c.opt.fitted ? "parabola" : "grid point", f4(c.opt.loss),
-                         i < p.loss_at_shared.size() ? f4(p.loss_at_shared[i]) : "n/a",
-                         pct_text(r.vs_standard, r.vs_standard_lo, r.vs_standard_hi),
-                         pct_text(r.vs_self, r.vs_self_lo, r.vs_self_hi), tau_text(c));
-      }
-      h += "</table>\n";
-      // Mean loss: rows LR, columns scale.
-      std::vector<double> lrs;
-      for (const auto& c : p.curves)
-        for (const auto& q : c.points)
-          if (std::find_if(lrs.begin(), lrs.end(), [&](double x) { return std::fabs(x - q.lr_log2) < 1e-6; }) == lrs.end())
-            lrs.push_back(q.lr_log2);
-      std::sort(lrs.begin(), lrs.end());
-      h += "<table><tr><th class=\"l\">log2 LR \\ " + lab + "</th>";
-      for (const auto& c : p.curves) h += fmt::format("<th>{}</th>", value_text(c.scale));
-      h += "</tr>\n";
-      for (double x : lrs) {
-        h += fmt::format("<tr><td class=\"l\">{}</td>", f2(x));
-        for (const auto& c : p.curves) {
-          const LrPoint* q = nullptr;
-          for (const auto& pp : c.points)
-            if (std::fabs(pp.lr_log2 - x) < 1e-6) q = &pp;
-          if (!q) {
-            h += "<td></td>";
-            continue;
-          }
-          const bool best = c.opt.best_index >= 0 && &c.points[c.opt.best_index] == q;
-          std::string cell = std::isinf(q->mean_loss) ? fmt::format("diverged ({}/{})", q->diverged, q->seeds) : f4(q->mean_loss);
-          h += fmt::format("<td class=\"{}\">{}</td>", best ? "best" : std::isinf(q->mean_loss) ? "inf" : "", cell);
-        }
-        h += "</tr>\n";
-      }
-      h += "</table>\n";
-    }
+  return h;
+}
+
+// One parameterization's headline verdict (green holds, red fails, grey otherwise).
+std::string verdict_html(const TransferGroup& g, const ParamTransfer& p) {
+  const char* cls = !g.info.scale || p.curves.size() < 2 || std::isnan(p.shift) ? "unknown" : p.holds ? "holds" : "fails";
+  std::string line = p.verdict;
+  if (g.info.scale && !std::isnan(p.worst_vs_standard))
+    line += "; worst regret vs standard re-tuned " +
+            worst_text(p.worst_vs_standard, p.worst_vs_standard_lo, p.worst_vs_standard_hi, p.worst_vs_standard_at);
+  if (g.info.scale && !std::isnan(p.worst_vs_self))
+    line += "; vs itself re-tuned " + worst_text(p.worst_vs_self, p.worst_vs_self_lo, p.worst_vs_self_hi, p.worst_vs_self_at);
+  if (!g.info.scale) line += "; shape: " + p.shape;
+  return fmt::format("<div class=\"verdict {}\">{}: {}</div>\n", cls, html_escape(p.param), html_escape(line));
+}
+
+// The group's summary table: one row per parameterization.
+std::string summary_table_html(const TransferGroup& g) {
+  std::string h = "<table><tr><th class=\"l\">param</th><th>" + std::string(g.info.scale ? "drift" : "exponent") +
+                  " (doublings per doubling) [5-95%]</th><th>shift</th>";
+  if (g.info.scale)
+    h += "<th>" + std::string(g.axis == "width" ? "wider" : "deeper") + " is better at the base LR</th>";
+  else
+    h += "<th>shape</th>";
+  h += "<th>base LR (log2)</th><th>worst regret vs standard re-tuned [5-95%]</th><th>worst regret vs itself re-tuned "
+       "[5-95%]</th></tr>\n";
+  for (const auto& p : g.params)
+    h += fmt::format("<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+                     html_escape(p.param), interval_text(p.slope, p.slope_lo, p.slope_hi), signed2(p.shift),
+                     g.info.scale ? better_text(p) : html_escape(p.shape), f2(p.shared_lr_log2),
+                     worst_text(p.worst_vs_standard, p.worst_vs_standard_lo, p.worst_vs_standard_hi, p.worst_vs_standard_at),
+                     worst_text(p.worst_vs_self, p.worst_vs_self_lo, p.worst_vs_self_hi, p.worst_vs_self_at));
+  h += "</table>\n";
+  return h;
+}
+
+// A parameterization's heading and its table of the optimum and the regret per value of the axis
+// (LAB: the axis' label, escaped).
+std::string optimum_table_html(const ParamTransfer& p, const std::string& lab) {
+  std::string h = "<h3>" + html_escape(p.param) + "</h3>\n<table><tr><th class=\"l\">" + lab +
+                  "</th><th>seeds</th><th>optimum log2 LR</th><th>5-95% (bootstrap)</th><th>fit</th><th>loss at optimum</th>"
+                  "<th>loss at base LR " + f2(p.shared_lr_log2) + "</th><th>regret vs standard re-tuned</th>"
+                  "<th>regret vs itself re-tuned</th><th>wd timescale (steps)</th></tr>\n";
+  for (size_t i = 0; i < p.curves.size(); ++i) {
+    const auto& c = p.curves[i];
+    const auto& r = p.regrets[i];
+    h += fmt::format("<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+                     "<td>{}</td><td>{}</td><td>{}</td></tr>\n",
+                     value_text(c.scale), c.n_seeds, f2(c.opt.lr_log2),
+                     std::isnan(c.lo) ? std::string("n/a") : fmt::format("[{}, {}]", f2(c.lo), f2(c.hi)),
+                     c.opt.at_edge ? "grid edge" : c.opt.fitted ? "parabola" : "grid point", f4(c.opt.loss),
+                     i < p.loss_at_shared.size() ? f4(p.loss_at_shared[i]) : "n/a",
+                     pct_text(r.vs_standard, r.vs_standard_lo, r.vs_standard_hi),
+                     pct_text(r.vs_self, r.vs_self_lo, r.vs_self_hi), tau_text(c));
   }
-  for (const auto& f : figures) h += figure_html(f);
-  h += "<h2>Method</h2>\n<ul class=\"note\">\n"
-       "<li>Mean loss per log2-LR grid point: final training loss (mean over the last window of steps) averaged over "
-       "seeds. A grid point where any seed diverged counts as +inf: it is never the optimum.</li>\n"
-       "<li>Optimum: the parabola through the best grid point and its two neighbours in log2 LR; its vertex clamped to "
-       "the neighbours' interval. When the best grid point is the smallest or largest LR the edge is reported and "
-       "flagged: the true optimum lies beyond the grid.</li>\n";
+  h += "</table>\n";
+  return h;
+}
+
+// Every log2 LR grid point run at any value of the axis, ascending.
+std::vector<double> grid_lrs(const ParamTransfer& p) {
+  std::vector<double> lrs;
+  for (const auto& c : p.curves)
+    for (const auto& q : c.points)
+      if (std::find_if(lrs.begin(), lrs.end(), [&](double x) { return std::fabs(x - q.lr_log2) < 1e-6; }) == lrs.end())
+        lrs.push_back(q.lr_log2);
+  std::sort(lrs.begin(), lrs.end());
+  return lrs;
+}
+
+// One cell of the loss grid: curve C's mean loss at log2 LR X (empty when not run there).
+std::string loss_cell_html(const ScaleCurve& c, double x) {
+  const LrPoint* q = nullptr;
+  for (const auto& pp : c.points)
+    if (std::fabs(pp.lr_log2 - x) < 1e-6) q = &pp;
+  if (!q) return "<td></td>";
+  const bool best = c.opt.best_index >= 0 && &c.points[c.opt.best_index] == q;
+  std::string cell = std::isinf(q->mean_loss) ? fmt::format("diverged ({}/{})", q->diverged, q->seeds) : f4(q->mean_loss);
+  return fmt::format("<td class=\"{}\">{}</td>", best ? "best" : std::isinf(q->mean_loss) ? "inf" : "", cell);
+}
+
+// Mean loss: rows LR, columns scale.
+std::string loss_grid_html(const ParamTransfer& p, const std::string& lab) {
+  std::string h = "<table><tr><th class=\"l\">log2 LR \\ " + lab + "</th>";
+  for (const auto& c : p.curves) h += fmt::format("<th>{}</th>", value_text(c.scale));
+  h += "</tr>\n";
+  for (double x : grid_lrs(p)) {
+    h += fmt::format("<tr><td class=\"l\">{}</td>", f2(x));
+    for (const auto& c : p.curves) h += loss_cell_html(c, x);
+    h += "</tr>\n";
+  }
+  h += "</table>\n";
+  return h;
+}
+
+// One group's section: verdicts, the reference rule, the summary table, then per parameterization
+// the optimum per value, the regret there and the loss grid.
+std::string group_html(const TransferGroup& g) {
+  std::string h = "<h2>" + html_escape(g.title()) + "</h2>\n";
+  for (const auto& p : g.params) h += verdict_html(g, p);
+  if (!g.info.rule.empty())
+    h += "<p class=\"note\">reference: " + html_escape(g.info.rule) + " (docs/references.md)</p>\n";
+  h += summary_table_html(g);
+  const std::string lab = html_escape(g.info.label);
+  for (const auto& p : g.params) h += optimum_table_html(p, lab) + loss_grid_html(p, lab);
+  return h;
+}
+
+// The closing "Method" section and the end of the page.
+std::string method_html(const TransferAnalysis& a) {
+  std::string h =
+      "<h2>Method</h2>\n<ul class=\"note\">\n"
+      "<li>Mean loss per log2-LR grid point: final training loss (mean over the last window of steps) averaged over "
+      "seeds. A grid point where any seed diverged counts as +inf: it is never the optimum.</li>\n"
+      "<li>Optimum: the parabola through the best grid point and its two neighbours in log2 LR; its vertex clamped to "
+      "the neighbours' interval. When the best grid point is the smallest or largest LR the edge is reported and "
+      "flagged: the true optimum lies beyond the grid.</li>\n";
   h += fmt::format("<li>Interval: seeds resampled with replacement ({} resamples, fixed RNG seed), {:.0f}-{:.0f}% "
                    "percentiles of each statistic (optimum, drift, regrets); the seeds are drawn once per resample for every "
                    "curve of a group. None with a single seed.</li>\n",
@@ -321,6 +361,170 @@ std::string transfer_html(const TransferAnalysis& a, const std::vector<ReportFig
        "</ul>\n</body></html>\n";
   return h;
 }
+}  // namespace
+
+std::string transfer_html(const TransferAnalysis& a, const std::vector<ReportFigure>& figures,
+                          const std::vector<HtmlSection>& before, const std::string& title) {
+  std::string h = page_head_html(a, title);
+  h += before_sections_html(before);
+  h += database_note_html(a);
+  for (const auto& g : a.groups) h += group_html(g);
+  for (const auto& f : figures) h += figure_html(f);
+  h += method_html(a);
+  return h;
+}
+
+namespace {
+// A panel with linear axes and %g tick labels, as every report plot uses.
+PlotPanel linear_panel(const std::string& title, const std::string& xlabel, const std::string& ylabel) {
+  PlotPanel panel;
+  panel.title = title;
+  panel.xlabel = xlabel;
+  panel.ylabel = ylabel;
+  panel.logx = panel.logy = false;
+  panel.yformat = "%g";
+  return panel;
+}
+
+// Final loss against log2 LR: a panel per parameterization, a series per value of the axis.
+PlotFigure loss_figure(const TransferGroup& g) {
+  PlotFigure loss;
+  loss.title = g.title() + ": final loss vs log2 LR";
+  for (const auto& p : g.params) {
+    PlotPanel panel = linear_panel(p.param, "log2 LR", "final loss (mean over seeds)");
+    for (size_t i = 0; i < p.curves.size(); ++i) {
+      PlotSeries s;
+      s.title = fmt::format("{} {}", g.info.label, value_text(p.curves[i].scale));
+      s.color = static_cast<int>(i);
+      for (const auto& q : p.curves[i].points) {
+        s.x.push_back(q.lr_log2);
+        s.y.push_back(q.mean_loss);  // diverged (+inf) points are left out by the plotter
+      }
+      panel.series.push_back(std::move(s));
+    }
+    loss.panels.push_back(std::move(panel));
+  }
+  return loss;
+}
+
+// The reference rule's slope through the first optimum of S (a guide; grey), when it applies.
+void add_rule_series(const TransferGroup& g, const ParamTransfer& p, const PlotSeries& s, int color, PlotPanel& panel) {
+  if (g.info.scale || !std::isfinite(g.info.rule_exponent) || s.x.size() < 2 || !std::isfinite(s.y.front())) return;
+  PlotSeries rule;
+  rule.title = fmt::format("{} rule {:+.2f}", p.param, g.info.rule_exponent);
+  rule.color = color;
+  rule.dashed = true;
+  rule.points = false;
+  for (const double x : {s.x.front(), s.x.back()}) {
+    rule.x.push_back(x);
+    rule.y.push_back(s.y.front() + g.info.rule_exponent * (x - s.x.front()));
+  }
+  panel.series.push_back(std::move(rule));
+}
+
+// Optimal log2 LR against log2 of the axis' value, with its interval dashed: one panel, a series
+// (and its interval, and the rule's guide for a hyperparameter axis) per parameterization.
+PlotFigure optimum_figure(const TransferGroup& g) {
+  PlotFigure optf;
+  optf.title = g.title() + ": optimal log2 LR vs log2 " + g.info.label;
+  PlotPanel panel = linear_panel(g.info.scale || std::isnan(g.info.rule_exponent)
+                                     ? "optimum (dashed: 5-95% bootstrap interval)"
+                                     : "optimum (dashed: 5-95% interval; rule: its slope)",
+                                 "log2 " + g.info.label, "optimal log2 LR");
+  int color = 0;
+  for (const auto& p : g.params) {
+    PlotSeries s, lo, hi;
+    s.title = p.param;
+    s.color = lo.color = hi.color = color++;
+    lo.dashed = hi.dashed = true;
+    lo.points = hi.points = false;
+    for (const auto& c : p.curves) {
+      if (!(c.scale > 0)) continue;  // e.g. weight decay 0: no log
+      const double x = std::log2(c.scale);
+      s.x.push_back(x);
+      s.y.push_back(c.opt.lr_log2);
+      lo.x.push_back(x);
+      lo.y.push_back(c.lo);
+      hi.x.push_back(x);
+      hi.y.push_back(c.hi);
+    }
+    add_rule_series(g, p, s, lo.color, panel);
+    panel.series.push_back(std::move(s));
+    panel.series.push_back(std::move(lo));
+    panel.series.push_back(std::move(hi));
+  }
+  optf.panels.push_back(std::move(panel));
+  return optf;
+}
+
+// P's regret at the base LR per value of the axis, against standard re-tuned or itself re-tuned,
+// as a series and its interval (dashed) in PANEL; nothing when no value has a finite regret.
+void add_regret_series(const ParamTransfer& p, bool vs_standard, int& col, PlotPanel& panel) {
+  PlotSeries s, lo, hi;
+  s.title = p.param + (vs_standard ? " vs standard re-tuned" : " vs itself re-tuned");
+  s.color = lo.color = hi.color = col;
+  lo.dashed = hi.dashed = true;
+  lo.points = hi.points = false;
+  for (const auto& r : p.regrets) {
+    const double y = vs_standard ? r.vs_standard : r.vs_self;
+    if (!std::isfinite(y) || !(r.scale > 0)) continue;  // a diverged base LR is in the tables
+    const double x = std::log2(r.scale);
+    s.x.push_back(x);
+    s.y.push_back(y);
+    lo.x.push_back(x);
+    lo.y.push_back(vs_standard ? r.vs_standard_lo : r.vs_self_lo);
+    hi.x.push_back(x);
+    hi.y.push_back(vs_standard ? r.vs_standard_hi : r.vs_self_hi);
+  }
+  if (s.x.empty()) return;
+  ++col;
+  panel.series.push_back(std::move(s));
+  panel.series.push_back(std::move(lo));
+  panel.series.push_back(std::move(hi));
+}
+
+// The regret of the base LR at every scale, with its interval: a figure with one panel, or none
+// (no panels) when no parameterization has a finite regret.
+PlotFigure regret_figure(const TransferGroup& g) {
+  PlotFigure rf;
+  rf.title = g.title() + ": regret of the base LR vs log2 " + g.info.label;
+  PlotPanel rp = linear_panel("loss at the base LR against re-tuning there, % (dashed: 5-95%)", "log2 " + g.info.label,
+                              "regret, %");
+  int col = 0;
+  for (const auto& p : g.params)
+    for (const bool vs_standard : {true, false}) add_regret_series(p, vs_standard, col, rp);
+  if (!rp.series.empty()) rf.panels.push_back(std::move(rp));
+  return rf;
+}
+
+// Renders FIG to STEM.{svg,png}; adds it to FIGURES (captioned CAPTION) and STEM to STEMS.
+void render_report_figure(const PlotFigure& fig, const std::string& stem, const std::string& caption,
+                          std::vector<ReportFigure>& figures, std::vector<std::string>& stems) {
+  render_figure(fig, stem);
+  figures.push_back({caption, stem + ".png"});
+  stems.push_back(stem);
+}
+
+// Renders a group's plots (loss, optimum and, on a scaling axis, regret) into DIR, adding them to
+// FIGURES and their PNG and SVG files to FILES.plots.
+void render_group_plots(const TransferGroup& g, const std::string& dir, std::vector<ReportFigure>& figures,
+                        TransferReportFiles& files) {
+  std::vector<std::string> stems;
+  const PlotFigure loss = loss_figure(g);
+  render_report_figure(loss, dir + "/" + g.slug() + "-loss", loss.title + " (diverged grid points left out)", figures,
+                       stems);
+  const PlotFigure optf = optimum_figure(g);
+  render_report_figure(optf, dir + "/" + g.slug() + "-optimum", optf.title, figures, stems);
+  if (g.info.scale) {
+    const PlotFigure rf = regret_figure(g);
+    if (!rf.panels.empty()) render_report_figure(rf, dir + "/" + g.slug() + "-regret", rf.title, figures, stems);
+  }
+  for (const auto& st : stems) {
+    files.plots.push_back(st + ".png");
+    files.plots.push_back(st + ".svg");
+  }
+}
+}  // namespace
 
 TransferReportFiles write_transfer_report(const TransferAnalysis& a, const std::string& dir,
                                           const std::vector<HtmlSection>& before, const std::string& title) {
@@ -328,130 +532,8 @@ TransferReportFiles write_transfer_report(const TransferAnalysis& a, const std::
   TransferReportFiles files;
   std::vector<ReportFigure> figures;
   const bool plots = gnuplot_available();
-  if (plots) {
-    for (const auto& g : a.groups) {
-      PlotFigure loss;
-      loss.title = g.title() + ": final loss vs log2 LR";
-      for (const auto& p : g.params) {
-        PlotPanel panel;
-        panel.title = p.param;
-        panel.xlabel = "log2 LR";
-        panel.ylabel = "final loss (mean over seeds)";
-        panel.logx = panel.logy = false;
-        panel.yformat = "%g";
-        for (size_t i = 0; i < p.curves.size(); ++i) {
-          PlotSeries s;
-          s.title = fmt::format("{} {}", g.info.label, value_text(p.curves[i].scale));
-          s.color = static_cast<int>(i);
-          for (const auto& q : p.curves[i].points) {
-            s.x.push_back(q.lr_log2);
-            s.y.push_back(q.mean_loss);  // diverged (+inf) points are left out by the plotter
-          }
-          panel.series.push_back(std::move(s));
-        }
-        loss.panels.push_back(std::move(panel));
-      }
-      const std::string stem1 = dir + "/" + g.slug() + "-loss";
-      render_figure(loss, stem1);
-      figures.push_back({loss.title + " (diverged grid points left out)", stem1 + ".png"});
-
-      PlotFigure optf;
-      optf.title = g.title() + ": optimal log2 LR vs log2 " + g.info.label;
-      PlotPanel panel;
-      panel.title = g.info.scale || std::isnan(g.info.rule_exponent)
-                        ? "optimum (dashed: 5-95% bootstrap interval)"
-                        : "optimum (dashed: 5-95% interval; rule: its slope)";
-      panel.xlabel = "log2 " + g.info.label;
-      panel.ylabel = "optimal log2 LR";
-      panel.logx = panel.logy = false;
-      panel.yformat = "%g";
-      int color = 0;
-      for (const auto& p : g.params) {
-        PlotSeries s, lo, hi;
-        s.title = p.param;
-        s.color = lo.color = hi.color = color++;
-        lo.dashed = hi.dashed = true;
-        lo.points = hi.points = false;
-        for (const auto& c : p.curves) {
-          if (!(c.scale > 0)) continue;  // e.g. weight decay 0: no log
-          const double x = std::log2(c.scale);
-          s.x.push_back(x);
-          s.y.push_back(c.opt.lr_log2);
-          lo.x.push_back(x);
-          lo.y.push_back(c.lo);
-          hi.x.push_back(x);
-          hi.y.push_back(c.hi);
-        }
-        // The reference rule's slope through the first optimum (a guide; grey).
-        if (!g.info.scale && std::isfinite(g.info.rule_exponent) && s.x.size() >= 2 && std::isfinite(s.y.front())) {
-          PlotSeries rule;
-          rule.title = fmt::format("{} rule {:+.2f}", p.param, g.info.rule_exponent);
-          rule.color = lo.color;
-          rule.dashed = true;
-          rule.points = false;
-          for (const double x : {s.x.front(), s.x.back()}) {
-            rule.x.push_back(x);
-            rule.y.push_back(s.y.front() + g.info.rule_exponent * (x - s.x.front()));
-          }
-          panel.series.push_back(std::move(rule));
-        }
-        panel.series.push_back(std::move(s));
-        panel.series.push_back(std::move(lo));
-        panel.series.push_back(std::move(hi));
-      }
-      optf.panels.push_back(std::move(panel));
-      const std::string stem2 = dir + "/" + g.slug() + "-optimum";
-      render_figure(optf, stem2);
-      figures.push_back({optf.title, stem2 + ".png"});
-      std::vector<std::string> stems = {stem1, stem2};
-      if (g.info.scale) {  // the regret of the base LR at every scale, with its interval
-        PlotFigure rf;
-        rf.title = g.title() + ": regret of the base LR vs log2 " + g.info.label;
-        PlotPanel rp;
-        rp.title = "loss at the base LR against re-tuning there, % (dashed: 5-95%)";
-        rp.xlabel = "log2 " + g.info.label;
-        rp.ylabel = "regret, %";
-        rp.logx = rp.logy = false;
-        rp.yformat = "%g";
-        int col = 0;
-        for (const auto& p : g.params)
-          for (const bool vs_standard : {true, false}) {
-            PlotSeries s, lo, hi;
-            s.title = p.param + (vs_standard ? " vs standard re-tuned" : " vs itself re-tuned");
-            s.color = lo.color = hi.color = col;
-            lo.dashed = hi.dashed = true;
-            lo.points = hi.points = false;
-            for (const auto& r : p.regrets) {
-              const double y = vs_standard ? r.vs_standard : r.vs_self;
-              if (!std::isfinite(y) || !(r.scale > 0)) continue;  // a diverged base LR is in the tables
-              const double x = std::log2(r.scale);
-              s.x.push_back(x);
-              s.y.push_back(y);
-              lo.x.push_back(x);
-              lo.y.push_back(vs_standard ? r.vs_standard_lo : r.vs_self_lo);
-              hi.x.push_back(x);
-              hi.y.push_back(vs_standard ? r.vs_standard_hi : r.vs_self_hi);
-            }
-            if (s.x.empty()) continue;
-            ++col;
-            rp.series.push_back(std::move(s));
-            rp.series.push_back(std::move(lo));
-            rp.series.push_back(std::move(hi));
-          }
-        if (!rp.series.empty()) {
-          rf.panels.push_back(std::move(rp));
-          const std::string stem3 = dir + "/" + g.slug() + "-regret";
-          render_figure(rf, stem3);
-          figures.push_back({rf.title, stem3 + ".png"});
-          stems.push_back(stem3);
-        }
-      }
-      for (const auto& st : stems) {
-        files.plots.push_back(st + ".png");
-        files.plots.push_back(st + ".svg");
-      }
-    }
-  }
+  if (plots)
+    for (const auto& g : a.groups) render_group_plots(g, dir, figures, files);
   std::string html = transfer_html(a, figures, before, title);
   if (!plots)
     html.insert(html.find("</h1>") + 5, "\n<p class=\"note\">gnuplot is not installed: no plots.</p>");
