@@ -130,9 +130,8 @@ Role role_from_growth(bool out_grows, bool in_grows) {
   return Role::Vector;
 }
 
-}  // namespace
-
-OwnRoles infer_roles(const OwnModelSpec& spec) {
+// The spec's refusals before anything is matched: no tensors, tied tensors.
+void check_spec(const OwnModelSpec& spec) {
   const std::string& where = spec.where;
   if (spec.target.empty())
     throw UserError(where, "parameters", "the model has no trainable tensors", "pass a model with parameters");
@@ -140,108 +139,162 @@ OwnRoles infer_roles(const OwnModelSpec& spec) {
     throw UserError(where, name,
                     "is shared with another parameter (tied weights): one tensor cannot take two roles' init and LR",
                     "untie it (e.g. a separate readout matrix) before applying a parameterization");
+}
+
+// The overrides' patterns, compiled in order (UserError for one that is not a regular expression).
+std::vector<std::regex> compile_overrides(const OwnModelSpec& spec) {
   std::vector<std::regex> overrides;
   for (const RoleOverride& o : spec.overrides) {
     try {
       overrides.emplace_back(o.pattern);
     } catch (const std::regex_error& e) {
-      throw UserError(where, "overrides", fmt::format("'{}' is not a regular expression ({})", o.pattern, e.what()),
+      throw UserError(spec.where, "overrides",
+                      fmt::format("'{}' is not a regular expression ({})", o.pattern, e.what()),
                       "give a std::regex (ECMAScript) pattern");
     }
   }
-  const Blocks tb = find_blocks(spec.target), bb = find_blocks(spec.base), db = find_blocks(spec.delta);
-  OwnRoles out;
+  return overrides;
+}
+
+// The repeated blocks of each of the three models.
+struct SpecBlocks {
+  Blocks target, base, delta;
+};
+
+// The width multiplier as seen so far: the first growing dimension's ratio, and whether any grew.
+struct WidthGrowth {
   std::optional<double> m;
   std::string m_from;
-  bool any_growth = false;
-  for (size_t i = 0; i < spec.target.size(); ++i) {
-    const OwnTensor& t = spec.target[i];
-    OwnRole r;
-    r.name = t.name;
-    r.in_block = tb.in_block[i];
-    const BlockName bn = block_name(t.name);
-    r.canonical = r.in_block ? canonical_name(bn) : t.name;
-    const OwnTensor* base = find_match(spec.base, bb, t, r.in_block || bn.indexed);
-    const OwnTensor* delta = find_match(spec.delta, db, t, r.in_block || bn.indexed);
-    if (!base || !delta)
-      throw UserError(where, t.name, fmt::format("has no counterpart in the {} model", !base ? "base" : "delta"),
-                      "build base and delta from the same code as the model, differing only in width (and depth)");
-    if (base->shape.size() != t.shape.size() || delta->shape.size() != t.shape.size())
+  bool any = false;
+};
+
+// A target tensor's counterparts in the base and delta models, which must exist with its rank.
+std::pair<const OwnTensor*, const OwnTensor*> find_counterparts(const OwnModelSpec& spec, const SpecBlocks& blocks,
+                                                                const OwnTensor& t, bool by_block) {
+  const OwnTensor* base = find_match(spec.base, blocks.base, t, by_block);
+  const OwnTensor* delta = find_match(spec.delta, blocks.delta, t, by_block);
+  if (!base || !delta)
+    throw UserError(spec.where, t.name,
+                    fmt::format("has no counterpart in the {} model", !base ? "base" : "delta"),
+                    "build base and delta from the same code as the model, differing only in width (and depth)");
+  if (base->shape.size() != t.shape.size() || delta->shape.size() != t.shape.size())
+    throw UserError(spec.where, t.name,
+                    fmt::format("has shape {} but {} in the base and {} in the delta model", t.shape, base->shape,
+                                delta->shape),
+                    "only the width (and the number of blocks) may differ between the three models");
+  return {base, delta};
+}
+
+// One tensor's fans (target and base) under its layout, and which fans grow from base to delta.
+struct TensorFans {
+  TensorLayout layout;
+  int64_t fo, fi, bo, bi;
+  bool out_grows, in_grows;
+};
+
+TensorFans tensor_fans(const OwnTensor& t, const OwnTensor& base, const OwnTensor& delta) {
+  const TensorLayout layout = t.shape.size() <= 1 ? TensorLayout::Vector : t.layout;
+  auto [fo, fi] = fans(t.shape, layout);
+  auto [bo, bi] = fans(base.shape, layout);
+  auto [dout, din] = fans(delta.shape, layout);
+  return TensorFans{layout, fo, fi, bo, bi, dout != bo, din != bi};
+}
+
+// Every dimension must either stay fixed in all three models or grow in both delta and target,
+// and every growing dimension by the same factor (recorded in `growth`).
+void check_width_dims(const std::string& where, const OwnTensor& t, const OwnTensor& base, const OwnTensor& delta,
+                      WidthGrowth& growth) {
+  for (size_t d = 0; d < t.shape.size(); ++d) {
+    const bool grows = delta.shape[d] != base.shape[d];
+    if (!grows && t.shape[d] != base.shape[d])
       throw UserError(where, t.name,
-                      fmt::format("has shape {} but {} in the base and {} in the delta model", t.shape, base->shape,
-                                  delta->shape),
-                      "only the width (and the number of blocks) may differ between the three models");
-    const TensorLayout layout = t.shape.size() <= 1 ? TensorLayout::Vector : t.layout;
-    auto [fo, fi] = fans(t.shape, layout);
-    auto [bo, bi] = fans(base->shape, layout);
-    auto [dout, din] = fans(delta->shape, layout);
-    bool out_grows = dout != bo, in_grows = din != bi;
-    // Every dimension must either stay fixed in all three models or grow in both delta and target.
-    for (size_t d = 0; d < t.shape.size(); ++d) {
-      const bool grows = delta->shape[d] != base->shape[d];
-      if (!grows && t.shape[d] != base->shape[d])
+                      fmt::format("dimension {} is {} here and {} in the base model, but the delta model keeps it "
+                                  "({}): not a width dimension",
+                                  d, t.shape[d], base.shape[d], delta.shape[d]),
+                      "keep non-width dimensions (vocabulary, classes, kernel sizes) the same in all three models");
+    if (grows) {
+      growth.any = true;
+      const double ratio = static_cast<double>(t.shape[d]) / static_cast<double>(base.shape[d]);
+      if (!growth.m) {
+        growth.m = ratio;
+        growth.m_from = t.name;
+      } else if (std::fabs(ratio / *growth.m - 1) > 1e-9) {
         throw UserError(where, t.name,
-                        fmt::format("dimension {} is {} here and {} in the base model, but the delta model keeps it "
-                                    "({}): not a width dimension",
-                                    d, t.shape[d], base->shape[d], delta->shape[d]),
-                        "keep non-width dimensions (vocabulary, classes, kernel sizes) the same in all three models");
-      if (grows) {
-        any_growth = true;
-        const double ratio = static_cast<double>(t.shape[d]) / static_cast<double>(base->shape[d]);
-        if (!m) {
-          m = ratio;
-          m_from = t.name;
-        } else if (std::fabs(ratio / *m - 1) > 1e-9) {
-          throw UserError(where, t.name,
-                          fmt::format("dimension {} grows by {:g} from the base model, but {} grows by {:g}", d, ratio,
-                                      m_from, *m),
-                          "every width dimension must grow by the same factor (or override the tensor's role and "
-                          "keep its shape fixed)");
-        }
+                        fmt::format("dimension {} grows by {:g} from the base model, but {} grows by {:g}", d, ratio,
+                                    growth.m_from, *growth.m),
+                        "every width dimension must grow by the same factor (or override the tensor's role and "
+                        "keep its shape fixed)");
       }
     }
-    r.role = layout == TensorLayout::Vector ? Role::Vector : role_from_growth(out_grows, in_grows);
-    r.why = layout == TensorLayout::Vector
-                ? "a vector"
-                : (out_grows && in_grows ? "fan-in and fan-out grow"
-                                         : out_grows ? "fan-out grows" : in_grows ? "fan-in grows" : "no fan grows");
-    for (size_t o = 0; o < overrides.size(); ++o) {
-      if (!std::regex_search(t.name, overrides[o])) continue;
-      const Role want = spec.overrides[o].role;
-      if (layout == TensorLayout::Vector && want != Role::Vector)
-        throw UserError(where, t.name,
-                        fmt::format("override '{}' -> {} on a vector (shape {}): only a matrix takes a matrix role",
-                                    spec.overrides[o].pattern, role_name(want), t.shape),
-                        "narrow the pattern so that it matches the matrices only");
-      if (layout != TensorLayout::Vector && !role_fits(want, out_grows, in_grows)) {
-        if (role_fits(want, in_grows, out_grows)) {  // the other reading of the layout fits: take it
-          std::swap(fo, fi);
-          std::swap(bo, bi);
-          std::swap(out_grows, in_grows);
-        } else {
-          throw UserError(where, t.name,
-                          fmt::format("override '{}' -> {} does not fit its shape {} (base {}): {}",
-                                      spec.overrides[o].pattern, role_name(want), t.shape, base->shape, r.why),
-                          "an embedding's fan-out grows, a readout's fan-in, a hidden matrix's both; fix the "
-                          "pattern or the role");
-        }
-      }
-      r.role = want;
-      r.why = fmt::format("override '{}'", spec.overrides[o].pattern);
-      break;
-    }
-    r.fan_out = fo;
-    r.fan_in = fi;
-    r.base_fan_out = bo;
-    r.base_fan_in = bi;
-    out.tensors.push_back(std::move(r));
   }
-  if (!any_growth)
-    throw UserError(where, "delta",
-                    "the base and delta models have the same shapes, so no tensor's role can be told",
-                    "build the delta model at another width than the base");
-  out.m = m.value_or(1.0);
-  // Depth: blocks of every container holding in-block tensors, target over base.
+}
+
+// The role (and why) that the growth of the fans tells.
+void role_by_growth(const TensorFans& f, OwnRole& r) {
+  r.role = f.layout == TensorLayout::Vector ? Role::Vector : role_from_growth(f.out_grows, f.in_grows);
+  r.why = f.layout == TensorLayout::Vector
+              ? "a vector"
+              : (f.out_grows && f.in_grows ? "fan-in and fan-out grow"
+                                           : f.out_grows ? "fan-out grows" : f.in_grows ? "fan-in grows"
+                                                                                        : "no fan grows");
+}
+
+// The first override whose pattern matches the name sets the role; a matrix whose layout reads the
+// other way round for that role has its fans swapped; a role that fits neither reading is refused.
+void apply_override(const OwnModelSpec& spec, const std::vector<std::regex>& overrides, const OwnTensor& t,
+                    const OwnTensor& base, TensorFans& f, OwnRole& r) {
+  const std::string& where = spec.where;
+  for (size_t o = 0; o < overrides.size(); ++o) {
+    if (!std::regex_search(t.name, overrides[o])) continue;
+    const Role want = spec.overrides[o].role;
+    if (f.layout == TensorLayout::Vector && want != Role::Vector)
+      throw UserError(where, t.name,
+                      fmt::format("override '{}' -> {} on a vector (shape {}): only a matrix takes a matrix role",
+                                  spec.overrides[o].pattern, role_name(want), t.shape),
+                      "narrow the pattern so that it matches the matrices only");
+    if (f.layout != TensorLayout::Vector && !role_fits(want, f.out_grows, f.in_grows)) {
+      if (role_fits(want, f.in_grows, f.out_grows)) {  // the other reading of the layout fits: take it
+        std::swap(f.fo, f.fi);
+        std::swap(f.bo, f.bi);
+        std::swap(f.out_grows, f.in_grows);
+      } else {
+        throw UserError(where, t.name,
+                        fmt::format("override '{}' -> {} does not fit its shape {} (base {}): {}",
+                                    spec.overrides[o].pattern, role_name(want), t.shape, base.shape, r.why),
+                        "an embedding's fan-out grows, a readout's fan-in, a hidden matrix's both; fix the "
+                        "pattern or the role");
+      }
+    }
+    r.role = want;
+    r.why = fmt::format("override '{}'", spec.overrides[o].pattern);
+    break;
+  }
+}
+
+// The role of target tensor i: matched to base and delta, classified by which fans grow, overridden.
+OwnRole classify_tensor(const OwnModelSpec& spec, const std::vector<std::regex>& overrides, const SpecBlocks& blocks,
+                        size_t i, WidthGrowth& growth) {
+  const OwnTensor& t = spec.target[i];
+  OwnRole r;
+  r.name = t.name;
+  r.in_block = blocks.target.in_block[i];
+  const BlockName bn = block_name(t.name);
+  r.canonical = r.in_block ? canonical_name(bn) : t.name;
+  const auto [base, delta] = find_counterparts(spec, blocks, t, r.in_block || bn.indexed);
+  TensorFans f = tensor_fans(t, *base, *delta);
+  check_width_dims(spec.where, t, *base, *delta, growth);
+  role_by_growth(f, r);
+  apply_override(spec, overrides, t, *base, f, r);
+  r.fan_out = f.fo;
+  r.fan_in = f.fi;
+  r.base_fan_out = f.bo;
+  r.base_fan_in = f.bi;
+  return r;
+}
+
+// Depth: blocks of every container holding in-block tensors, target over base (sets k and the counts).
+void infer_depth(const OwnModelSpec& spec, const Blocks& tb, const Blocks& bb, OwnRoles& out) {
+  const std::string& where = spec.where;
   std::set<std::string> containers;
   for (size_t i = 0; i < spec.target.size(); ++i)
     if (tb.in_block[i]) containers.insert(block_name(spec.target[i].name).container);
@@ -267,6 +320,24 @@ OwnRoles infer_roles(const OwnModelSpec& spec) {
     }
   }
   out.k = k.value_or(1.0);
+}
+
+}  // namespace
+
+OwnRoles infer_roles(const OwnModelSpec& spec) {
+  check_spec(spec);
+  const std::vector<std::regex> overrides = compile_overrides(spec);
+  const SpecBlocks blocks{find_blocks(spec.target), find_blocks(spec.base), find_blocks(spec.delta)};
+  OwnRoles out;
+  WidthGrowth growth;
+  for (size_t i = 0; i < spec.target.size(); ++i)
+    out.tensors.push_back(classify_tensor(spec, overrides, blocks, i, growth));
+  if (!growth.any)
+    throw UserError(spec.where, "delta",
+                    "the base and delta models have the same shapes, so no tensor's role can be told",
+                    "build the delta model at another width than the base");
+  out.m = growth.m.value_or(1.0);
+  infer_depth(spec, blocks.target, blocks.base, out);
   return out;
 }
 

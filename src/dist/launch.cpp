@@ -86,25 +86,23 @@ std::string describe_exit(int status) {
   return fmt::format("exited with code {}", WEXITSTATUS(status));
 }
 
-}  // namespace
-
-int launch_local_ranks(const LaunchOptions& o) {
-  const int nproc = o.nproc();
-  int port = o.port();
-  const double grace_s = o.grace_s();
-  const int threads = o.threads();
-  const std::vector<std::string>& command = o.command();
-  const std::string exe = std::filesystem::read_symlink("/proc/self/exe").string();
-  if (port <= 0) port = free_port();
-  std::fprintf(stderr, "launch: %d ranks on 127.0.0.1:%d, %d core%s each: %s\n", nproc, port, threads,
-               threads == 1 ? "" : "s", fmt::format("{}", fmt::join(command, " ")).c_str());
-
-  // argv and environment of every rank, built before fork (the child only execs).
+// `exe --threads T COMMAND...`, what every rank runs.
+std::vector<std::string> rank_argv(const std::string& exe, int threads, const std::vector<std::string>& command) {
   std::vector<std::string> argv_s{exe, "--threads", std::to_string(threads)};
   argv_s.insert(argv_s.end(), command.begin(), command.end());
-  std::vector<char*> argv;
-  for (auto& a : argv_s) argv.push_back(a.data());
-  argv.push_back(nullptr);
+  return argv_s;
+}
+
+// The null-terminated char* array over strings (which must outlive it), as execve takes.
+std::vector<char*> c_array(std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  for (auto& s : strings) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+// Our environment less the variables launch sets for each rank.
+std::vector<std::string> inherited_env() {
   std::vector<std::string> base_env;
   const char* ours[] = {"RANK=", "WORLD_SIZE=", "LOCAL_RANK=", "LOCAL_WORLD_SIZE=", "MASTER_ADDR=", "MASTER_PORT="};
   for (char** e = environ; *e; ++e) {
@@ -112,25 +110,42 @@ int launch_local_ranks(const LaunchOptions& o) {
     for (const char* k : ours) replaced = replaced || std::strncmp(*e, k, std::strlen(k)) == 0;
     if (!replaced) base_env.emplace_back(*e);
   }
+  return base_env;
+}
 
+// Rank r's environment: the inherited one and the torchrun-style variables.
+std::vector<std::string> rank_env(const std::vector<std::string>& base_env, int r, int nproc, int port) {
+  std::vector<std::string> env_s = base_env;
+  env_s.push_back(fmt::format("RANK={}", r));
+  env_s.push_back(fmt::format("WORLD_SIZE={}", nproc));
+  env_s.push_back(fmt::format("LOCAL_RANK={}", r));
+  env_s.push_back(fmt::format("LOCAL_WORLD_SIZE={}", nproc));
+  env_s.push_back(fmt::format("MASTER_ADDR={}", "127.0.0.1"));
+  env_s.push_back(fmt::format("MASTER_PORT={}", port));
+  return env_s;
+}
+
+void install_stop_handlers() {
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);  // Ctrl-C reaches the ranks too (same process group); we wait for them
+}
 
-  std::vector<Rank> ranks(nproc);
+// The ranks and their output, and the state of the shutdown: the first failure's code, the
+// deadline of the current stage (grace, then SIGTERM's 5 s), and whether a rank was lost.
+struct Supervisor {
+  using Clock = std::chrono::steady_clock;
+  std::vector<Rank> ranks;
   std::vector<Stream> streams;
-  for (int r = 0; r < nproc; ++r) {
-    std::vector<std::string> env_s = base_env;
-    env_s.push_back(fmt::format("RANK={}", r));
-    env_s.push_back(fmt::format("WORLD_SIZE={}", nproc));
-    env_s.push_back(fmt::format("LOCAL_RANK={}", r));
-    env_s.push_back(fmt::format("LOCAL_WORLD_SIZE={}", nproc));
-    env_s.push_back("MASTER_ADDR=127.0.0.1");
-    env_s.push_back(fmt::format("MASTER_PORT={}", port));
-    std::vector<char*> envp;
-    for (auto& e : env_s) envp.push_back(e.data());
-    envp.push_back(nullptr);
+  int first_failure = 0;
+  bool terminated = false, killed = false, forwarded = false, lost = false;
+  Clock::time_point deadline{};
+
+  explicit Supervisor(int nproc) : ranks(nproc) {}
+
+  // Forks rank r and execs `exe argv` with envp in it; ranks 1..N-1 write into pipes read here.
+  void spawn(int r, const std::string& exe, std::vector<char*>& argv, std::vector<char*>& envp) {
     int out[2] = {-1, -1}, err[2] = {-1, -1};
     if (r > 0 && (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0))
       throw std::runtime_error(fmt::format("launch: pipe: {}", std::strerror(errno)));
@@ -155,26 +170,23 @@ int launch_local_ranks(const LaunchOptions& o) {
     }
   }
 
-  using Clock = std::chrono::steady_clock;
-  int first_failure = 0;
-  bool terminated = false, killed = false, forwarded = false, lost = false;
-  Clock::time_point deadline{};
-  auto running = [&] {
+  int running() const {
     int n = 0;
     for (auto& r : ranks) n += r.running;
     return n;
-  };
-  auto signal_all = [&](int sig) {
+  }
+  void signal_all(int sig) const {
     for (auto& r : ranks)
       if (r.running) kill(r.pid, sig);
-  };
-  auto open_streams = [&] {
+  }
+  int open_streams() const {
     int n = 0;
     for (auto& s : streams) n += s.fd >= 0;
     return n;
-  };
-  while (running() > 0 || open_streams() > 0) {
-    // Output of ranks 1..N-1.
+  }
+
+  // Output of ranks 1..N-1: waits up to 50 ms, forwards what came, closes what ended.
+  void pump_output() {
     std::vector<pollfd> fds;
     std::vector<Stream*> owners;
     for (auto& s : streams)
@@ -198,7 +210,10 @@ int launch_local_ranks(const LaunchOptions& o) {
         }
       }
     }
-    // Exits.
+  }
+
+  // Exits: the first failure starts the grace period.
+  void reap_exits(double grace_s) {
     for (auto& r : ranks) {
       if (!r.running) continue;
       int status = 0;
@@ -214,7 +229,10 @@ int launch_local_ranks(const LaunchOptions& o) {
                        describe_exit(status).c_str(), grace_s);
       }
     }
-    // A stop signal for us: pass it on once.
+  }
+
+  // A stop signal for us: pass it on once.
+  void forward_stop_signal() {
     if (g_stop_signal && !forwarded) {
       forwarded = true;
       signal_all(SIGTERM);
@@ -222,7 +240,10 @@ int launch_local_ranks(const LaunchOptions& o) {
       deadline = Clock::now() + std::chrono::seconds(5);
       terminated = true;
     }
-    // Past the grace period: SIGTERM, then 5 s later SIGKILL.
+  }
+
+  // Past the grace period: SIGTERM, then 5 s later SIGKILL.
+  void escalate() {
     if (first_failure != 0 && running() > 0 && Clock::now() > deadline) {
       if (!terminated) {
         std::fprintf(stderr, "launch: terminating the remaining ranks\n");
@@ -235,11 +256,49 @@ int launch_local_ranks(const LaunchOptions& o) {
       }
     }
   }
-  if (lost && !g_stop_signal) {
-    std::fprintf(stderr, "launch: a rank was lost; exit code %d\n", RankLost::kExitCode);
-    return RankLost::kExitCode;
+
+  // launch's exit code once every rank has ended (see launch.h).
+  int exit_code() const {
+    if (lost && !g_stop_signal) {
+      std::fprintf(stderr, "launch: a rank was lost; exit code %d\n", RankLost::kExitCode);
+      return RankLost::kExitCode;
+    }
+    return first_failure;
   }
-  return first_failure;
+};
+
+}  // namespace
+
+int launch_local_ranks(const LaunchOptions& o) {
+  const int nproc = o.nproc();
+  int port = o.port();
+  const double grace_s = o.grace_s();
+  const int threads = o.threads();
+  const std::vector<std::string>& command = o.command();
+  const std::string exe = std::filesystem::read_symlink("/proc/self/exe").string();
+  if (port <= 0) port = free_port();
+  std::fprintf(stderr, "launch: %d ranks on 127.0.0.1:%d, %d core%s each: %s\n", nproc, port, threads,
+               threads == 1 ? "" : "s", fmt::format("{}", fmt::join(command, " ")).c_str());
+
+  // argv and environment of every rank, built before fork (the child only execs).
+  std::vector<std::string> argv_s = rank_argv(exe, threads, command);
+  std::vector<char*> argv = c_array(argv_s);
+  const std::vector<std::string> base_env = inherited_env();
+  install_stop_handlers();
+
+  Supervisor sv(nproc);
+  for (int r = 0; r < nproc; ++r) {
+    std::vector<std::string> env_s = rank_env(base_env, r, nproc, port);
+    std::vector<char*> envp = c_array(env_s);
+    sv.spawn(r, exe, argv, envp);
+  }
+  while (sv.running() > 0 || sv.open_streams() > 0) {
+    sv.pump_output();
+    sv.reap_exits(grace_s);
+    sv.forward_stop_signal();
+    sv.escalate();
+  }
+  return sv.exit_code();
 }
 
 

@@ -121,15 +121,8 @@ std::string verdict_between(const Fit& f, double a, const std::string& a_name, d
   return fmt::format("excludes both; nearer {}", nearer_a ? a_name : b_name);
 }
 
-}  // namespace
-
-AlignmentResult run_alignment(const AlignmentOptions& o) {
-  validate(o);
-  const OptFamily family = optimizer_family(o.optimizer);
-  std::vector<ParamTable> tables;
-  for (const auto& p : o.params) tables.push_back(detail::load_diag_param(p));
-
-  // One markov source per seed (its seed = the seed), shared by every width and table.
+// One markov source per seed (its seed = the seed), shared by every width and table.
+std::vector<Batch> seed_batches(const AlignmentOptions& o) {
   std::vector<Batch> batches;
   for (int s = 0; s < o.seeds; ++s) {
     DataConfig dc;
@@ -140,6 +133,149 @@ AlignmentResult run_alignment(const AlignmentOptions& o) {
     dc.seed = s;
     batches.push_back(make_data(dc)->batch(Split::Train, 0, o.batch));
   }
+  return batches;
+}
+
+// The columns of the two largest widths (smaller first), for the local slope.
+struct TopColumns {
+  size_t i1, i2;
+};
+
+TopColumns top_columns(const std::vector<double>& xs) {
+  std::vector<size_t> order(xs.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return xs[a] < xs[b]; });
+  return {order[order.size() - 2], order.back()};
+}
+
+Fit top_fit(const std::vector<double>& xs, const TopColumns& top, const std::vector<std::vector<double>>& v) {
+  std::vector<std::vector<double>> t;
+  for (const auto& row : v) t.push_back({row[top.i1], row[top.i2]});
+  return fit_slope({xs[top.i1], xs[top.i2]}, t, true, true);
+}
+
+// Measured layers: every layer of the bigram, the readout of gpt.
+int measured_layers(const AlignmentOptions& o) { return o.model == "bigram" ? o.depth + 1 : 1; }
+
+// A param's result with its layers named and every [seed][width] table sized, before measuring.
+AlignmentParam empty_param(const AlignmentOptions& o, const std::string& param) {
+  AlignmentParam ap;
+  ap.param = param;
+  for (int i = 0; i < measured_layers(o); ++i) {
+    AlignmentLayer al;
+    al.layer = o.model == "bigram" ? i + 1 : o.depth + 1;
+    al.role = (o.model == "gpt" || i == o.depth) ? "readout" : "hidden";
+    al.omega_ratio.assign(o.seeds, std::vector<double>(o.widths.size()));
+    al.alpha_ratio = al.u_ratio = al.dh_in_rms = al.omega_ratio;
+    ap.layers.push_back(std::move(al));
+  }
+  ap.logit_update_rms.assign(o.seeds, std::vector<double>(o.widths.size()));
+  return ap;
+}
+
+ModelConfig model_config(const AlignmentOptions& o, int width) {
+  ModelConfig mc;
+  mc.kind = o.model;
+  mc.width = width;
+  mc.depth = o.depth;
+  mc.vocab = o.vocab;
+  mc.seq_len = o.seq_len;
+  mc.activation = o.activation;
+  mc.rmsnorm = o.rmsnorm;
+  mc.head_dim = o.head_dim;
+  mc.block = o.block;
+  return mc;
+}
+
+// Width column wi, seed s: build the model, snapshot, train o.steps on the seed's batch, snapshot
+// again, and record every layer's ratios and the logit update.
+void measure_run(const AlignmentOptions& o, const ParamTable& table, OptFamily family, const ModelConfig& mc,
+                 const Batch& b, size_t wi, int s, AlignmentParam& ap) {
+  ScaleContext ctx{table, family, mc.width, mc.depth};
+  torch::manual_seed(static_cast<uint64_t>(s));
+  auto model = build_model(mc, ctx, Hyper{});
+  Snapshot before = snapshot(*model, mc, b.x);
+  auto opt = detail::make_diag_optimizer(*model, o.optimizer, o.lr, o.beta1);
+  // A diverged step (NaN loss) leaves NaN ratios, which print and serialise as nan / null.
+  detail::train_steps(*model, *opt, o.steps, [&](int64_t) { return b; });
+  Snapshot after = snapshot(*model, mc, b.x);
+  for (int i = 0; i < measured_layers(o); ++i) {
+    const torch::Tensor& W = before.w[i];
+    const torch::Tensor dW = after.w[i] - before.w[i];
+    const torch::Tensor& h = before.h[i];
+    const torch::Tensor dh = after.h[i] - before.h[i];
+    AlignmentLayer& al = ap.layers[i];
+    al.omega_ratio[s][wi] = ratio(W, dh, dh.matmul(W.t()));
+    al.alpha_ratio[s][wi] = ratio(dW, h, h.matmul(dW.t()));
+    al.u_ratio[s][wi] = ratio(dW, dh, dh.matmul(dW.t()));
+    al.dh_in_rms[s][wi] = tensor_rms(dh);
+  }
+  ap.logit_update_rms[s][wi] = tensor_rms(after.logits - before.logits);
+}
+
+// The exponents: slopes over all widths and between the two largest.
+void fit_exponents(const std::vector<double>& xs, const TopColumns& top, AlignmentParam& ap) {
+  for (auto& al : ap.layers) {
+    al.omega = fit_slope(xs, al.omega_ratio, true, true);
+    al.alpha = fit_slope(xs, al.alpha_ratio, true, true);
+    al.u = fit_slope(xs, al.u_ratio, true, true);
+    al.dh_in = fit_slope(xs, al.dh_in_rms, true, true);
+    al.omega_top = top_fit(xs, top, al.omega_ratio);
+    al.alpha_top = top_fit(xs, top, al.alpha_ratio);
+    al.u_top = top_fit(xs, top, al.u_ratio);
+  }
+  ap.logit_update = fit_slope(xs, ap.logit_update_rms, true, true);
+  ap.logit_update_top = top_fit(xs, top, ap.logit_update_rms);
+}
+
+// The readout's omega against 1 and 1/2; for the bigram also the logit update against width_theory's
+// two predictions (which it records in ap).
+std::string readout_finding(const AlignmentOptions& o, const ParamTable& table, OptFamily family, const TopColumns& top,
+                            AlignmentParam& ap) {
+  const AlignmentLayer& ro = ap.layers.back();
+  const std::string one = "omega_readout = 1 (muP's worst case)", half = "omega_readout = 1/2 (Everett et al.)";
+  std::string finding = fmt::format(
+      "readout omega = {} over all widths: {}; {} between d = {} and {}: {}", fit_text(ro.omega),
+      verdict_between(ro.omega, 1.0, one, 0.5, half), fit_text(ro.omega_top), o.widths[top.i1], o.widths[top.i2],
+      verdict_between(ro.omega_top, 1.0, one, 0.5, half));
+  if (o.model == "bigram") {
+    ap.has_theory = true;
+    Alignment a1, ah;
+    a1.omega_readout = 1.0;
+    ah.omega_readout = 0.5;
+    const WidthTheory w1 = width_theory(table, family, o.depth, a1, o.rmsnorm);
+    const WidthTheory wh = width_theory(table, family, o.depth, ah, o.rmsnorm);
+    ap.pred_logit_omega1 = w1.dh(o.depth + 2);
+    ap.pred_logit_omega_half = wh.dh(o.depth + 2);
+    ap.assumed_omega_hidden = a1.omega_hidden;
+    if (std::fabs(ap.pred_logit_omega1 - ap.pred_logit_omega_half) > kExponentTol) {
+      auto v = [&](const Fit& f) {
+        return verdict_between(f, ap.pred_logit_omega1, "omega_readout = 1", ap.pred_logit_omega_half,
+                               "omega_readout = 1/2");
+      };
+      finding += fmt::format("; logit update slope {} over all widths ({}), {} between the two largest ({}), "
+                             "against width_theory's {} if omega_readout = 1 or {} if 1/2",
+                             fit_text(ap.logit_update), v(ap.logit_update), fit_text(ap.logit_update_top),
+                             v(ap.logit_update_top), format_fraction(ap.pred_logit_omega1),
+                             format_fraction(ap.pred_logit_omega_half));
+    } else {
+      finding += fmt::format("; the logit update ({}) cannot tell them apart under this table: width_theory "
+                             "predicts {} either way",
+                             fit_text(ap.logit_update), format_fraction(ap.pred_logit_omega1));
+    }
+  }
+  return finding;
+}
+
+}  // namespace
+
+AlignmentResult run_alignment(const AlignmentOptions& o) {
+  validate(o);
+  const OptFamily family = optimizer_family(o.optimizer);
+  std::vector<ParamTable> tables;
+  for (const auto& p : o.params) tables.push_back(detail::load_diag_param(p));
+
+  const std::vector<Batch> batches = seed_batches(o);
   AlignmentResult r;
   r.opts = o;
   for (const Batch& b : batches)
@@ -147,113 +283,20 @@ AlignmentResult run_alignment(const AlignmentOptions& o) {
                          static_cast<double>(o.seeds);
 
   std::vector<double> xs(o.widths.begin(), o.widths.end());
-  // The two largest widths and their columns, for the local slope.
-  std::vector<size_t> order(xs.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return xs[a] < xs[b]; });
-  const size_t i1 = order[order.size() - 2], i2 = order.back();
-  auto top_fit = [&](const std::vector<std::vector<double>>& v) {
-    std::vector<std::vector<double>> t;
-    for (const auto& row : v) t.push_back({row[i1], row[i2]});
-    return fit_slope({xs[i1], xs[i2]}, t, true, true);
-  };
+  const TopColumns top = top_columns(xs);
   detail::Bar bar(o.show_progress, long(tables.size() * o.widths.size() * o.seeds), "alignment");
   for (size_t pi = 0; pi < tables.size(); ++pi) {
     const ParamTable& table = tables[pi];
-    const int n_layers = o.model == "bigram" ? o.depth + 1 : 1;
-    AlignmentParam ap;
-    ap.param = o.params[pi];
-    for (int i = 0; i < n_layers; ++i) {
-      AlignmentLayer al;
-      al.layer = o.model == "bigram" ? i + 1 : o.depth + 1;
-      al.role = (o.model == "gpt" || i == o.depth) ? "readout" : "hidden";
-      al.omega_ratio.assign(o.seeds, std::vector<double>(o.widths.size()));
-      al.alpha_ratio = al.u_ratio = al.dh_in_rms = al.omega_ratio;
-      ap.layers.push_back(std::move(al));
-    }
-    ap.logit_update_rms.assign(o.seeds, std::vector<double>(o.widths.size()));
-
+    AlignmentParam ap = empty_param(o, o.params[pi]);
     for (size_t wi = 0; wi < o.widths.size(); ++wi) {
       for (int s = 0; s < o.seeds; ++s) {
-        ModelConfig mc;
-        mc.kind = o.model;
-        mc.width = o.widths[wi];
-        mc.depth = o.depth;
-        mc.vocab = o.vocab;
-        mc.seq_len = o.seq_len;
-        mc.activation = o.activation;
-        mc.rmsnorm = o.rmsnorm;
-        mc.head_dim = o.head_dim;
-        mc.block = o.block;
-        ScaleContext ctx{table, family, mc.width, mc.depth};
-        torch::manual_seed(static_cast<uint64_t>(s));
-        auto model = build_model(mc, ctx, Hyper{});
-        const Batch& b = batches[s];
-        Snapshot before = snapshot(*model, mc, b.x);
-        auto opt = detail::make_diag_optimizer(*model, o.optimizer, o.lr, o.beta1);
-        // A diverged step (NaN loss) leaves NaN ratios, which print and serialise as nan / null.
-        detail::train_steps(*model, *opt, o.steps, [&](int64_t) { return b; });
-        Snapshot after = snapshot(*model, mc, b.x);
-        for (int i = 0; i < n_layers; ++i) {
-          const torch::Tensor& W = before.w[i];
-          const torch::Tensor dW = after.w[i] - before.w[i];
-          const torch::Tensor& h = before.h[i];
-          const torch::Tensor dh = after.h[i] - before.h[i];
-          AlignmentLayer& al = ap.layers[i];
-          al.omega_ratio[s][wi] = ratio(W, dh, dh.matmul(W.t()));
-          al.alpha_ratio[s][wi] = ratio(dW, h, h.matmul(dW.t()));
-          al.u_ratio[s][wi] = ratio(dW, dh, dh.matmul(dW.t()));
-          al.dh_in_rms[s][wi] = tensor_rms(dh);
-        }
-        ap.logit_update_rms[s][wi] = tensor_rms(after.logits - before.logits);
+        const ModelConfig mc = model_config(o, o.widths[wi]);
+        measure_run(o, table, family, mc, batches[s], wi, s, ap);
         bar.tick(fmt::format("{} d={} seed {}", ap.param, mc.width, s));
       }
     }
-    for (auto& al : ap.layers) {
-      al.omega = fit_slope(xs, al.omega_ratio, true, true);
-      al.alpha = fit_slope(xs, al.alpha_ratio, true, true);
-      al.u = fit_slope(xs, al.u_ratio, true, true);
-      al.dh_in = fit_slope(xs, al.dh_in_rms, true, true);
-      al.omega_top = top_fit(al.omega_ratio);
-      al.alpha_top = top_fit(al.alpha_ratio);
-      al.u_top = top_fit(al.u_ratio);
-    }
-    ap.logit_update = fit_slope(xs, ap.logit_update_rms, true, true);
-    ap.logit_update_top = top_fit(ap.logit_update_rms);
-
-    const AlignmentLayer& ro = ap.layers.back();
-    const std::string one = "omega_readout = 1 (muP's worst case)", half = "omega_readout = 1/2 (Everett et al.)";
-    std::string finding = fmt::format(
-        "readout omega = {} over all widths: {}; {} between d = {} and {}: {}", fit_text(ro.omega),
-        verdict_between(ro.omega, 1.0, one, 0.5, half), fit_text(ro.omega_top), o.widths[i1], o.widths[i2],
-        verdict_between(ro.omega_top, 1.0, one, 0.5, half));
-    if (o.model == "bigram") {
-      ap.has_theory = true;
-      Alignment a1, ah;
-      a1.omega_readout = 1.0;
-      ah.omega_readout = 0.5;
-      const WidthTheory w1 = width_theory(table, family, o.depth, a1, o.rmsnorm);
-      const WidthTheory wh = width_theory(table, family, o.depth, ah, o.rmsnorm);
-      ap.pred_logit_omega1 = w1.dh(o.depth + 2);
-      ap.pred_logit_omega_half = wh.dh(o.depth + 2);
-      ap.assumed_omega_hidden = a1.omega_hidden;
-      if (std::fabs(ap.pred_logit_omega1 - ap.pred_logit_omega_half) > kExponentTol) {
-        auto v = [&](const Fit& f) {
-          return verdict_between(f, ap.pred_logit_omega1, "omega_readout = 1", ap.pred_logit_omega_half,
-                                 "omega_readout = 1/2");
-        };
-        finding += fmt::format("; logit update slope {} over all widths ({}), {} between the two largest ({}), "
-                               "against width_theory's {} if omega_readout = 1 or {} if 1/2",
-                               fit_text(ap.logit_update), v(ap.logit_update), fit_text(ap.logit_update_top),
-                               v(ap.logit_update_top), format_fraction(ap.pred_logit_omega1),
-                               format_fraction(ap.pred_logit_omega_half));
-      } else {
-        finding += fmt::format("; the logit update ({}) cannot tell them apart under this table: width_theory "
-                               "predicts {} either way",
-                               fit_text(ap.logit_update), format_fraction(ap.pred_logit_omega1));
-      }
-    }
-    ap.readout_finding = finding;
+    fit_exponents(xs, top, ap);
+    ap.readout_finding = readout_finding(o, table, family, top, ap);
     r.params.push_back(std::move(ap));
   }
   bar.finish();
