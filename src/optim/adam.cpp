@@ -27,15 +27,11 @@ class Adam final : public Optimizer {
     clip_gradients();
     if (fused_step(lr_factor)) return;
     const double b1 = cfg_.beta1, b2 = cfg_.beta2;
-    for (size_t i = 0; i < groups_.size(); ++i) {
-      ParamGroup& g = groups_[i];
-      if (!has_grad(g)) continue;
+    for_each_group_with_grad(lr_factor, [&](ParamGroup& g, size_t i, double lr, double wd) {
       torch::Tensor p = g.param;
       const torch::Tensor& grad = g.param.grad();
       GroupState& st = states_[i];
       const int64_t t = ++st.t;
-      const double lr = group_lr(g, lr_factor);
-      const double wd = group_wd(g);
 
       // Ensembles: per-member base LR and weight decay ([E, 1, ...] tensors, see ParamGroup).
       const bool members = g.member_lr.defined();
@@ -55,7 +51,7 @@ class Adam final : public Optimizer {
         } else {
           p.add_(s, -lr);
         }
-        continue;
+        return;
       }
 
       torch::Tensor geff = grad;
@@ -94,7 +90,7 @@ class Adam final : public Optimizer {
       } else {
         p.addcdiv_(m, denom, -lr / bc1);
       }
-    }
+    });
     ++steps_;
   }
 

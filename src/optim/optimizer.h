@@ -113,6 +113,15 @@ class Optimizer {
   // its weight decay: the base weight decay x the table's factor. Every optimizer's one formula.
   double group_lr(const ParamGroup& g, double lr_factor) const { return cfg_.lr * lr_factor * g.lr_mult; }
   double group_wd(const ParamGroup& g) const { return cfg_.weight_decay * g.wd_mult; }
+  // Every optimizer's loop over its groups: f(g, i, lr, wd) for each group with a gradient, in
+  // order, with its LR and weight decay this step (group_lr, group_wd).
+  template <class F>
+  void for_each_group_with_grad(double lr_factor, F&& f) {
+    for (size_t i = 0; i < groups_.size(); ++i) {
+      ParamGroup& g = groups_[i];
+      if (has_grad(g)) f(g, i, group_lr(g, lr_factor), group_wd(g));
+    }
+  }
   OptimConfig cfg_;
   std::vector<ParamGroup> groups_;
   int64_t steps_ = 0;

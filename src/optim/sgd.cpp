@@ -13,14 +13,10 @@ class Sgd final : public Optimizer {
   void step(double lr_factor = 1.0) override {
     torch::NoGradGuard no_grad;
     clip_gradients();
-    for (size_t i = 0; i < groups_.size(); ++i) {
-      ParamGroup& g = groups_[i];
-      if (!has_grad(g)) continue;
+    for_each_group_with_grad(lr_factor, [&](ParamGroup& g, size_t i, double lr, double wd) {
       torch::Tensor p = g.param;
       const torch::Tensor& grad = g.param.grad();
       GroupState& st = states_[i];
-      const double lr = group_lr(g, lr_factor);
-      const double wd = group_wd(g);
       // The same kernels in the same order as torch::optim::SGD, so results agree bit for bit.
       const bool members = g.member_lr.defined();  // ensemble: per-member base LR and weight decay
       torch::Tensor d = grad;
@@ -45,7 +41,7 @@ class Sgd final : public Optimizer {
         p.add_(dir, -lr);
       }
       ++st.t;
-    }
+    });
     ++steps_;
   }
 
