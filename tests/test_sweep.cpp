@@ -154,14 +154,14 @@ output_mult = [1.0, 2.0]
   // The demo's sweep files run on their own too, with the sizes README states (64 and 48 runs).
   EXPECT_EQ(load_sweep(std::string(SCALEINV_SOURCE_DIR) + "/examples/demo/width_sweep.toml").points.size(), 64u);
   EXPECT_EQ(load_sweep(std::string(SCALEINV_SOURCE_DIR) + "/examples/demo/depth_sweep.toml").points.size(), 48u);
-  // README's depth search and its tuned depth sweep: 81 trials x 2 seeds in the first rung; 270
+  // README's depth search and its tuned depth sweep: 81 trials x 2 seeds in the first rung; 540
   // runs carrying the search's winner (its set lines) to every depth.
   EXPECT_EQ(load_sweep(std::string(SCALEINV_SOURCE_DIR) + "/examples/sweeps/resmlp_fashion_depth_search.toml")
                 .points.size(),
             162u);
   const SweepSpec tuned =
       load_sweep(std::string(SCALEINV_SOURCE_DIR) + "/examples/sweeps/resmlp_fashion_depth_tuned.toml");
-  ASSERT_EQ(tuned.points.size(), 270u);
+  ASSERT_EQ(tuned.points.size(), 540u);
   for (const auto& p : tuned.points) {
     EXPECT_DOUBLE_EQ(p.config.hp.branch_mult, 0.635403);
     EXPECT_DOUBLE_EQ(p.config.hp.output_mult, 0.428609);
