@@ -164,8 +164,6 @@ RunSummary train_run(const TrainConfig& cfg, const RunOptions& opts) {
     }
     return true;
   };
-  // Deferred read-backs that found a non-finite loss end the run at that loss's step.
-  bool deferred_diverged = false;
   StepHooks hooks;
   hooks.loss = [&](int64_t step) -> torch::Tensor {
     Batch b = data->batch(Split::Train, step, cfg.train.batch_size, dp.rank(), dp.world());  // this rank's slice
@@ -190,12 +188,10 @@ RunSummary train_run(const TrainConfig& cfg, const RunOptions& opts) {
     return true;
   };
   hooks.after_step = [&](int64_t done) {
-    const double lr_factor = schedule_factor(cfg.optim, done - 1);
     const bool eval_now = cfg.train.eval_every > 0 && done % cfg.train.eval_every == 0;
     const bool log_now = done % std::max<int64_t>(1, cfg.train.log_every) == 0 || eval_now || done == cfg.train.steps;
     const bool save_now = cfg.train.checkpoint_every > 0 && done % cfg.train.checkpoint_every == 0;
     if (deferred && (log_now || save_now || done == end) && !read_back(done - static_cast<int64_t>(pending.size()))) {
-      deferred_diverged = true;
       return false;
     }
     if (deferred && !log_now && !save_now) return true;  // nothing to report until the next read-back
@@ -204,7 +200,7 @@ RunSummary train_run(const TrainConfig& cfg, const RunOptions& opts) {
     const double rate = static_cast<double>((done - start) * items_per_step) / std::max(elapsed, 1e-9);
     std::optional<double> val_now;
     if (eval_now) val = *(val_now = evaluate(*model, *data, cfg, dev, dp));
-    if (log_now) log.log({done, lv, cfg.optim.lr * lr_factor, val_now, elapsed, rate});
+    if (log_now) log.log({done, lv, cfg.optim.lr * schedule_factor(cfg.optim, done - 1), val_now, elapsed, rate});
     if (save_now) save(done);
     if (bar)
       bar->update(done, fmt::format("loss {:.4f}{} | {} {}/s", lv,
@@ -214,7 +210,9 @@ RunSummary train_run(const TrainConfig& cfg, const RunOptions& opts) {
     return true;
   };
   int64_t step = run_steps(*opt, start, end, hooks);
-  if (deferred_diverged) step = s.diverged_step;
+  // A diverged run ends at the step whose loss was non-finite (a deferred read-back finds it
+  // after later updates ran; those are dropped with it).
+  if (s.diverged) step = s.diverged_step;
   s.steps_done = step;
   s.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   s.items_per_s = static_cast<double>((step - start) * items_per_step) / std::max(s.wall_s, 1e-9);
