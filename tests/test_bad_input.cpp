@@ -152,6 +152,7 @@ std::vector<BadCase> cases() {
       {"sweep merge {D}/out.db {D}/none.db", ""},
       {"transfer-report --db {D}/none.db --out {D}/rep", "--db"},
       {"bench --quick --quiet --device tpu", "--device"},
+      {"demo --quick --out {D}/demo --device tpu", "--device"},
       {"bench --quick --quiet --widths 100", "--widths"},
       {"bench --quick --quiet --steps 0", "--steps"},
       {"bench --quick --quiet --depth 0", "--depth"},

@@ -1,10 +1,13 @@
-// `scaleinv demo [--out DIR] [--resume] [--quick]`: the main job, on the files in examples/demo/ (compiled in; issue 8).
+// `scaleinv demo [--out DIR] [--resume] [--quick] [--device cpu|cuda]`: the main job, on the files in examples/demo/ (compiled in; issue 8).
 // 1. the theory's verdicts for every preset (seed 000 sections 1-2, seed 004);
 // 2. coordinate checks of standard vs mup on the bigram model, judged against the theory;
 // 3. a width-transfer sweep of standard vs mup on the byte-level KJV GPT (widths 64..512);
 // 4. a depth-transfer sweep of standard vs depth-mup on the residual MLP (Fashion-MNIST, depths 4..64);
 // then one self-contained HTML report (and its markdown twin) in DIR. Whatever the sweeps show is
 // what the report shows: the verdicts come from report/transfer.h, never from this file.
+// --device cuda trains everything on the GPU (train.device = "cuda" in every config; the sweeps'
+// default batching then trains each chunk as one batched ensemble); fp32 (TF32 matmuls), so its
+// optima are comparable with the CPU's.
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -18,6 +21,7 @@
 
 #include "cli/commands.h"
 #include "core/atomic_file.h"
+#include "core/device.h"
 #include "core/toml_json.h"
 #include "core/toml_reader.h"
 #include "demo_sweeps.h"
@@ -69,11 +73,18 @@ const char* yes_no(bool b) { return b ? "yes" : "NO"; }
 
 // The demo's sweep `which` ("width" or "depth"): examples/demo/<which>_sweep.toml as compiled in
 // (generated/demo_sweeps.h); under --quick with examples/demo/quick.toml's [<which>] merged over it.
-toml::table demo_sweep(const char* text, const std::string& which, bool quick) {
+// Every run on `device`: train.device set, where not the CPU (the default, so a CPU demo's sweep
+// files, point ids and --resume stay as they were).
+toml::table demo_sweep(const char* text, const std::string& which, bool quick, const std::string& device) {
   toml::table root = parse_toml(text, "examples/demo/" + which + "_sweep.toml");
   if (quick) {
     const toml::table q = parse_toml(kDemo_quick, "examples/demo/quick.toml");
     if (const toml::table* over = q.get_as<toml::table>(which)) merge_toml(root, *over);
+  }
+  if (device != "cpu") {
+    toml::table on_device;
+    on_device.insert("train", toml::table{{"device", device}});
+    merge_toml(root, on_device);
   }
   return root;
 }
@@ -120,7 +131,7 @@ HtmlSection theory_section(nlohmann::json& all, std::string& md) {
   return {title, t.html() + "<p class=\"note\">" + note + "</p>", {}};
 }
 
-HtmlSection coordcheck_section(const std::string& out, bool quick, std::string& md) {
+HtmlSection coordcheck_section(const std::string& out, bool quick, const std::string& device, std::string& md) {
   DemoTable t;
   t.head = {"param", "rows with a prediction", "match theory", "stable", "verdict", "first failures"};
   std::vector<ReportFigure> figures;
@@ -141,8 +152,9 @@ source = "markov"
 vocab = 32
 [train]
 batch_size = 2
+device = "{}"
 )",
-                                                       param),
+                                                       param, device),
                                            "demo coordcheck defaults");
     cc.widths = quick ? std::vector<int>{64, 128} : std::vector<int>{64, 128, 256, 512};
     cc.steps = 3;
@@ -207,23 +219,26 @@ void add_demo_command(CLI::App& app, int& exit_code) {
     std::string out = "out/demo";
     bool resume = false;
     bool quick = false;
+    std::string device = "cpu";
   };
   auto o = std::make_shared<Opts>();
   auto* demo = app.add_subcommand("demo", "Run the end-to-end demo on embedded defaults and write a report");
   demo->add_option("--out", o->out, "output directory");
   demo->add_flag("--resume", o->resume, "keep the sweep points a killed demo already finished");
   demo->add_flag("--quick", o->quick, "tiny sizes (seconds; for tests), not evidence");
+  demo->add_option("--device", o->device, "cpu (default) or cuda: where every run trains");
   demo->callback([o, &exit_code] {
+    resolve_device(o->device, "command line", "--device");  // before anything is written
+    const toml::table width = demo_sweep(kDemo_width_sweep, "width", o->quick, o->device);
+    const toml::table depth_toml = demo_sweep(kDemo_depth_sweep, "depth", o->quick, o->device);
     std::filesystem::create_directories(o->out);
-    const toml::table width = demo_sweep(kDemo_width_sweep, "width", o->quick);
-    const toml::table depth_toml = demo_sweep(kDemo_depth_sweep, "depth", o->quick);
     std::string md = "# scaleinv demo report\n\n";
     nlohmann::json theory;
     std::vector<HtmlSection> sections;
     sections.push_back(theory_section(theory, md));
     write_file_atomic(o->out + "/theory.json", theory.dump(2) + "\n");
     std::printf("%s", md.c_str());
-    sections.push_back(coordcheck_section(o->out, o->quick, md));
+    sections.push_back(coordcheck_section(o->out, o->quick, o->device, md));
 
     std::printf("\n## 3. Width transfer: standard vs mup on the byte-level KJV GPT\n");
     SweepTable rows = run_demo_sweep(width, "demo width sweep", o->out + "/width-sweep.db", o->resume);
