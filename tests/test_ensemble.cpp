@@ -141,6 +141,32 @@ TEST(Ensemble, DivergedMemberIsRecordedAndOthersGoOn) {
   EXPECT_EQ(batched[1].steps_done, ref[1].steps_done);
 }
 
+TEST(Ensemble, LossReadBackIntervalChangesNothing) {
+  // CUDA reads the members' losses back every log_every steps, the CPU after every step; the
+  // divergence mask acts on the device at its step either way, so every interval (here 1, 4 and
+  // 7 on the CPU, through a member that diverges in between read-backs) gives the same runs, bit
+  // for bit: same losses, same diverged step, same final validation loss.
+  std::vector<TrainConfig> ms = {cfg({"optim.kind=\"sgd\"", "optim.lr=0.5", "param.name=\"sp\""}),
+                                 cfg({"optim.kind=\"sgd\"", "optim.lr=1e6", "param.name=\"sp\""}),
+                                 cfg({"optim.kind=\"sgd\"", "optim.lr=1.0", "param.name=\"sp\""})};
+  EnsembleOptions o = batched_opts();
+  o.readback_every = 1;
+  const auto each = train_ensemble(ms, o);
+  ASSERT_TRUE(each[1].diverged);
+  ASSERT_GT(each[1].diverged_step, 0);  // it diverges after the first read-back, not at step 0
+  for (int64_t every : {4, 7}) {
+    SCOPED_TRACE("every " + std::to_string(every));
+    o.readback_every = every;
+    const auto r = train_ensemble(ms, o);
+    expect_same_runs(r, each, 0.0);
+    for (size_t e = 0; e < r.size(); ++e) {
+      EXPECT_EQ(r[e].steps_done, each[e].steps_done);
+      EXPECT_EQ(std::isnan(r[e].final_val_loss), std::isnan(each[e].final_val_loss));
+      if (!std::isnan(each[e].final_val_loss)) EXPECT_EQ(r[e].final_val_loss, each[e].final_val_loss);
+    }
+  }
+}
+
 TEST(Ensemble, MembersMustShareShapes) {
   std::vector<TrainConfig> ms = {cfg({}), cfg({"model.width=128"})};
   EXPECT_NE(ensemble_key(ms[0]), ensemble_key(ms[1]));

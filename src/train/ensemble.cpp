@@ -174,32 +174,52 @@ std::vector<RunSummary> train_ensemble(const std::vector<TrainConfig>& members, 
   if (opts.show_progress) bar = std::make_unique<Progress>(c0.train.steps, fmt::format("ensemble x{}", E), "steps");
   const auto t0 = std::chrono::steady_clock::now();
   int64_t n_alive = E;
+  // The losses stay on the device between read-backs (see EnsembleOptions::readback_every): the
+  // alive mask is updated there at every step, the host's records at each read-back, step by step
+  // in order, a member's first non-finite loss ending it at that step.
+  const int64_t every = opts.readback_every > 0 ? opts.readback_every
+                        : dev.is_cuda()         ? std::max<int64_t>(1, c0.train.log_every)
+                                                : 1;
+  torch::Tensor alive_dev = torch::ones({E}, torch::TensorOptions().dtype(torch::kBool).device(dev));
+  std::vector<torch::Tensor> pending;  // [E] losses of the steps since the last read-back
+  int64_t first_pending = 0;
+  auto read_back = [&] {
+    if (pending.empty()) return;
+    const torch::Tensor rows = torch::stack(pending).to(torch::kCPU, torch::kFloat64);
+    const auto r = rows.accessor<double, 2>();
+    for (int64_t i = 0; i < r.size(0); ++i) {
+      const int64_t step = first_pending + i;
+      for (int64_t e = 0; e < E; ++e) {
+        if (!alive[size_t(e)]) continue;
+        const double l = r[i][e];
+        if (!std::isfinite(l)) {  // diverged: recorded at this step (its loss left the sum then)
+          alive[size_t(e)] = false;
+          out[size_t(e)].diverged = true;
+          out[size_t(e)].diverged_step = step;
+          out[size_t(e)].steps_done = step;
+          --n_alive;
+          continue;
+        }
+        out[size_t(e)].losses.push_back(l);
+      }
+    }
+    first_pending += r.size(0);
+    pending.clear();
+  };
   StepHooks hooks;
   hooks.loss = [&](int64_t step) -> torch::Tensor {
     auto [x, y] = stacked(Split::Train, step, c0.train.batch_size);
     torch::Tensor losses = model->member_losses(x, y);  // [E]
-    torch::Tensor lv = losses.detach().to(torch::kCPU, torch::kFloat64);
-    std::vector<int64_t> keep;
-    for (int64_t e = 0; e < E; ++e) {
-      if (!alive[size_t(e)]) continue;
-      const double l = lv[e].item<double>();
-      if (!std::isfinite(l)) {  // diverged: recorded at this step; its tensors stay out of the loss
-        alive[size_t(e)] = false;
-        out[size_t(e)].diverged = true;
-        out[size_t(e)].diverged_step = step;
-        out[size_t(e)].steps_done = step;
-        --n_alive;
-        continue;
-      }
-      out[size_t(e)].losses.push_back(l);
-      keep.push_back(e);
+    const torch::Tensor l = losses.detach();
+    pending.push_back(l);
+    alive_dev.logical_and_(torch::isfinite(l));
+    if (static_cast<int64_t>(pending.size()) == every || step + 1 == c0.train.steps) {
+      read_back();
+      if (n_alive == 0) return {};
     }
-    if (keep.empty()) return {};
     // The members are independent (every op is per member), so the sum's gradient is each
-    // member's own gradient.
-    return static_cast<int64_t>(keep.size()) == E
-               ? losses.sum()
-               : losses.index_select(0, torch::tensor(keep, torch::kLong).to(dev)).sum();
+    // member's own gradient; a diverged member's loss is masked out of it (gradient 0).
+    return torch::where(alive_dev, losses, torch::zeros_like(losses)).sum();
   };
   hooks.after_step = [&](int64_t done) {
     if (bar) bar->update(done, fmt::format("{} / {} members alive", n_alive, E));
@@ -207,6 +227,7 @@ std::vector<RunSummary> train_ensemble(const std::vector<TrainConfig>& members, 
     return true;
   };
   const int64_t step = run_steps(*opt, 0, c0.train.steps, hooks);
+  read_back();  // (nothing pending when the run ended at a read-back)
   // Validation once, at the end (nothing logs intermediate evaluations of an ensemble).
   if (n_alive > 0 && step == c0.train.steps) evaluate();
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -30,6 +30,11 @@ struct EnsembleOptions {
   // Called after every step with the member-steps done so far: steps x members when batched;
   // one by one, the finished members' steps plus the current member's (a sweep's bar).
   std::function<void(int64_t member_steps_done)> on_step;
+  // Steps between read-backs of the members' losses (0: after every step on the CPU, every
+  // train.log_every steps on CUDA, where a read-back synchronizes the device). A member's
+  // divergence takes effect on the device at its step either way (its loss leaves the sum at
+  // once); the read-back records it with that step, so every interval gives the same results.
+  int64_t readback_every = 0;
 };
 
 // The configuration with the per-member fields (lr, weight_decay, seeds) blanked, as a string:
