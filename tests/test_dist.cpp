@@ -209,6 +209,52 @@ TEST(DistEnv, MissingOrBadVariablesNameTheVariable) {
   for (const char* v : {"WORLD_SIZE", "RANK", "MASTER_PORT"}) unsetenv(v);
 }
 
+TEST(DistBackend, NcclOnlyWhereEveryRankHasAGpuOfItsOwn) {
+  std::string why;
+  EXPECT_EQ(gradient_backend(true, true, 2, 2, "", &why), "nccl");
+  EXPECT_EQ(why, "");
+  EXPECT_EQ(gradient_backend(true, true, 1, 8, "auto", &why), "nccl");
+  EXPECT_EQ(gradient_backend(true, true, 2, 2, "nccl", &why), "nccl");
+  const struct {
+    bool cuda, nccl;
+    int ranks, gpus;
+    const char* requested;
+    const char* why;
+  } gloo[] = {{false, true, 2, 2, "", "the parameters are not on CUDA"},
+              {true, false, 2, 2, "", "this libtorch has no NCCL"},
+              {true, true, 2, 1, "", "2 ranks on this machine share 1 GPU"},
+              {true, true, 4, 2, "nccl", "4 ranks on this machine share 2 GPUs"},
+              {true, true, 2, 2, "gloo", "SCALEINV_DIST_BACKEND=gloo"}};
+  for (const auto& c : gloo) {
+    EXPECT_EQ(gradient_backend(c.cuda, c.nccl, c.ranks, c.gpus, c.requested, &why), "gloo") << c.why;
+    EXPECT_EQ(why, c.why);
+  }
+  try {
+    gradient_backend(true, true, 1, 1, "mpi", &why);
+    ADD_FAILURE() << "no error";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("SCALEINV_DIST_BACKEND"), std::string::npos) << e.what();
+  }
+  setenv("WORLD_SIZE", "2", 1);
+  setenv("RANK", "1", 1);
+  setenv("LOCAL_WORLD_SIZE", "2", 1);
+  EXPECT_EQ(dist_env_from_environment().local_world, 2);
+  setenv("LOCAL_WORLD_SIZE", "0", 1);
+  EXPECT_THROW(dist_env_from_environment(), UserError);
+  for (const char* v : {"WORLD_SIZE", "RANK", "LOCAL_WORLD_SIZE"}) unsetenv(v);
+}
+
+TEST(DistBackend, AnNcclRequestNoRankCanHonourIsOneLineOnEveryRank) {
+  // CPU parameters: no rank can take NCCL, so every rank refuses after agreeing (no hang).
+  const std::string dir = temp_dir("dist_nccl_request");
+  ScopedEnv nccl("SCALEINV_DIST_BACKEND", "nccl");
+  auto r = run_cli("launch --nproc 2 -- " + train_args(config_file(dir), dir + "/run"));
+  EXPECT_EQ(r.code, UserError::kExitCode) << r.err;
+  for (const char* rank : {"(this rank: the parameters are not on CUDA)", "[rank 1] error:"})
+    EXPECT_NE(r.err.find(rank), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("SCALEINV_DIST_BACKEND"), std::string::npos) << r.err;
+}
+
 TEST(DistTrain, TwoRanksMatchOneProcessWithTheSameGlobalBatch) {
   const Curve& ref = reference();
   ASSERT_EQ(ref.loss.size(), 20u);
@@ -218,7 +264,7 @@ TEST(DistTrain, TwoRanksMatchOneProcessWithTheSameGlobalBatch) {
   auto r = run_cli("launch --nproc 2 -- " + train_args(config_file(dir), dir + "/run"));
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("2 ranks, global batch 8 (4 per rank)"), std::string::npos) << r.out;
-  EXPECT_NE(r.err.find("rank 0: 9 gradient buckets"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("rank 0: 9 gradient buckets on gloo"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("launched from backward hooks: 180, after backward: 0"), std::string::npos) << r.err;
   const Curve dp = curve_in(dir + "/run");
   ASSERT_EQ(dp.loss.size(), 20u);

@@ -1,13 +1,11 @@
-// Data-parallel training on c10d (see dist.h): TCPStore rendezvous, ProcessGroupGloo collectives,
-// bucketed gradient all-reduce launched from backward hooks, and lost-rank diagnosis.
+// Data-parallel training on c10d (see dist.h): TCPStore rendezvous, ProcessGroupGloo collectives
+// (and ProcessGroupNCCL for the gradients, one GPU per rank), bucketed gradient all-reduce launched
+// from backward hooks, and lost-rank diagnosis.
 #include "dist/dist.h"
 
-#ifndef USE_C10D_GLOO
-#define USE_C10D_GLOO  // Debian's libtorch is built with Gloo; its header hides the class without this
-#endif
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/cuda.h>
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -31,6 +29,7 @@
 
 #include "core/errors.h"
 #include "core/stable_hash.h"
+#include "dist/c10d_compat.h"
 
 namespace scaleinv {
 
@@ -151,6 +150,7 @@ DistEnv dist_env_from_environment() {
     throw UserError(kEnvWhere, "RANK", fmt::format("RANK {} is not below WORLD_SIZE {}", e.rank, e.world),
                     "ranks are numbered 0..WORLD_SIZE-1");
   env_int("LOCAL_RANK", 0, (1 << 20) - 1, &e.local_rank);
+  env_int("LOCAL_WORLD_SIZE", 1, 1 << 20, &e.local_world);
   env_int("MASTER_PORT", 1, 65535, &e.master_port);
   if (const char* a = std::getenv("MASTER_ADDR"); a && *a) e.master_addr = a;
   return e;
@@ -163,7 +163,9 @@ struct DataParallel::Impl {
   milliseconds timeout{60000};
   milliseconds grace{1000};  // how long a failure waits for the other ranks to answer
   c10::intrusive_ptr<c10d::Store> store;
-  c10::intrusive_ptr<c10d::ProcessGroupGloo> pg;
+  c10::intrusive_ptr<compat::Collectives> pg;       // Gloo: start-up checks, the loss, files
+  c10::intrusive_ptr<compat::Collectives> grad_pg;  // the gradients: pg, or a NCCL group
+  torch::Device bucket_device = torch::kCPU;        // where the buckets live (the GPU under NCCL)
   bool failed = false;
   BucketSettings settings;
 
@@ -311,7 +313,7 @@ struct DataParallel::Impl {
       if (buckets.empty() || buckets.back().flat.scalar_type() != p.scalar_type() ||
           (fill > 0 && fill + bytes > cap)) {
         buckets.emplace_back();
-        buckets.back().flat = torch::empty({0}, torch::TensorOptions().dtype(p.scalar_type()));
+        buckets.back().flat = torch::empty({0}, torch::TensorOptions().dtype(p.scalar_type()).device(bucket_device));
         fill = 0;
       }
       Bucket& b = buckets.back();
@@ -347,7 +349,7 @@ struct DataParallel::Impl {
       std::vector<at::Tensor> t{b.flat};
       c10d::BroadcastOptions o;
       o.rootRank = 0;
-      run(pg->broadcast(t, o), "the start-up broadcast of rank 0's parameters");
+      run(grad_pg->broadcast(t, o), "the start-up broadcast of rank 0's parameters");
       if (env.rank == 0) continue;
       for (int i : b.slots) slots[i].param.copy_(b.flat.narrow(0, slots[i].offset, slots[i].numel).view_as(slots[i].param));
     }
@@ -374,7 +376,7 @@ struct DataParallel::Impl {
     while (next_launch < static_cast<int>(buckets.size()) && buckets[next_launch].pending == 0) {
       Bucket& b = buckets[next_launch++];
       std::vector<at::Tensor> t{b.flat};
-      b.work = pg->allreduce(t);  // SUM
+      b.work = grad_pg->allreduce(t);  // SUM
       b.launched = true;
       b.from_hook = from_hook;
     }
@@ -462,9 +464,9 @@ DataParallel::~DataParallel() {
     std::vector<std::string> sizes;
     for (const auto& b : impl_->buckets) sizes.push_back(fmt::format("{:.2f}", b.flat.nbytes() / 1048576.0));
     std::fprintf(stderr,
-                 "rank %d: %zu gradient buckets (MB: %s); all-reduces launched from backward hooks: %lld, after "
+                 "rank %d: %zu gradient buckets on %s (MB: %s); all-reduces launched from backward hooks: %lld, after "
                  "backward: %lld; %.3f s waiting for gradients after backward\n",
-                 rank(), impl_->buckets.size(), fmt::format("{}", fmt::join(sizes, " ")).c_str(),
+                 rank(), impl_->buckets.size(), gradient_group_.c_str(), fmt::format("{}", fmt::join(sizes, " ")).c_str(),
                  static_cast<long long>(overlapped_), static_cast<long long>(not_overlapped_), wait_s_);
   }
   for (const auto& f : temp_files_) {
@@ -482,6 +484,7 @@ DataParallel::~DataParallel() {
     // After a failure Gloo's worker threads may still be blocked on a dead peer, and the group's
     // destructor would join them: let the process exit without waiting for that.
     (void)impl_->pg.release();
+    (void)impl_->grad_pg.release();
     (void)impl_->store.release();
   }
 }
@@ -551,9 +554,62 @@ std::string DataParallel::fetch_from_root(const std::string& path) {
   return copy;
 }
 
+std::string gradient_backend(bool cuda_params, bool nccl_built, int local_ranks, int gpus, const std::string& requested,
+                             std::string* why_not_nccl) {
+  if (requested != "" && requested != "auto" && requested != "nccl" && requested != "gloo")
+    throw UserError(kEnvWhere, "SCALEINV_DIST_BACKEND", fmt::format("unknown backend '{}'", requested),
+                    "use auto (the default), nccl or gloo");
+  std::string why;
+  if (requested == "gloo")
+    why = "SCALEINV_DIST_BACKEND=gloo";
+  else if (!cuda_params)
+    why = "the parameters are not on CUDA";
+  else if (!nccl_built)
+    why = "this libtorch has no NCCL";
+  else if (local_ranks > gpus)
+    why = fmt::format("{} ranks on this machine share {} GPU{}", local_ranks, gpus, gpus == 1 ? "" : "s");
+  if (why_not_nccl) *why_not_nccl = why;
+  return why.empty() ? "nccl" : "gloo";
+}
+
 void DataParallel::replicate(const std::vector<torch::Tensor>& params) {
   if (!active()) return;
   Impl& m = *impl_;
+  // The gradients' group: every rank's choice, then NCCL only if all chose it (MIN over ranks).
+  bool cuda = false;
+  for (const auto& p : params) cuda = cuda || p.is_cuda();
+  const char* req = std::getenv("SCALEINV_DIST_BACKEND");
+  const std::string requested = req ? req : "";
+  std::string why;
+  const bool mine = gradient_backend(cuda, compat::has_nccl(), env_.local_world > 0 ? env_.local_world : env_.world,
+                                     cuda ? static_cast<int>(torch::cuda::device_count()) : 0, requested,
+                                     &why) == "nccl";
+  torch::Tensor all = torch::tensor({int64_t{mine ? 1 : 0}});
+  std::vector<at::Tensor> v{all};
+  c10d::AllreduceOptions mo;
+  mo.reduceOp = c10d::ReduceOp::MIN;
+  m.run(m.pg->allreduce(v, mo), "agreeing on the gradients' group");
+  const bool nccl = all.item<int64_t>() == 1;
+  if (requested == "nccl" && !nccl)
+    throw UserError(kEnvWhere, "SCALEINV_DIST_BACKEND",
+                    fmt::format("nccl requested, but not every rank can take it{}", mine ? "" : " (this rank: " + why + ")"),
+                    "give each rank a GPU of its own on a CUDA build, or unset it (auto)");
+  gradient_group_ = nccl ? "nccl" : "gloo";
+  m.grad_pg = m.pg;
+  if (nccl) {
+    for (const auto& p : params)
+      if (p.is_cuda()) m.bucket_device = p.device();
+    try {
+      m.grad_pg = compat::make_nccl_group(c10::make_intrusive<c10d::PrefixStore>("nccl", m.store), rank(), world(),
+                                          m.timeout);
+    } catch (...) {
+      m.failed = true;
+      throw RankLost(fmt::format("rank {}: the NCCL group did not start: {} (fix: SCALEINV_DIST_BACKEND=gloo trains "
+                                 "through Gloo instead)",
+                                 rank(), one_line(std::current_exception())),
+                     {});
+    }
+  }
   m.build_buckets(params);
   m.broadcast_parameters();
   std::weak_ptr<Impl> weak = impl_;

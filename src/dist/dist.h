@@ -1,8 +1,9 @@
 #pragma once
 // Data-parallel training on torch's own distributed engine, c10d (docs/design.md "Dependencies"):
 // rendezvous through a c10d::TCPStore (rank 0 hosts it), collectives through
-// c10d::ProcessGroupGloo. Launched like torchrun: every process reads RANK, WORLD_SIZE,
-// MASTER_ADDR, MASTER_PORT and LOCAL_RANK from its environment (`scaleinv launch` sets them for
+// c10d::ProcessGroupGloo, and the gradients through c10d::ProcessGroupNCCL where every rank trains
+// on a GPU of its own (gradient_backend below). Launched like torchrun: every process reads RANK,
+// WORLD_SIZE, MASTER_ADDR, MASTER_PORT, LOCAL_RANK and LOCAL_WORLD_SIZE from its environment (`scaleinv launch` sets them for
 // N local processes; docs/distributed.md shows several machines and Slurm).
 //
 // The training loop talks to one DataParallel object. With WORLD_SIZE unset or 1 it is a
@@ -35,12 +36,22 @@ struct DistEnv {
   int rank = 0;
   int world = 1;
   int local_rank = 0;
+  int local_world = 0;  // ranks on this machine (LOCAL_WORLD_SIZE); 0: not given
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
 };
-// Reads RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT. WORLD_SIZE unset means one
-// process. Malformed or inconsistent values are UserErrors naming the variable.
+// Reads RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT. WORLD_SIZE
+// unset means one process. Malformed or inconsistent values are UserErrors naming the variable.
 DistEnv dist_env_from_environment();
+
+// Which group all-reduces the gradients, as one rank sees it: "nccl" where the parameters are on
+// CUDA, this build has NCCL, the machine's ranks (local_ranks) are no more than its GPUs, and
+// `requested` (SCALEINV_DIST_BACKEND: "", "auto", "nccl" or "gloo") is not "gloo"; else "gloo", with
+// the reason in *why_not_nccl (Gloo's buckets live in host memory, so ranks sharing one GPU work).
+// The ranks then agree: NCCL only if every rank chose it. A `requested` outside the four is a
+// UserError naming SCALEINV_DIST_BACKEND.
+std::string gradient_backend(bool cuda_params, bool nccl_built, int local_ranks, int gpus, const std::string& requested,
+                             std::string* why_not_nccl);
 
 // A rank was lost, or a collective failed or timed out. One line; `train` exits non-zero.
 class RankLost : public std::runtime_error {
@@ -80,8 +91,12 @@ class DataParallel {
   // Rank 0's file at `path`: "" when rank 0 has none; on rank 0 `path` itself; elsewhere a local
   // copy received over the group (removed when this object goes).
   std::string fetch_from_root(const std::string& path);
-  // Copies rank 0's parameters to every rank and installs the gradient hooks.
+  // Picks the gradients' group (gradient_backend, agreed by every rank; SCALEINV_DIST_BACKEND=nccl
+  // that cannot be honoured on some rank is a UserError on every rank), copies rank 0's parameters
+  // to every rank and installs the gradient hooks.
   void replicate(const std::vector<torch::Tensor>& params);
+  // "gloo" or "nccl" once replicate() has run ("" before, or with one process).
+  const std::string& gradient_group() const { return gradient_group_; }
   // After backward: waits for every bucket and writes the mean gradient back into .grad.
   void average_gradients();
   // The mean of x over ranks.
@@ -100,6 +115,7 @@ class DataParallel {
   DistEnv env_;
   std::shared_ptr<Impl> impl_;
   std::vector<std::string> temp_files_;
+  std::string gradient_group_;
   double wait_s_ = 0;
   int64_t overlapped_ = 0, not_overlapped_ = 0;
 };

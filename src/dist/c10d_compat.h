@@ -1,0 +1,32 @@
+#pragma once
+// What differs between libtorch versions in c10d, torch's distributed engine (the rest of the
+// version differences are in core/torch_compat.h): the collectives' base class, and NCCL, which only
+// a CUDA libtorch has. With torch_compat.cpp, c10d_compat.cpp is the only file that reads
+// TORCH_VERSION.
+#ifndef USE_C10D_GLOO
+#define USE_C10D_GLOO  // Debian's libtorch is built with Gloo; its header hides the class without this
+#endif
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/version.h>
+
+#include <chrono>
+
+namespace scaleinv::compat {
+
+// The base class of ProcessGroupGloo and ProcessGroupNCCL, through which every collective is called
+// (allreduce, broadcast, allgather, barrier): c10d::ProcessGroup in 1.13, c10d::Backend in 2.x.
+#if TORCH_VERSION_MAJOR >= 2
+using Collectives = c10d::Backend;
+#else
+using Collectives = c10d::ProcessGroup;
+#endif
+
+// True where this build can make a NCCL group (a CUDA libtorch 2.x built with NCCL).
+bool has_nccl();
+
+// A NCCL group of `world` ranks over `store` (every rank calls it; collectives then take CUDA
+// tensors, one GPU per rank). Throws std::runtime_error where has_nccl() is false.
+c10::intrusive_ptr<Collectives> make_nccl_group(const c10::intrusive_ptr<c10d::Store>& store, int rank, int world,
+                                                std::chrono::milliseconds timeout);
+
+}  // namespace scaleinv::compat
