@@ -39,6 +39,10 @@ def curve(d):
 c, f, b = curve("t_cpu"), curve("t_f32"), curve("t_bf16")
 def rel(a, r): return max((abs(x - y) / abs(y) for x, y in zip(a, r)), default=float("nan"))
 print(f"loss curve vs cpu over {len(c)} steps: cuda fp32 max rel diff {rel(f, c):.2e}, cuda bf16 {rel(b, c):.2e}")
+# A bf16 forward on stale weight copies (autocast's cast cache kept across updates) stays near its
+# first loss while the CPU's falls: compare how far each fell (mean of the first 5 vs the last 5).
+def fell(x): return (sum(x[:5]) / 5 - sum(x[-5:]) / 5) if len(x) >= 10 else float("nan")
+print(f"loss fell by (first 5 vs last 5 steps): cpu {fell(c):.4f}, cuda fp32 {fell(f):.4f}, cuda bf16 {fell(b):.4f}")
 PY
 # Speed against the peer, same card, same run: (width depth seq batch steps autocast peer-env)
 run_pair() {

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Compile-checks the sources against a CUDA libtorch 2.x without a GPU machine: every .cpp under
-# src/ (or the files given) through `g++ -fsyntax-only` with libtorch 2.6's headers (Debian
-# trixie's libtorch-cuda-dev, 2.4 MB, with NCCL's process group and CUDA graphs), fmt 10 header-only
+# src/, tests/ and examples/cpp/ (or the files given) through `g++ -fsyntax-only` with libtorch
+# 2.6's headers (Debian trixie's libtorch-cuda-dev, 2.4 MB, with NCCL's process group and CUDA
+# graphs), fmt 10 header-only
 # (as libtorch 2.x's bundled fmt is used), and the CUDA toolkit's headers. Catches what the CPU build
 # against Debian's 1.13 cannot: a call whose signature changed in 2.x, a `#if` branch for 2.x that
 # no longer compiles. It proves nothing about running; README "GPU" says what only a GPU checks.
 #
 #   bash scripts/check_torch2.sh [FILE.cpp ...]
+# Needs build/generated/ (the demo's embedded files), which scripts/setup.sh's build writes.
 # Environment: CUDA_INCLUDE (default /usr/local/cuda/include), JOBS (default the cores),
 # DEPS (default .deps/torch2: the unpacked packages, fetched once from deb.debian.org).
 # Exit: 0 every file compiles; 1 some file does not (its errors printed); 2 a missing tool or header.
@@ -45,8 +47,8 @@ version=$(awk '/define TORCH_VERSION_(MAJOR|MINOR) /{ printf "%s%s", s, $3; s = 
 flags=(-fsyntax-only -std=gnu++20 -Wall -Wextra -Wno-unused-parameter -D_GLIBCXX_USE_CXX11_ABI=1
        -DUSE_CUDA -DUSE_C10D_NCCL -DUSE_C10D_GLOO -DUSE_DISTRIBUTED -DFMT_HEADER_ONLY=1
        -DTOML_HEADER_ONLY=0 -DTOML_SHARED_LIB=1
-       -I"$PWD/src" -isystem "$inc" -isystem "$inc/torch/csrc/api/include" -isystem "$CUDA_INCLUDE")
-if [ $# -gt 0 ]; then files=("$@"); else mapfile -t files < <(find src -name '*.cpp' | sort); fi
+       -I"$PWD/src" -I"$PWD/build/generated" -isystem "$inc" -isystem "$inc/torch/csrc/api/include" -isystem "$CUDA_INCLUDE")
+if [ $# -gt 0 ]; then files=("$@"); else mapfile -t files < <(find src tests examples/cpp -name '*.cpp' | sort); fi
 log=$(mktemp -d)
 trap 'rm -rf "$log"' EXIT
 printf '%s\n' "${files[@]}" | xargs -P "$JOBS" -I{} sh -c \

@@ -1,6 +1,7 @@
 #include "core/threads.h"
 
 #include <dlfcn.h>
+#include <torch/utils.h>
 
 #include <cstdlib>
 #include <string>

@@ -25,8 +25,10 @@ bool has_fused_attention();
 torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, bool causal,
                         double scale, torch::Tensor* mask);
 
-// bf16 autocast on CUDA for the scope's forward passes (thread-local; backward follows the dtypes
-// forward chose). Weights, gradients and optimizer state stay fp32. Restores the previous state.
+// bf16 autocast on CUDA for the scope's forward pass (thread-local; backward follows the dtypes
+// forward chose). Weights, gradients and optimizer state stay fp32. Restores the previous state
+// and clears autocast's cache of bf16 weight copies: scope it to one forward pass (as PyTorch's
+// `with autocast()` per step), since a cache kept across an update serves the old weights.
 class CudaAutocast {
  public:
   explicit CudaAutocast(bool on);

@@ -98,7 +98,7 @@ std::vector<RunSummary> train_ensemble(const std::vector<TrainConfig>& members, 
   const torch::Device dev = resolve_device(c0.train.device, c0.source, "train.device");
   // CUDA: bf16 autocast (train.autocast) and TF32 (train.tf32), as in train_run.
   if (dev.is_cuda()) compat::set_tf32(c0.train.tf32);
-  compat::CudaAutocast autocast(dev.is_cuda() && c0.train.autocast == "bf16");
+  const bool bf16 = dev.is_cuda() && c0.train.autocast == "bf16";  // autocast per forward pass
   std::map<int64_t, std::shared_ptr<DataSource>> by_seed;  // members sharing a data seed share the source
   std::vector<std::shared_ptr<DataSource>> data;
   for (const auto& m : members) {
@@ -162,6 +162,7 @@ std::vector<RunSummary> train_ensemble(const std::vector<TrainConfig>& members, 
   };
   auto evaluate = [&] {
     torch::NoGradGuard ng;
+    const compat::CudaAutocast autocast(bf16);
     torch::Tensor total = torch::zeros({E}, torch::kFloat64);
     for (int64_t i = 0; i < c0.train.eval_batches; ++i) {
       auto [x, y] = stacked(Split::Val, i, c0.train.batch_size);
@@ -209,7 +210,11 @@ std::vector<RunSummary> train_ensemble(const std::vector<TrainConfig>& members, 
   StepHooks hooks;
   hooks.loss = [&](int64_t step) -> torch::Tensor {
     auto [x, y] = stacked(Split::Train, step, c0.train.batch_size);
-    torch::Tensor losses = model->member_losses(x, y);  // [E]
+    torch::Tensor losses;
+    {
+      const compat::CudaAutocast autocast(bf16);
+      losses = model->member_losses(x, y);  // [E]
+    }
     const torch::Tensor l = losses.detach();
     pending.push_back(l);
     alive_dev.logical_and_(torch::isfinite(l));

@@ -25,6 +25,7 @@ namespace {
 // Validation loss of the global batches; each rank evaluates its slice.
 double evaluate(Model& model, const DataSource& data, const TrainConfig& cfg, torch::Device dev, DataParallel& dp) {
   torch::NoGradGuard ng;
+  const compat::CudaAutocast autocast(dev.is_cuda() && cfg.train.autocast == "bf16");
   double total = 0;
   for (int64_t i = 0; i < cfg.train.eval_batches; ++i) {
     Batch b = data.batch(Split::Val, i, cfg.train.batch_size, dp.rank(), dp.world());
@@ -138,7 +139,7 @@ RunSummary train_run(const TrainConfig& cfg, const RunOptions& opts) {
   if (opts.show_progress && dp.is_root()) bar = std::make_unique<Progress>(cfg.train.steps, "train", "steps");
   // CUDA: bf16 autocast over the forward passes (train.autocast), TF32 for fp32 matmuls (train.tf32).
   if (dev.is_cuda()) compat::set_tf32(cfg.train.tf32);
-  compat::CudaAutocast autocast(dev.is_cuda() && cfg.train.autocast == "bf16");
+  const bool bf16 = dev.is_cuda() && cfg.train.autocast == "bf16";  // autocast per forward pass
   // On one CUDA process the losses stay on the device and are read back only where a step is
   // logged, evaluated, checkpointed or reported (no device sync per step). A non-finite loss is
   // then found at the read-back: the run ends as diverged at that step, the steps after it are
@@ -167,7 +168,11 @@ RunSummary train_run(const TrainConfig& cfg, const RunOptions& opts) {
   StepHooks hooks;
   hooks.loss = [&](int64_t step) -> torch::Tensor {
     Batch b = data->batch(Split::Train, step, cfg.train.batch_size, dp.rank(), dp.world());  // this rank's slice
-    torch::Tensor loss = model->loss(compat::to_device_async(b.x, dev), compat::to_device_async(b.y, dev));
+    torch::Tensor loss;
+    {
+      const compat::CudaAutocast autocast(bf16);
+      loss = model->loss(compat::to_device_async(b.x, dev), compat::to_device_async(b.y, dev));
+    }
     if (deferred) {
       pending.push_back(loss.detach());
       return loss;
