@@ -46,14 +46,16 @@ print(f"loss fell by (first 5 vs last 5 steps): cpu {fell(c):.4f}, cuda fp32 {fe
 PY
 # Speed against the peer, same card, same run: (width depth seq batch steps autocast peer-env)
 run_pair() {
-  local w=$1 d=$2 t=$3 bs=$4 n=$5 ac=$6 amp=$7
-  local ours; ours=$($B bench --device cuda --gpt-only --quiet --widths "$w" --depth "$d" --seq-len "$t" --batch "$bs" --steps "$n" --autocast "$ac" --json "$OUT/bench_${w}_${d}_${t}_${ac}.json" 2>"$OUT/bench_${w}_${ac}.err" >/dev/null; echo $?)
-  local tps; tps=$(python3 -c "import json;print(round(json.load(open('$OUT/bench_${w}_${d}_${t}_${ac}.json'))['gpt'][0]['tokens_per_s']))" 2>/dev/null || echo "exit $ours")
+  local w=$1 d=$2 t=$3 bs=$4 n=$5 ac=$6 amp=$7 graph=${8:-}
+  local tag="${w}_${d}_${t}_${ac}${graph:+_graph}"
+  local ours; ours=$($B bench --device cuda --gpt-only --quiet --widths "$w" --depth "$d" --seq-len "$t" --batch "$bs" --steps "$n" --autocast "$ac" $graph --json "$OUT/bench_$tag.json" 2>"$OUT/bench_$tag.err" >/dev/null; echo $?)
+  local tps; tps=$(python3 -c "import json;print(round(json.load(open('$OUT/bench_$tag.json'))['gpt'][0]['tokens_per_s']))" 2>/dev/null || echo "exit $ours")
   local peer_line; peer_line=$(AMP=$amp python3 "$peer" "$w" "$d" "$t" "$bs" "$n" sdpa 989 2>&1 | tail -1)
   local ptps; ptps=$(echo "$peer_line" | sed -n 's/.*tokens\/s=\([0-9]*\).*/\1/p')
-  echo "width $w depth $d seq $t batch $bs $ac: scaleinv $tps tok/s, peer eager+sdpa $ptps tok/s, ratio $(python3 -c "print(round($tps/$ptps, 2))" 2>/dev/null)" | tee -a "$summary"
+  echo "width $w depth $d seq $t batch $bs $ac${graph:+ (CUDA graph)}: scaleinv $tps tok/s, peer eager+sdpa $ptps tok/s, ratio $(python3 -c "print(round($tps/$ptps, 2))" 2>/dev/null)" | tee -a "$summary"
 }
 run_pair 2048 8 1024 16 20 bf16 1
 run_pair 512 4 128 16 50 bf16 1
+run_pair 512 4 128 16 50 bf16 1 --cuda-graph
 run_pair 2048 8 512 16 10 off 0
 echo "--- summary"; cat "$summary"

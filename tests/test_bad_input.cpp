@@ -85,7 +85,7 @@ std::vector<BadCase> cases() {
       {"train", "eval_batches", "0"},    {"train", "log_every", "0"},       {"train", "eval_every", "-1"},
       {"train", "checkpoint_every", "-1"}, {"train", "out_dir", "\"\""},    {"train", "device", "\"tpu\""},
       {"train", "precision", "\"fp4\""}, {"train", "autocast", "\"fp16\""}, {"train", "autocast", "\"bf16\""},
-      {"train", "tf32", "\"yes\""},      {"train", "dist_timeout_s", "0"},  {"train", "seed", "\"x\""},
+      {"train", "tf32", "\"yes\""},      {"train", "cuda_graph", "\"yes\""}, {"train", "cuda_graph", "true"},      {"train", "dist_timeout_s", "0"},  {"train", "seed", "\"x\""},
       {"hp", "init_scale", "nan"},       {"hp", "output_mult", "inf"},      {"hp", "attn_mult", "\"big\""},
   };
   for (const auto& [sec, key, value] : fields) {

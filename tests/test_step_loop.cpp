@@ -2,6 +2,7 @@
 // where each hook stops it.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -107,4 +108,30 @@ TEST(StepLoop, StartsAtFirstAndStopsWhereEachHookSays) {
     EXPECT_EQ(run_steps(*s.opt, 0, 1, h), 1);
     EXPECT_NEAR(s.value(), 0.9, 1e-7);
   }
+}
+
+TEST(StepLoop, LossAndGradReplacesForwardAndBackward) {
+  // The CUDA-graph path's shape on the CPU: the hook leaves the gradient in .grad itself (here
+  // written in place into a buffer created once, as a replayed graph rewrites its own), zero_grad
+  // is not called, and the updates are those of the plain loop.
+  Scalar plain_s, own;
+  std::vector<std::string> trace;
+  run_steps(*plain_s.opt, 0, 5, plain(plain_s, trace));
+  StepHooks h;
+  h.loss = [](int64_t) -> torch::Tensor {
+    ADD_FAILURE() << "loss called beside loss_and_grad";
+    return {};
+  };
+  torch::Tensor grad = torch::zeros({1});
+  own.w.mutable_grad() = grad;
+  h.loss_and_grad = [&](int64_t) {
+    EXPECT_TRUE(own.w.grad().is_same(grad));  // nobody reset it between steps
+    grad.copy_(own.w.detach());               // d(w^2 / 2)/dw
+    return (own.w.detach().pow(2) / 2).sum();
+  };
+  EXPECT_EQ(run_steps(*own.opt, 0, 5, h), 5);
+  EXPECT_DOUBLE_EQ(own.value(), plain_s.value());
+  // An undefined loss stops the loop before that step's update, as with `loss`.
+  h.loss_and_grad = [](int64_t t) { return t == 2 ? torch::Tensor() : torch::ones({1}); };
+  EXPECT_EQ(run_steps(*own.opt, 0, 5, h), 2);
 }

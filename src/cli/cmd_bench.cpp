@@ -24,7 +24,7 @@ void add_bench_command(CLI::App& app, int& exit_code) {
     int depth = 4, seq_len = 128, batch = 16;
     int64_t steps = -1;
     int profile = 0;
-    bool quick = false, quiet = false, gpt_only = false;
+    bool quick = false, quiet = false, gpt_only = false, cuda_graph = false;
   };
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("bench", "Speed benchmark: sgemm peak, GPT training tokens/s (the peer's shapes), "
@@ -38,6 +38,7 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--seq-len", o->seq_len, "GPT context length (default 128)");
   cmd->add_option("--batch", o->batch, "GPT batch size (default 16)");
   cmd->add_option("--autocast", o->autocast, "auto (bf16 on cuda, off on cpu), bf16 or off");
+  cmd->add_flag("--cuda-graph", o->cuda_graph, "GPT runs replay a captured CUDA graph per step (train.cuda_graph; cuda only)");
   cmd->add_flag("--quiet", o->quiet, "no progress bar");
   cmd->add_flag("--gpt-only", o->gpt_only, "only the sgemm peak and GPT throughput (no ensemble, no coordcheck)");
   cmd->add_option("--profile", o->profile,
@@ -50,7 +51,8 @@ void add_bench_command(CLI::App& app, int& exit_code) {
         throw UserError("command line", "--profile", fmt::format("width {} is not a positive multiple of 64", o->profile),
                         "use e.g. --profile 64 or --profile 512");
       const int64_t steps = o->steps > 0 ? o->steps : (o->quick ? 2 : 10);
-      TrainConfig tc = bench_gpt_config(o->profile, o->depth, o->seq_len, o->batch, steps, o->device, o->autocast);
+      TrainConfig tc =
+          bench_gpt_config(o->profile, o->depth, o->seq_len, o->batch, steps, o->device, o->autocast, o->cuda_graph);
       std::fputs(profile_train(tc, o->quick ? 1 : 3, steps).c_str(), stdout);
       exit_code = 0;
       return;
@@ -64,6 +66,7 @@ void add_bench_command(CLI::App& app, int& exit_code) {
     cfg.seq_len = o->seq_len;
     cfg.batch = o->batch;
     cfg.autocast = o->autocast;
+    cfg.cuda_graph = o->cuda_graph;
     cfg.quick = o->quick;
     cfg.widths = o->widths;
     cfg.steps = o->steps;

@@ -5,8 +5,18 @@
 #include <torch/version.h>
 
 #include <limits>
+#include <optional>
+#include <stdexcept>
 
 #include <fmt/format.h>
+
+// SCALEINV_CUDA: CMake's flag for a CUDA libtorch (its torch_cuda target).
+#if defined(SCALEINV_CUDA)
+#include <ATen/cuda/CUDAEvent.h>
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
 
 // Fused attention with an explicit scale: 2.1. Device-typed autocast calls: 2.4 (the older
 // CUDA-only calls are deprecated there and crash in 2.11's bench path).
@@ -90,6 +100,77 @@ torch::Tensor to_device_async(const torch::Tensor& host, const torch::Device& de
 void set_tf32(bool on) {
   at::globalContext().setAllowTF32CuBLAS(on);
   at::globalContext().setAllowTF32CuDNN(on);
+}
+
+bool has_cuda_graphs() {
+#if defined(SCALEINV_CUDA)
+  return true;
+#else
+  return false;
+#endif
+}
+
+#if defined(SCALEINV_CUDA)
+struct CudaSideStream::Impl {
+  c10::cuda::CUDAStream stream;
+  c10::cuda::CUDAStreamGuard guard;
+  explicit Impl(const torch::Device& dev)
+      : stream(c10::cuda::getStreamFromPool(false, dev.index())), guard(stream) {
+    at::cuda::CUDAEvent queued;  // the side stream starts after what the default stream holds
+    queued.record(c10::cuda::getDefaultCUDAStream(dev.index()));
+    queued.block(stream);
+  }
+};
+struct CudaGraph::Impl {
+  at::cuda::CUDAGraph graph;
+};
+#else
+struct CudaSideStream::Impl {};
+struct CudaGraph::Impl {};
+#endif
+
+CudaSideStream::CudaSideStream(bool on, const torch::Device& dev) {
+  if (!on) return;
+#if defined(SCALEINV_CUDA)
+  impl_ = std::make_unique<Impl>(dev);
+#else
+  (void)dev;
+  throw std::runtime_error("CUDA streams need a CUDA build of libtorch");
+#endif
+}
+
+CudaSideStream::~CudaSideStream() {
+#if defined(SCALEINV_CUDA)
+  if (impl_) impl_->stream.synchronize();  // the default stream's later work sees its results
+#endif
+}
+
+CudaGraph::CudaGraph(const std::function<void()>& body) {
+#if defined(SCALEINV_CUDA)
+  impl_ = std::make_unique<Impl>();
+  impl_->graph.capture_begin();
+  try {
+    body();
+  } catch (...) {
+    try {
+      impl_->graph.capture_end();  // leave the stream out of capture mode before unwinding
+    } catch (...) {
+    }
+    throw;
+  }
+  impl_->graph.capture_end();
+#else
+  (void)body;
+  throw std::runtime_error("CUDA graphs need a CUDA build of libtorch");
+#endif
+}
+
+CudaGraph::~CudaGraph() = default;
+
+void CudaGraph::replay() {
+#if defined(SCALEINV_CUDA)
+  impl_->graph.replay();
+#endif
 }
 
 }  // namespace scaleinv::compat

@@ -5,6 +5,8 @@
 // checks TORCH_VERSION.
 #include <torch/torch.h>
 
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -60,5 +62,43 @@ torch::Tensor to_device_async(const torch::Tensor& host, const torch::Device& de
 // TF32 tensor cores for fp32 matmuls and convolutions on CUDA (cuBLAS and cuDNN); no effect on
 // the CPU.
 void set_tf32(bool on);
+
+// True in a build against a CUDA libtorch (CUDA graphs and side streams compiled in).
+bool has_cuda_graphs();
+
+// For its lifetime, the CUDA work of this thread goes to a side stream of `dev` (a CUDA graph is
+// captured on a non-default stream, and PyTorch warms up on the stream it captures on); the
+// destructor waits for that stream and restores the previous one. A no-op when `on` is false.
+// Throws std::runtime_error when `on` in a build without CUDA.
+class CudaSideStream {
+ public:
+  CudaSideStream(bool on, const torch::Device& dev);
+  ~CudaSideStream();
+  CudaSideStream(const CudaSideStream&) = delete;
+  CudaSideStream& operator=(const CudaSideStream&) = delete;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// A CUDA graph: `body` runs once under capture on the current (side) stream, so its kernels are
+// recorded, not run; replay() then launches them all at once, on the same memory. Whatever the body
+// reads must stay where it is (static inputs refilled in place between replays) and whatever it
+// writes is rewritten by every replay (its outputs, the .grad a backward inside it created).
+// Throws std::runtime_error in a build without CUDA, and whatever capture throws (an operation
+// that cannot be captured: a host read-back, a pageable copy).
+class CudaGraph {
+ public:
+  explicit CudaGraph(const std::function<void()>& body);
+  ~CudaGraph();
+  CudaGraph(const CudaGraph&) = delete;
+  CudaGraph& operator=(const CudaGraph&) = delete;
+  void replay();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 }  // namespace scaleinv::compat

@@ -108,7 +108,7 @@ double measured_ensemble_seconds(std::vector<TrainConfig> members, int64_t warmu
 }  // namespace
 
 TrainConfig bench_gpt_config(int width, int depth, int seq_len, int batch, int64_t steps, const std::string& device,
-                             const std::string& autocast) {
+                             const std::string& autocast, bool cuda_graph) {
   if (autocast != "auto" && autocast != "bf16" && autocast != "off")
     throw UserError("command line", "--autocast", fmt::format("unknown mode '{}'", autocast), "use auto, bf16 or off");
   const std::vector<std::string> sets = {
@@ -141,6 +141,7 @@ TrainConfig bench_gpt_config(int width, int depth, int seq_len, int batch, int64
       "train.out_dir=\"runs/bench\"",  // (bench runs write only to a temporary directory)
       fmt::format("train.device=\"{}\"", device),
       fmt::format("train.autocast=\"{}\"", autocast == "auto" ? (device == "cuda" ? "bf16" : "off") : autocast),
+      fmt::format("train.cuda_graph={}", cuda_graph),
   };
   return load_train_config("", sets);
 }
@@ -187,6 +188,7 @@ BenchResult run_bench(const BenchConfig& in) {
   r.seq_len = cfg.seq_len;
   r.batch = cfg.batch;
   r.autocast = cfg.autocast == "auto" ? (cfg.device == "cuda" ? "bf16" : "off") : cfg.autocast;
+  r.cuda_graph = cfg.cuda_graph;
   const auto t_all = Clock::now();
   std::unique_ptr<Progress> bar;
   const long parts = 1 + static_cast<long>(cfg.widths.size()) + (cfg.gpt_only ? 0 : 2);
@@ -216,7 +218,8 @@ BenchResult run_bench(const BenchConfig& in) {
   // --- GPT training throughput -----------------------------------------------------------------
   for (size_t i = 0; i < cfg.widths.size(); ++i) {
     const int w = cfg.widths[i];
-    TrainConfig tc = bench_gpt_config(w, cfg.depth, cfg.seq_len, cfg.batch, warmup + steps, cfg.device, cfg.autocast);
+    TrainConfig tc =
+        bench_gpt_config(w, cfg.depth, cfg.seq_len, cfg.batch, warmup + steps, cfg.device, cfg.autocast, cfg.cuda_graph);
     GptBench g;
     g.width = w;
     {
@@ -288,8 +291,8 @@ std::string render_bench(const BenchResult& r) {
   std::string out = fmt::format("\nspeed benchmark ({}, {} intra-op thread{}, {} BLAS, {} inter-op)\n", r.device,
                                 r.threads, r.threads == 1 ? "" : "s", r.blas_threads, r.interop_threads);
   out += fmt::format("  sgemm {}^3 float32        {:.1f} GFLOP/s (best of a few)\n", r.sgemm_n, r.sgemm_gflops);
-  out += fmt::format("  GPT training (depth {}, seq {}, batch {}, AdamW, autocast {}; flops/token = 6 N + 12 L T d)\n",
-                     r.depth, r.seq_len, r.batch, r.autocast);
+  out += fmt::format("  GPT training (depth {}, seq {}, batch {}, AdamW, autocast {}{}; flops/token = 6 N + 12 L T d)\n",
+                     r.depth, r.seq_len, r.batch, r.autocast, r.cuda_graph ? ", CUDA graphs" : "");
   out += fmt::format("  {:>6} {:>10} {:>9} {:>10} {:>9} {:>8}\n", "width", "params", "step ms", "tokens/s", "GFLOP/s",
                      "% sgemm");
   for (const GptBench& g : r.gpt)
@@ -314,7 +317,7 @@ nlohmann::json bench_to_json(const BenchResult& r) {
                    {"flops_per_token", g.flops_per_token},
                    {"step_ms", g.step_ms},
                    {"sgemm_fraction", g.gflops / std::max(r.sgemm_gflops, 1e-9)}});
-  nlohmann::json j = {{"depth", r.depth}, {"seq_len", r.seq_len}, {"batch", r.batch}, {"autocast", r.autocast},
+  nlohmann::json j = {{"depth", r.depth}, {"seq_len", r.seq_len}, {"batch", r.batch}, {"autocast", r.autocast}, {"cuda_graph", r.cuda_graph},
                       {"sgemm_gflops", r.sgemm_gflops},
                       {"sgemm_n", r.sgemm_n},
                       {"gpt", gpt},

@@ -44,6 +44,7 @@ struct BenchConfig {
   int64_t steps = -1;                   // measured steps per width; -1: 20 (quick: 2)
   bool gpt_only = false;                // sgemm and GPT throughput only (experiments)
   std::string autocast = "auto";        // auto (bf16 on cuda, off on cpu) | bf16 | off: train.autocast
+  bool cuda_graph = false;              // train.cuda_graph of the GPT runs (CUDA only)
   bool show_progress = true;
 };
 
@@ -65,6 +66,7 @@ struct BenchResult {
   double sgemm_gflops = 0;
   int depth = 4, seq_len = 128, batch = 16;  // the GPT shapes measured
   std::string autocast = "off";              // train.autocast of the GPT runs
+  bool cuda_graph = false;                   // train.cuda_graph of the GPT runs
   std::vector<GptBench> gpt;
   int ensemble_members = 8, ensemble_width = 64;
   double ensemble_one_s = 0, ensemble_all_s = 0;  // measured steps of 1 member / all members
@@ -76,9 +78,10 @@ struct BenchResult {
 };
 
 // The TrainConfig of one GPT bench point (the peer's shapes; see the header comment).
-// autocast: "auto" (bf16 on cuda, off on cpu), "bf16" or "off" (train.autocast).
+// autocast: "auto" (bf16 on cuda, off on cpu), "bf16" or "off" (train.autocast); cuda_graph:
+// train.cuda_graph.
 TrainConfig bench_gpt_config(int width, int depth, int seq_len, int batch, int64_t steps, const std::string& device,
-                             const std::string& autocast = "auto");
+                             const std::string& autocast = "auto", bool cuda_graph = false);
 // 6 N + 12 L T d (header comment).
 double gpt_train_flops_per_token(int64_t params, int depth, int seq_len, int width);
 // Best-of-`repeats` GFLOP/s of an n x n x n float32 matmul on `device`.

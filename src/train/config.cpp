@@ -163,6 +163,7 @@ void train_fields(X& x, F&& f) {
           "precision = \"fp32\" (simulated low precision)"});
   f("autocast", x.autocast, OneOf{{"off", "bf16"}, "off or bf16", "autocast = \"bf16\" (CUDA)"});
   f("tf32", x.tf32);
+  f("cuda_graph", x.cuda_graph);
   f("dist_timeout_s", x.dist_timeout_s, Positive{"e.g. dist_timeout_s = 60"});
 }
 
@@ -214,6 +215,11 @@ void read_train(const TomlReader& r, TrainSettings& t) {
   train_fields(t, check_with(r));
   if (t.autocast == "bf16" && t.device != "cuda")
     r.fail("autocast", "bf16 autocast needs device = \"cuda\"", "set train.device = \"cuda\" or autocast = \"off\"");
+  if (t.cuda_graph && t.device != "cuda")
+    r.fail("cuda_graph", "CUDA graphs need device = \"cuda\"", "set train.device = \"cuda\" or cuda_graph = false");
+  if (t.cuda_graph && t.precision != "fp32")
+    r.fail("cuda_graph", "simulated precision records statistics on the host in every forward pass",
+           "set cuda_graph = false or precision = \"fp32\"");
 }
 
 }  // namespace
@@ -283,9 +289,9 @@ nlohmann::json train_config_to_json(const TrainConfig& c) {
 }
 
 std::vector<std::string> run_altering_differences(const TrainConfig& saved, const TrainConfig& now) {
-  static const std::set<std::string> kFree = {"train.out_dir",    "train.log_every",        "train.eval_every",
+  static const std::set<std::string> kFree = {"train.out_dir",      "train.log_every",        "train.eval_every",
                                               "train.eval_batches", "train.checkpoint_every", "train.dist_timeout_s",
-                                              "train.steps",      "param.name"};
+                                              "train.cuda_graph",   "train.steps",            "param.name"};
   const bool constant = saved.optim.schedule == "constant" && now.optim.schedule == "constant";
   const nlohmann::json a = train_config_to_json(saved), b = train_config_to_json(now);
   std::vector<std::string> out;

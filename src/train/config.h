@@ -33,6 +33,11 @@ struct TrainSettings {
   std::string autocast = "off";
   // TF32 tensor cores for fp32 matmuls on CUDA (no effect on the CPU).
   bool tf32 = true;
+  // CUDA graphs (one process on CUDA, fp32 simulated precision): after a few eager steps, the
+  // forward and backward of a step are captured once and replayed every step, which pays the
+  // kernel launches of a small model once. The same arithmetic, so not part of a run's identity
+  // (sweep ids, --resume checks).
+  bool cuda_graph = false;
   // Data-parallel runs (WORLD_SIZE > 1, docs/distributed.md): how long a rank waits for the
   // others (rendezvous, each collective) before it names the lost rank and exits.
   double dist_timeout_s = 60;

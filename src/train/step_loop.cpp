@@ -7,10 +7,14 @@ namespace scaleinv {
 
 int64_t run_steps(Optimizer& opt, int64_t first, int64_t end, const StepHooks& hooks) {
   for (int64_t t = first; t < end; ++t) {
-    const torch::Tensor loss = hooks.loss(t);
-    if (!loss.defined()) return t;
-    opt.zero_grad();
-    loss.backward();
+    if (hooks.loss_and_grad) {
+      if (!hooks.loss_and_grad(t).defined()) return t;
+    } else {
+      const torch::Tensor loss = hooks.loss(t);
+      if (!loss.defined()) return t;
+      opt.zero_grad();
+      loss.backward();
+    }
     if (hooks.after_backward && !hooks.after_backward(t)) return t;
     opt.step(schedule_factor(opt.config(), t));
     if (hooks.after_step && !hooks.after_step(t + 1)) return t + 1;

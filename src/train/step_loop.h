@@ -13,6 +13,8 @@
 //   opt.step(schedule_factor(opt.config(), t))   the LR schedule of optim/schedule.h
 //   hooks.after_step(t + 1)           optional, with the number of steps done: log, evaluate,
 //                                     checkpoint, progress; false stops the loop after the update.
+// With hooks.loss_and_grad set, it replaces the first two lines: it returns the loss and leaves
+// the gradients in .grad itself (replaying a captured CUDA graph of forward and backward).
 // Returns the number of updates taken counting from 0, i.e. the step the loop stopped at: t when a
 // hook stopped it before step t's update, t + 1 when after_step stopped it, `end` when it ran out.
 // Throws whatever the hooks and the optimizer throw; writes nothing itself.
@@ -27,6 +29,7 @@ namespace scaleinv {
 
 struct StepHooks {
   std::function<torch::Tensor(int64_t step)> loss;
+  std::function<torch::Tensor(int64_t step)> loss_and_grad;  // optional: instead of loss + backward
   std::function<bool(int64_t step)> after_backward;
   std::function<bool(int64_t steps_done)> after_step;
 };

@@ -165,27 +165,79 @@ RunSummary train_run(const TrainConfig& cfg, const RunOptions& opts) {
     }
     return true;
   };
-  StepHooks hooks;
-  hooks.loss = [&](int64_t step) -> torch::Tensor {
-    Batch b = data->batch(Split::Train, step, cfg.train.batch_size, dp.rank(), dp.world());  // this rank's slice
-    torch::Tensor loss;
-    {
-      const compat::CudaAutocast autocast(bf16);
-      loss = model->loss(compat::to_device_async(b.x, dev), compat::to_device_async(b.y, dev));
-    }
+  // One forward pass, under bf16 autocast where asked (its scope is this pass).
+  auto forward = [&](const torch::Tensor& x, const torch::Tensor& y) {
+    const compat::CudaAutocast autocast(bf16);
+    return model->loss(x, y);
+  };
+  // The step's loss, kept (deferred: on the device until the next read-back); false if it diverged.
+  auto record = [&](int64_t step, const torch::Tensor& loss) {
     if (deferred) {
       pending.push_back(loss.detach());
-      return loss;
+      return true;
     }
     const double lv = dp.mean(loss.item<double>());  // the global batch's loss, the same on every rank
     if (!std::isfinite(lv)) {  // diverged: record it at this step, stop, never crash
       s.diverged = true;
       s.diverged_step = step;
-      return {};
+      return false;
     }
     s.losses.push_back(lv);
-    return loss;
+    return true;
   };
+  auto batch_on_device = [&](int64_t step) {
+    Batch b = data->batch(Split::Train, step, cfg.train.batch_size, dp.rank(), dp.world());  // this rank's slice
+    return std::make_pair(compat::to_device_async(b.x, dev), compat::to_device_async(b.y, dev));
+  };
+  StepHooks hooks;
+  hooks.loss = [&](int64_t step) -> torch::Tensor {
+    auto [x, y] = batch_on_device(step);
+    torch::Tensor loss = forward(x, y);
+    return record(step, loss) ? loss : torch::Tensor();
+  };
+  // CUDA graphs (train.cuda_graph): the loop runs on a side stream; kGraphWarmup eager steps (the
+  // lazy initialisations happen there, not under capture), then the next step's forward and
+  // backward are captured on its own batch and every later step refills the static batch in place
+  // and replays them. Backward creates each .grad inside the graph (zero_grad right before the
+  // capture) and every replay rewrites it; the optimizer's step stays outside, eager.
+  constexpr int64_t kGraphWarmup = 3;
+  const bool graphs = cfg.train.cuda_graph;
+  if (graphs && dp.world() > 1)
+    throw UserError(cfg.source, "train.cuda_graph", "CUDA graphs take one process (data parallelism hooks backward)",
+                    "set train.cuda_graph = false for a data-parallel run");
+  if (graphs && !compat::has_cuda_graphs())
+    throw UserError(cfg.source, "train.cuda_graph", "this build has no CUDA graphs",
+                    "build against a CUDA libtorch (README, \"GPU\") or set train.cuda_graph = false");
+  const compat::CudaSideStream side(graphs, dev);
+  std::unique_ptr<compat::CudaGraph> graph;
+  torch::Tensor gx, gy, gloss;  // the graph's static batch and loss
+  if (graphs)
+    hooks.loss_and_grad = [&](int64_t step) -> torch::Tensor {
+      auto [x, y] = batch_on_device(step);
+      if (step < start + kGraphWarmup) {
+        torch::Tensor loss = forward(x, y);
+        if (!record(step, loss)) return {};
+        opt->zero_grad();
+        loss.backward();
+        return loss;
+      }
+      if (!graph) {
+        gx = x;
+        gy = y;
+        opt->zero_grad();
+        graph = std::make_unique<compat::CudaGraph>([&] {
+          torch::Tensor l = forward(gx, gy);
+          l.backward();
+          gloss = l.detach();
+        });
+      } else {
+        gx.copy_(x, /*non_blocking=*/true);
+        gy.copy_(y, /*non_blocking=*/true);
+      }
+      graph->replay();
+      const torch::Tensor loss = gloss.clone();  // the next replay rewrites gloss
+      return record(step, loss) ? loss : torch::Tensor();
+    };
   // With ranks, backward all-reduces gradient buckets as it fills them; then every rank holds the
   // global batch's mean gradient.
   hooks.after_backward = [&](int64_t) {
