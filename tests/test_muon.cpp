@@ -95,8 +95,8 @@ TEST(MuonNewtonSchulz, OrthogonalizesKeepingSingularVectors) {
     ASSERT_EQ(o.sizes(), m.sizes());
     // ref. [muon]: the quintic trades exactness for speed; its output's singular values lie in
     // about (0.5, 1.5) rather than at 1 ...
-    auto [u, s, vh] = torch::linalg::svd(m, /*full_matrices=*/false, c10::nullopt);
-    const torch::Tensor so = torch::linalg::svdvals(o, c10::nullopt);
+    auto [u, s, vh] = torch::linalg_svd(m, /*full_matrices=*/false, c10::nullopt);
+    const torch::Tensor so = torch::linalg_svdvals(o, c10::nullopt);
     EXPECT_GT(so.min().item<double>(), 0.5) << so;
     EXPECT_LT(so.max().item<double>(), 1.5) << so;
     // ... and U^T O V is diagonal: the singular vectors of M are kept (O = U f(S) V^T, f odd).
