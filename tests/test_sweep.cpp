@@ -166,6 +166,21 @@ output_mult = [1.0, 2.0]
     EXPECT_DOUBLE_EQ(p.config.hp.branch_mult, 0.635403);
     EXPECT_DOUBLE_EQ(p.config.hp.output_mult, 0.428609);
   }
+  // README's 1000-step width check: the width-64 search (81 trials x 2 seeds, first rung of 111
+  // steps) and the 144 runs carrying its winner to widths 64..512.
+  const SweepSpec search =
+      load_sweep(std::string(SCALEINV_SOURCE_DIR) + "/examples/sweeps/gpt_kjv_search_1000.toml");
+  ASSERT_EQ(search.points.size(), 162u);
+  EXPECT_EQ(search.points.front().config.train.steps, 111);
+  const SweepSpec width =
+      load_sweep(std::string(SCALEINV_SOURCE_DIR) + "/examples/sweeps/gpt_kjv_width_tuned.toml");
+  ASSERT_EQ(width.points.size(), 144u);
+  for (const auto& p : width.points) {
+    EXPECT_EQ(p.config.train.steps, 1000);
+    EXPECT_DOUBLE_EQ(p.config.hp.output_mult, 1.484251);
+    EXPECT_DOUBLE_EQ(p.config.hp.embed_mult, 1.165334);
+    EXPECT_EQ(p.config.optim.warmup_steps, 33);
+  }
 }
 
 TEST(SweepSpec, MistakesNameTheFileAndTheField) {
