@@ -488,7 +488,7 @@ void add_regret_series(const ParamTransfer& p, bool vs_standard, int& col, PlotP
 PlotFigure regret_figure(const TransferGroup& g) {
   PlotFigure rf;
   rf.title = g.title() + ": regret of the base LR vs log2 " + g.info.label;
-  PlotPanel rp = linear_panel("loss at the base LR against re-tuning there, % (dashed: 5-95%)", "log2 " + g.info.label,
+  PlotPanel rp = linear_panel("vs re-tuning at each scale (dashed: 5-95%)", "log2 " + g.info.label,
                               "regret, %");
   int col = 0;
   for (const auto& p : g.params)
