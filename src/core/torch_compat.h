@@ -1,7 +1,7 @@
 #pragma once
 // What differs between the libtorch versions scaleinv builds against: Debian's 1.13 (the CPU
 // build) and a CUDA libtorch 2.x (2.4 or newer, the GPU build). Every version test in src/ lives in
-// torch_compat.cpp behind these named helpers (c10d's in dist/c10d_compat.cpp); no other file
+// torch_compat.cpp behind these named helpers (c10d's in dist/c10d_compat.{h,cpp}); no other file
 // checks TORCH_VERSION.
 #include <torch/torch.h>
 
