@@ -166,6 +166,9 @@ output_mult = [1.0, 2.0]
     EXPECT_DOUBLE_EQ(p.config.hp.branch_mult, 0.635403);
     EXPECT_DOUBLE_EQ(p.config.hp.output_mult, 0.428609);
   }
+  EXPECT_EQ(load_sweep(std::string(SCALEINV_SOURCE_DIR) + "/examples/sweeps/resmlp_fashion_depth_tuned_8seeds.toml")
+                .points.size(),
+            1080u);
   // README's 1000-step width check: the width-64 search (81 trials x 2 seeds, first rung of 111
   // steps) and the 144 runs carrying its winner to widths 64..512.
   const SweepSpec search =
