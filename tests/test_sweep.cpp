@@ -33,6 +33,9 @@ namespace {
 
 const std::string kTiny = std::string(SCALEINV_SOURCE_DIR) + "/examples/sweeps/tiny_markov.toml";
 
+// A sweep file shipped under examples/ (e.g. "sweeps/tiny_markov.toml"), expanded.
+SweepSpec shipped(const std::string& rel) { return load_sweep(std::string(SCALEINV_SOURCE_DIR) + "/examples/" + rel); }
+
 // A small sweep with inline config (no base file).
 const char* kInline = R"(
 [sweep]
@@ -148,35 +151,28 @@ output_mult = [1.0, 2.0]
   EXPECT_EQ(s.points[2].config.optim.lr, std::exp2(-4.0));
   // The shipped examples expand and validate.
   for (const char* f : {"tiny_markov.toml", "gpt_kjv_width.toml", "resmlp_fashion_depth.toml"}) {
-    SweepSpec e = load_sweep(std::string(SCALEINV_SOURCE_DIR) + "/examples/sweeps/" + f);
+    SweepSpec e = shipped(std::string("sweeps/") + f);
     EXPECT_GT(e.points.size(), 8u) << f;
   }
   // The demo's sweep files run on their own too, with the sizes README states (64 and 48 runs).
-  EXPECT_EQ(load_sweep(std::string(SCALEINV_SOURCE_DIR) + "/examples/demo/width_sweep.toml").points.size(), 64u);
-  EXPECT_EQ(load_sweep(std::string(SCALEINV_SOURCE_DIR) + "/examples/demo/depth_sweep.toml").points.size(), 48u);
+  EXPECT_EQ(shipped("demo/width_sweep.toml").points.size(), 64u);
+  EXPECT_EQ(shipped("demo/depth_sweep.toml").points.size(), 48u);
   // README's depth search and its tuned depth sweep: 81 trials x 2 seeds in the first rung; 540
   // runs carrying the search's winner (its set lines) to every depth.
-  EXPECT_EQ(load_sweep(std::string(SCALEINV_SOURCE_DIR) + "/examples/sweeps/resmlp_fashion_depth_search.toml")
-                .points.size(),
-            162u);
-  const SweepSpec tuned =
-      load_sweep(std::string(SCALEINV_SOURCE_DIR) + "/examples/sweeps/resmlp_fashion_depth_tuned.toml");
+  EXPECT_EQ(shipped("sweeps/resmlp_fashion_depth_search.toml").points.size(), 162u);
+  const SweepSpec tuned = shipped("sweeps/resmlp_fashion_depth_tuned.toml");
   ASSERT_EQ(tuned.points.size(), 540u);
   for (const auto& p : tuned.points) {
     EXPECT_DOUBLE_EQ(p.config.hp.branch_mult, 0.635403);
     EXPECT_DOUBLE_EQ(p.config.hp.output_mult, 0.428609);
   }
-  EXPECT_EQ(load_sweep(std::string(SCALEINV_SOURCE_DIR) + "/examples/sweeps/resmlp_fashion_depth_tuned_8seeds.toml")
-                .points.size(),
-            1080u);
+  EXPECT_EQ(shipped("sweeps/resmlp_fashion_depth_tuned_8seeds.toml").points.size(), 1080u);
   // README's 1000-step width check: the width-64 search (81 trials x 2 seeds, first rung of 111
   // steps) and the 144 runs carrying its winner to widths 64..512.
-  const SweepSpec search =
-      load_sweep(std::string(SCALEINV_SOURCE_DIR) + "/examples/sweeps/gpt_kjv_search_1000.toml");
+  const SweepSpec search = shipped("sweeps/gpt_kjv_search_1000.toml");
   ASSERT_EQ(search.points.size(), 162u);
   EXPECT_EQ(search.points.front().config.train.steps, 111);
-  const SweepSpec width =
-      load_sweep(std::string(SCALEINV_SOURCE_DIR) + "/examples/sweeps/gpt_kjv_width_tuned.toml");
+  const SweepSpec width = shipped("sweeps/gpt_kjv_width_tuned.toml");
   ASSERT_EQ(width.points.size(), 144u);
   for (const auto& p : width.points) {
     EXPECT_EQ(p.config.train.steps, 1000);

@@ -231,8 +231,7 @@ std::vector<RunSummary> train_ensemble(const std::vector<TrainConfig>& members, 
     if (opts.on_step) opts.on_step(done * E);
     return true;
   };
-  const int64_t step = run_steps(*opt, 0, c0.train.steps, hooks);
-  read_back();  // (nothing pending when the run ended at a read-back)
+  const int64_t step = run_steps(*opt, 0, c0.train.steps, hooks);  // (its last step read back)
   // Validation once, at the end (nothing logs intermediate evaluations of an ensemble).
   if (n_alive > 0 && step == c0.train.steps) evaluate();
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
