@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <sstream>
 
@@ -329,6 +330,74 @@ TEST(TransferAnalysis, HyperparameterAxisExponentShapeAndTimescale) {
   EXPECT_EQ(j["groups"][0]["params"][1]["optimum_shape"], su.shape);
 }
 
+// A choice made at the smallest width (the schedule's decay shape) and kept: known best losses per
+// (schedule, width), so the base choice, the best value per width and both regrets are exact.
+TEST(TransferAnalysis, ChoiceKeptFromTheBaseScale) {
+  // Offsets of each schedule's best loss from 2.0 per width; cosine's optimum is -6 up to 256 and
+  // -7 at 512 (so its base LR -6 costs 0.05 more there); the others' stays -6.
+  const std::map<std::string, std::vector<double>> offset = {
+      {"constant", {0.05, 0.05, 0.05, 0.05}}, {"cosine", {0, 0, 0, 0}}, {"linear", {0.01, 0.005, -0.01, -0.03}}};
+  SweepTable t;
+  for (const auto& [sched, off] : offset)
+    for (size_t wi = 0; wi < kWidths.size(); ++wi)
+      for (double x = -9; x <= -3; x += 1)
+        for (int64_t s : kSeeds) {
+          SweepRow r;
+          r.id = fmt::format("{}-{}-{}-{}", sched, kWidths[wi], x, s);
+          r.param = "mup";
+          r.width = kWidths[wi];
+          r.depth = 2;
+          r.seed = s;
+          r.lr_log2 = x;
+          r.axes = {{"optim.schedule", sched}};
+          const double v = sched == "cosine" && kWidths[wi] == 512 ? -7 : -6;
+          r.final_loss = 2.0 + off[wi] + 0.05 * (x - v) * (x - v) + 0.001 * static_cast<double>(s - 1);
+          t.rows.push_back(r);
+        }
+  const TransferAnalysis a = analyze_transfer(t);
+  EXPECT_EQ(a.groups.size(), 3u);  // the LR's width transfer, one group per schedule
+  ASSERT_EQ(a.choices.size(), 1u);  // depth does not vary: only across width
+  const ChoiceTransfer& c = a.choices[0];
+  EXPECT_EQ(c.title(), "optim.schedule across width (depth 2)");
+  EXPECT_EQ(c.choices, (std::vector<std::string>{"constant", "cosine", "linear"}));
+  EXPECT_EQ(c.base_choice, "cosine");
+  EXPECT_DOUBLE_EQ(c.base_lr_log2, -6);
+  ASSERT_EQ(c.scales.size(), 4u);
+  const std::vector<std::string> best = {"cosine", "cosine", "linear", "linear"};
+  // regret in percent against the best value there: 0 where cosine is best; at 256 linear's 1.99;
+  // at 512 linear's 1.97, and cosine at its base LR -6 is 2.05 there.
+  const std::vector<double> regret = {0, 0, 100 * 0.01 / 1.99, 100 * 0.03 / 1.97};
+  const std::vector<double> at_base = {0, 0, 100 * 0.01 / 1.99, 100 * 0.08 / 1.97};
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(c.scales[i].best_choice, best[i]) << i;
+    EXPECT_NEAR(c.scales[i].regret, regret[i], 1e-9) << i;
+    EXPECT_NEAR(c.scales[i].regret_base_lr, at_base[i], 1e-9) << i;
+    EXPECT_NEAR(c.scales[i].best_loss[0], 2.05, 1e-9);  // constant
+    EXPECT_LE(c.scales[i].regret_lo, c.scales[i].regret + 1e-9);
+    EXPECT_GE(c.scales[i].regret_hi, c.scales[i].regret - 1e-9);
+  }
+  EXPECT_NEAR(c.worst, 100 * 0.03 / 1.97, 1e-9);
+  EXPECT_EQ(c.worst_at, 512);
+  EXPECT_NEAR(c.worst_base_lr, 100 * 0.08 / 1.97, 1e-9);
+  EXPECT_FALSE(c.holds);  // 1.52% > 1%
+  const std::string md = transfer_markdown(a);
+  EXPECT_NE(md.find("| optim.schedule | width (depth 2) | mup | 64: cosine; 128: cosine; 256: linear; 512: linear | "
+                    "cosine (-6.00) | +1.52%"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("FAILS (> 1%)"), std::string::npos) << md;
+  const nlohmann::json j = transfer_to_json(a);
+  EXPECT_EQ(j["choices"][0]["base_choice"], "cosine");
+  EXPECT_EQ(j["choices"][0]["scales"][3]["best_choice"], "linear");
+  EXPECT_NEAR(j["choices"][0]["scales"][3]["best_loss_per_choice"]["linear"].get<double>(), 1.97, 1e-9);
+  // With a 2% tolerance the same numbers hold; numeric values order numerically (warmup 5 < 10).
+  TransferOptions o;
+  o.choice_tolerance_pct = 2.0;
+  EXPECT_TRUE(analyze_choices(t, o).at(0).holds);
+  for (auto& r : t.rows) r.axes["optim.schedule"] = r.axes["optim.schedule"] == "constant" ? "10" : r.axes["optim.schedule"] == "cosine" ? "5" : "20";
+  EXPECT_EQ(analyze_choices(t).at(0).choices, (std::vector<std::string>{"5", "10", "20"}));
+}
+
 TEST(TransferReport, CliWritesTheReportAndRefusesBadInput) {
   const std::string dir = temp_dir("transfer_cli");
   SweepTable t = synthetic({"mup", "standard"});
@@ -358,6 +427,39 @@ TEST(TransferReport, CliWritesTheReportAndRefusesBadInput) {
   EXPECT_EQ(run_cli("transfer-report --db " + dir + "/other.db --out " + dir + "/x").code, 2);
   std::ofstream(dir + "/junk.db") << "not a database at all, just text that is long enough to have a header";
   EXPECT_EQ(run_cli("transfer-report --db " + dir + "/junk.db --out " + dir + "/x").code, 2);
+}
+
+// A sweep re-run with more seeds beside the first database: read as one, a point in both read once,
+// the result that of the union; a bad file among them is still one line, exit 2.
+TEST(TransferReport, SeveralDatabasesReadAsOne) {
+  const std::string dir = temp_dir("transfer_multi");
+  const SweepTable all = synthetic({"mup", "standard"});
+  SweepTable first = all, second = all;
+  first.rows.clear();
+  second.rows.clear();
+  for (const auto& r : all.rows) {
+    if (r.seed <= 1) first.rows.push_back(r);   // seeds 0, 1
+    if (r.seed >= 1) second.rows.push_back(r);  // seeds 1, 2: seed 1 in both
+  }
+  write_db(dir + "/a.db", first);
+  write_db(dir + "/b.db", second);
+  write_db(dir + "/all.db", all);
+  const SweepTable t = read_sweep_rows(std::vector<std::string>{dir + "/a.db", dir + "/b.db"});
+  const int64_t in_both = static_cast<int64_t>(all.rows.size() / kSeeds.size());
+  EXPECT_EQ(t.duplicates, in_both);
+  EXPECT_EQ(t.rows.size(), all.rows.size());
+  EXPECT_EQ(t.db, dir + "/a.db + " + dir + "/b.db");
+  auto both = run_cli("transfer-report --db " + dir + "/a.db --db " + dir + "/b.db --out " + dir + "/rep2 --bootstrap 50");
+  ASSERT_EQ(both.code, 0) << both.err;
+  auto one = run_cli("transfer-report --db " + dir + "/all.db --out " + dir + "/rep1 --bootstrap 50");
+  ASSERT_EQ(one.code, 0) << one.err;
+  EXPECT_EQ(both.out.substr(0, both.out.find("\n\n" + dir)), one.out.substr(0, one.out.find("\n\n" + dir)));
+  EXPECT_NE(both.out.find(fmt::format("{} points were in more than one database and were read once", in_both)),
+            std::string::npos)
+      << both.out;
+  auto bad = run_cli("transfer-report --db " + dir + "/a.db --db " + dir + "/none.db --out " + dir + "/x");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("none.db"), std::string::npos) << bad.err;
 }
 
 TEST(TransferReport, EveryImageLoadsInHeadlessChromium) {

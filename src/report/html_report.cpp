@@ -136,6 +136,40 @@ std::string base64_encode(const std::string& in) {
   return out;
 }
 
+namespace {
+std::string choice_verdict(const ChoiceTransfer& c, double tol) {
+  if (std::isnan(c.worst)) return "undetermined";
+  return c.holds ? fmt::format("holds (<= {:g}%)", tol) : fmt::format("FAILS (> {:g}%)", tol);
+}
+
+// The choices kept from the base scale: a summary row each, then the regret at every scale.
+std::string choices_markdown(const TransferAnalysis& a) {
+  std::string rows, per_scale;
+  for (const auto& c : a.choices) {
+    std::string best, ra, rb;
+    for (const auto& s : c.scales) {
+      const std::string v = value_text(s.scale) + ": ";
+      best += (best.empty() ? "" : "; ") + v + (s.best_choice.empty() ? "n/a" : s.best_choice);
+      ra += (ra.empty() ? "" : "; ") + v + pct_text(s.regret, s.regret_lo, s.regret_hi);
+      rb += (rb.empty() ? "" : "; ") + v + pct_text(s.regret_base_lr, s.regret_base_lr_lo, s.regret_base_lr_hi);
+    }
+    const std::string scaling = c.scale_axis + " (" + c.fixed + (c.context.empty() ? "" : ", " + c.context) + ")";
+    const std::string base = c.base_choice.empty() ? "n/a" : c.base_choice + " (" + f2(c.base_lr_log2) + ")";
+    rows += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} |\n", c.choice_axis, scaling, c.param, best, base,
+                        worst_text(c.worst, c.worst_lo, c.worst_hi, c.worst_at),
+                        worst_text(c.worst_base_lr, c.worst_base_lr_lo, c.worst_base_lr_hi, c.worst_base_lr_at),
+                        choice_verdict(c, a.opts.choice_tolerance_pct));
+    per_scale += fmt::format("| {} | {} | {} | {} | {} |\n", c.choice_axis, scaling, c.param, ra, rb);
+  }
+  return "Choices kept from the smallest scale (the base choice: the value with the least loss there, its LR re-tuned; "
+         "regret in loss against the best value at each scale):\n\n"
+         "| choice | scaling | param | best value per scale | base choice (its base log2 LR) | worst regret, LR re-tuned "
+         "[5-95%] | worst regret at the base LR [5-95%] | verdict |\n|---|---|---|---|---|---|---|---|\n" + rows +
+         "\n| choice | scaling | param | regret per scale, LR re-tuned [5-95%] | regret per scale at the base LR [5-95%] |\n"
+         "|---|---|---|---|---|\n" + per_scale;
+}
+}  // namespace
+
 std::string transfer_markdown(const TransferAnalysis& a) {
   std::string scales, hps, regrets;
   for (const auto& g : a.groups) {
@@ -176,6 +210,7 @@ std::string transfer_markdown(const TransferAnalysis& a) {
           "\nRegret at every scale of the base LR (the smallest scale's best grid point), in loss, against re-tuning there:\n\n"
           "| scaling | param | base LR (log2) | vs standard re-tuned [5-95%] | vs itself re-tuned [5-95%] |\n"
           "|---|---|---|---|---|\n" + regrets;
+  if (!a.choices.empty()) md += std::string(md.empty() ? "" : "\n") + choices_markdown(a);
   if (!hps.empty())
     md += std::string(md.empty() ? "" : "\n") +
           "| axis | param | optimum log2 LR per value [5-95%] | exponent d log2 LR* / d log2 x [5-95%] | reference exponent "
@@ -328,6 +363,34 @@ std::string group_html(const TransferGroup& g) {
   return h;
 }
 
+// The choices kept from the base scale: a verdict and a table per analysis (rows: scales;
+// columns: each value's best loss, the best in bold, then the base choice's regrets).
+std::string choices_html(const TransferAnalysis& a) {
+  if (a.choices.empty()) return "";
+  std::string h = "<h2>Choices kept from the base scale</h2>\n";
+  for (const auto& c : a.choices) {
+    const char* cls = std::isnan(c.worst) ? "unknown" : c.holds ? "holds" : "fails";
+    h += fmt::format("<div class=\"verdict {}\">{}: {}: base choice {} (base log2 LR {}); worst regret, LR re-tuned, "
+                     "{}; at the base LR {}</div>\n",
+                     cls, html_escape(c.title()), html_escape(c.param),
+                     html_escape(c.base_choice.empty() ? "n/a" : c.base_choice), f2(c.base_lr_log2),
+                     worst_text(c.worst, c.worst_lo, c.worst_hi, c.worst_at),
+                     worst_text(c.worst_base_lr, c.worst_base_lr_lo, c.worst_base_lr_hi, c.worst_base_lr_at));
+    h += "<table><tr><th class=\"l\">" + html_escape(c.scale_axis) + "</th>";
+    for (const auto& v : c.choices) h += "<th>" + html_escape(v) + "</th>";
+    h += "<th>regret of " + html_escape(c.base_choice) + ", LR re-tuned</th><th>at the base LR</th></tr>\n";
+    for (const auto& s : c.scales) {
+      h += "<tr><td class=\"l\">" + value_text(s.scale) + "</td>";
+      for (size_t j = 0; j < c.choices.size(); ++j)
+        h += fmt::format("<td class=\"{}\">{}</td>", c.choices[j] == s.best_choice ? "best" : "", f4(s.best_loss[j]));
+      h += "<td>" + pct_text(s.regret, s.regret_lo, s.regret_hi) + "</td><td>" +
+           pct_text(s.regret_base_lr, s.regret_base_lr_lo, s.regret_base_lr_hi) + "</td></tr>\n";
+    }
+    h += "</table>\n";
+  }
+  return h;
+}
+
 // The closing "Method" section and the end of the page.
 std::string method_html(const TransferAnalysis& a) {
   std::string h =
@@ -357,8 +420,14 @@ std::string method_html(const TransferAnalysis& a) {
        "when the exponent's interval excludes 0.</li>\n"
        "<li>Weight decay (AdamW, decoupled): the per-step decay fraction is lr &times; schedule &times; wd "
        "(wd_mode coupled, lr the base LR; the table's per-role wd multipliers apply on top) or wd (independent), so "
-       "the timescale is tau = 1/(lr wd) or 1/wd steps, reported at each optimum and as a fraction of the run.</li>\n"
-       "</ul>\n</body></html>\n";
+       "the timescale is tau = 1/(lr wd) or 1/wd steps, reported at each optimum and as a fraction of the run.</li>\n";
+  h += fmt::format("<li>Choices (a grid axis such as optim.schedule crossed with width or depth): at each scale every "
+                   "value's best grid-point loss (its LR re-tuned); the base choice is the value best at the smallest "
+                   "scale; its regret at each scale against the best value there, with its LR re-tuned and at its "
+                   "base LR (its best grid point at the smallest scale). It holds when the worst regret, LR re-tuned, "
+                   "is at most {:g}%. Intervals: the same bootstrap, the base choice re-made in every resample.</li>\n"
+                   "</ul>\n</body></html>\n",
+                   a.opts.choice_tolerance_pct);
   return h;
 }
 }  // namespace
@@ -369,6 +438,7 @@ std::string transfer_html(const TransferAnalysis& a, const std::vector<ReportFig
   h += before_sections_html(before);
   h += database_note_html(a);
   for (const auto& g : a.groups) h += group_html(g);
+  h += choices_html(a);
   for (const auto& f : figures) h += figure_html(f);
   h += method_html(a);
   return h;

@@ -14,6 +14,7 @@
 
 #include "core/errors.h"
 #include "core/sqlite_db.h"
+#include "report/seed_curves.h"
 
 namespace scaleinv {
 
@@ -29,33 +30,15 @@ bool is_coordinate_axis(const std::string& k) {
   return s.count(k) > 0;
 }
 
-int64_t lr_key(double lr_log2) { return std::llround(lr_log2 * 1e6); }
-
 // seed -> (lr key -> loss, +inf when diverged), for one (param, scale).
-using SeedTable = std::map<int64_t, std::map<int64_t, double>>;
-
-// Mean over `seeds` per LR grid point (+inf when any of them diverged there).
-std::vector<LrPoint> mean_curve(const SeedTable& t, const std::vector<int64_t>& seeds, const std::vector<int64_t>& lrs) {
-  std::vector<LrPoint> out;
-  for (int64_t k : lrs) {
-    LrPoint p;
-    p.lr_log2 = static_cast<double>(k) / 1e6;
-    double s = 0;
-    for (int64_t seed : seeds) {
-      auto it = t.find(seed);
-      if (it == t.end()) continue;
-      auto jt = it->second.find(k);
-      if (jt == it->second.end()) continue;
-      ++p.seeds;
-      if (!std::isfinite(jt->second)) ++p.diverged;
-      else s += jt->second;
-    }
-    if (p.seeds == 0) continue;  // never run at this scale
-    p.mean_loss = p.diverged > 0 ? kInf : s / p.seeds;
-    out.push_back(p);
-  }
-  return out;
-}
+using seed_curves::SeedTable;
+using seed_curves::best_point;
+using seed_curves::lr_key;
+using seed_curves::mean_curve;
+using seed_curves::nearest_point;
+using seed_curves::percentile;
+using seed_curves::regret_pct;
+using seed_curves::worst_of;
 
 Optimum curve_optimum(const std::vector<LrPoint>& pts) {
   std::vector<double> x, y;
@@ -65,26 +48,6 @@ Optimum curve_optimum(const std::vector<LrPoint>& pts) {
   }
   return locate_optimum(x, y);
 }
-
-double percentile(std::vector<double> v, double q) {
-  if (v.empty()) return kNaN;
-  std::sort(v.begin(), v.end());
-  const double pos = q * static_cast<double>(v.size() - 1);
-  const size_t i = static_cast<size_t>(std::floor(pos));
-  const size_t j = std::min(v.size() - 1, i + 1);
-  return v[i] + (pos - static_cast<double>(i)) * (v[j] - v[i]);
-}
-
-// splitmix64: a fixed, platform-independent generator for the bootstrap.
-struct Rng {
-  uint64_t s;
-  uint64_t next() {
-    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-};
 
 std::string fmt_signed(double v) { return std::isfinite(v) ? fmt::format("{:+.2f}", v) : "n/a"; }
 
@@ -177,6 +140,23 @@ SweepTable read_sweep_rows(const std::string& db_path) {
   return t;
 }
 
+SweepTable read_sweep_rows(const std::vector<std::string>& db_paths) {
+  if (db_paths.empty())
+    throw UserError("command line", "--db", "no database given", "give one or more files written by scaleinv sweep");
+  SweepTable all;
+  std::set<std::string> ids;
+  for (const std::string& path : db_paths) {
+    SweepTable t = read_sweep_rows(path);
+    all.db += (all.db.empty() ? "" : " + ") + t.db;
+    if (all.name.find(t.name) == std::string::npos) all.name += (all.name.empty() ? "" : " + ") + t.name;
+    for (auto& r : t.rows) {
+      if (ids.insert(r.id).second) all.rows.push_back(std::move(r));
+      else ++all.duplicates;
+    }
+  }
+  return all;
+}
+
 Optimum locate_optimum(const std::vector<double>& x, const std::vector<double>& y) {
   Optimum o;
   o.lr_log2 = kNaN;
@@ -238,10 +218,7 @@ struct DrawFit {
 DrawFit fit_draw(const std::map<double, SeedTable>& by_value, const std::vector<int64_t>& draw) {
   DrawFit f;
   for (const auto& [value, seeds_tab] : by_value) {
-    std::set<int64_t> lrset;
-    for (const auto& [seed, by_lr] : seeds_tab)
-      for (const auto& [k, l] : by_lr) lrset.insert(k);
-    f.points.push_back(mean_curve(seeds_tab, draw, std::vector<int64_t>(lrset.begin(), lrset.end())));
+    f.points.push_back(mean_curve(seeds_tab, draw, seed_curves::lr_keys(seeds_tab)));
     f.opt.push_back(curve_optimum(f.points.back()));
   }
   return f;
@@ -263,26 +240,6 @@ double optimum_slope(const std::vector<double>& values, const std::vector<Optimu
   double sxy = 0, sxx = 0;
   for (size_t i = 0; i < xs.size(); ++i) sxy += (xs[i] - mx) * (ys[i] - my), sxx += (xs[i] - mx) * (xs[i] - mx);
   return sxx > 0 ? sxy / sxx : kNaN;
-}
-
-const LrPoint* best_point(const std::vector<LrPoint>& pts) {
-  const LrPoint* b = nullptr;
-  for (const auto& p : pts)
-    if (std::isfinite(p.mean_loss) && (!b || p.mean_loss < b->mean_loss)) b = &p;
-  return b;
-}
-
-// The grid point of `pts` nearest `lr` (ties: the smaller LR); nullptr when `pts` is empty.
-const LrPoint* nearest_point(const std::vector<LrPoint>& pts, double lr) {
-  const LrPoint* n = nullptr;
-  for (const auto& p : pts)
-    if (!n || std::fabs(p.lr_log2 - lr) < std::fabs(n->lr_log2 - lr) - 1e-9) n = &p;
-  return n;
-}
-
-double regret_pct(double loss, double best) {
-  if (std::isnan(best) || std::isnan(loss)) return kNaN;
-  return std::isfinite(loss) ? 100.0 * (loss - best) / std::fabs(best) : kInf;
 }
 
 // Per value: the regret of the base LR against the parameterization re-tuned and against standard
@@ -308,14 +265,6 @@ std::vector<ScaleRegret> regrets_of(const std::vector<double>& values, const Dra
     out.push_back(r);
   }
   return out;
-}
-
-// The largest of `v` (NaN entries skipped; +inf counts) and the index where; {NaN, -1} when none.
-std::pair<double, int> worst_of(const std::vector<double>& v) {
-  std::pair<double, int> w{kNaN, -1};
-  for (size_t i = 0; i < v.size(); ++i)
-    if (!std::isnan(v[i]) && (w.second < 0 || v[i] > w.first)) w = {v[i], static_cast<int>(i)};
-  return w;
 }
 
 std::string value_text(double v) { return fmt::format("{:g}", v); }
@@ -428,20 +377,6 @@ std::vector<int64_t> seeds_of(const GroupData& data) {
     for (const auto& [value, seeds_tab] : by_value)
       for (const auto& [seed, by_lr] : seeds_tab) s.insert(seed);
   return std::vector<int64_t>(s.begin(), s.end());
-}
-
-// The point estimate (every seed once) and the joint bootstrap draws.
-std::vector<std::vector<int64_t>> seed_draws(const std::vector<int64_t>& all_seeds, const TransferOptions& opts) {
-  std::vector<std::vector<int64_t>> draws = {all_seeds};
-  if (all_seeds.size() > 1) {
-    Rng rng{opts.rng_seed};
-    for (int b = 0; b < opts.bootstrap; ++b) {
-      std::vector<int64_t> d;
-      for (size_t i = 0; i < all_seeds.size(); ++i) d.push_back(all_seeds[rng.next() % all_seeds.size()]);
-      draws.push_back(std::move(d));
-    }
-  }
-  return draws;
 }
 
 // Per param: per draw, its fit (draw 0: the point estimate).
@@ -676,7 +611,7 @@ std::optional<TransferGroup> analyze_group(const std::string& axis, const AxisIn
   g.info = info;
   g.fixed = key.fixed;
   g.context = key.context;
-  const GroupFits fits = fit_draws(part.data, seed_draws(seeds_of(part.data), opts));
+  const GroupFits fits = fit_draws(part.data, seed_curves::seed_draws(seeds_of(part.data), opts.bootstrap, opts.rng_seed));
   bool any_scaled = false;
   for (const auto& [param, by_value] : part.data) {
     g.params.push_back(analyze_param(g, part, fits, param, by_value, opts));
@@ -701,6 +636,7 @@ TransferAnalysis analyze_transfer(const SweepTable& table, const TransferOptions
     for (const auto& [key, part] : partition_rows(table, axis))
       if (auto g = analyze_group(axis, info, key, part, opts)) A.groups.push_back(std::move(*g));
   }
+  A.choices = analyze_choices(table, opts);
   return A;
 }
 
@@ -781,6 +717,38 @@ nlohmann::json transfer_to_json(const TransferAnalysis& a) {
                       {"context", g.context},
                       {"params", params}});
   }
+  nlohmann::json choices = nlohmann::json::array();
+  for (const auto& c : a.choices) {
+    nlohmann::json scales = nlohmann::json::array();
+    for (const auto& s : c.scales) {
+      nlohmann::json best = nlohmann::json::object();
+      for (size_t j = 0; j < c.choices.size(); ++j) best[c.choices[j]] = num(s.best_loss[j]);
+      scales.push_back({{c.scale_axis, s.scale},
+                        {"best_loss_per_choice", best},
+                        {"best_choice", s.best_choice},
+                        {"regret_percent", num(s.regret)},
+                        {"regret_interval", {num(s.regret_lo), num(s.regret_hi)}},
+                        {"regret_at_base_lr_percent", num(s.regret_base_lr)},
+                        {"regret_at_base_lr_interval", {num(s.regret_base_lr_lo), num(s.regret_base_lr_hi)}}});
+    }
+    choices.push_back({{"title", c.title()},
+                       {"choice_axis", c.choice_axis},
+                       {"scale_axis", c.scale_axis},
+                       {"param", c.param},
+                       {"fixed", c.fixed},
+                       {"context", c.context},
+                       {"choices", c.choices},
+                       {"base_choice", c.base_choice},
+                       {"base_lr_log2", num(c.base_lr_log2)},
+                       {"holds", c.holds},
+                       {"worst_regret_percent", num(c.worst)},
+                       {"worst_regret_interval", {num(c.worst_lo), num(c.worst_hi)}},
+                       {"worst_regret_at", num(c.worst_at)},
+                       {"worst_regret_at_base_lr_percent", num(c.worst_base_lr)},
+                       {"worst_regret_at_base_lr_interval", {num(c.worst_base_lr_lo), num(c.worst_base_lr_hi)}},
+                       {"worst_regret_at_base_lr_at", num(c.worst_base_lr_at)},
+                       {"scales", scales}});
+  }
   return {{"db", a.db},
           {"sweep", a.name},
           {"rows", a.rows},
@@ -796,8 +764,14 @@ nlohmann::json transfer_to_json(const TransferAnalysis& a) {
                        "loss there of the same parameterization re-tuned and of standard re-tuned; worst over values"},
             {"wd_timescale", "AdamW: tau = 1/(lr wd) steps (wd_mode coupled, lr the base LR at the optimum), 1/wd "
                              "(independent)"},
-            {"verdict", fmt::format("transfer holds when |shift| <= {} doubling", a.opts.shift_tolerance)}}},
-          {"groups", groups}};
+            {"verdict", fmt::format("transfer holds when |shift| <= {} doubling", a.opts.shift_tolerance)},
+            {"choice", fmt::format("for a grid axis crossed with width or depth: the base choice is the value whose "
+                                   "best grid-point loss is least at the smallest scale; its regret at each scale "
+                                   "against the best value there, with its LR re-tuned and at its base LR; it holds "
+                                   "when the worst regret (LR re-tuned) is at most {}%",
+                                   a.opts.choice_tolerance_pct)}}},
+          {"groups", groups},
+          {"choices", choices}};
 }
 
 }  // namespace scaleinv

@@ -59,13 +59,18 @@ struct SweepRow {
 };
 
 struct SweepTable {
-  std::string db, name;
+  std::string db, name;            // several databases: "a.db + b.db", their sweep names likewise
   std::vector<SweepRow> rows;
+  int64_t duplicates = 0;          // points read once though in several databases (same id)
 };
 
 // Reads the points table. UserError (exit 2) when the file is missing, is not a sweep database or
 // holds no points.
 SweepTable read_sweep_rows(const std::string& db_path);
+// Several databases as one table (e.g. a sweep re-run with more seeds beside the first one): a
+// point id (the hash of its resolved config) already read is read once, counted in `duplicates`,
+// and the first database's row is kept. UserError as above, for the first file that fails.
+SweepTable read_sweep_rows(const std::vector<std::string>& db_paths);
 
 struct Optimum {
   double lr_log2 = 0;      // NaN when every grid point diverged
@@ -151,12 +156,45 @@ struct TransferGroup {
   std::string slug() const;   // file-name friendly
 };
 
+// A choice made at the base scale and kept at every scale (issue 16's schedules: does the decay
+// shape or the warmup chosen at the base stay the best?). For a grid axis other than the
+// coordinates (a categorical one such as optim.schedule, or a numeric one such as
+// optim.warmup_steps) crossed with width or depth, per parameterization and whatever else is held
+// fixed: at each scale, the best grid-point loss of every value of the axis (its LR re-tuned
+// there); the base choice is the value best at the smallest scale; its regret at each scale
+// against the best value there, (a) with its LR re-tuned there, (b) at its base LR (its best grid
+// point at the smallest scale; the nearest grid point where not run). Intervals: the same joint
+// seed bootstrap as the LR analysis, the base choice re-made in every resample.
+struct ChoiceScale {
+  double scale = 0;
+  std::vector<double> best_loss;  // per value of ChoiceTransfer::choices: best grid-point loss (NaN: not run; +inf: all diverged)
+  std::string best_choice;        // "" when no value has a finite loss
+  double regret = 0, regret_lo = 0, regret_hi = 0;                          // (a), percent
+  double regret_base_lr = 0, regret_base_lr_lo = 0, regret_base_lr_hi = 0;  // (b), percent
+};
+
+struct ChoiceTransfer {
+  std::string choice_axis;   // the grid key, e.g. "optim.schedule"
+  std::string scale_axis;    // "width" or "depth"
+  std::string param, fixed, context;  // fixed: "depth 2"; context: other axes held fixed ("" when none)
+  std::vector<std::string> choices;   // the axis' values, sorted (numerically when all are numbers)
+  std::string base_choice;            // "" when undetermined
+  double base_lr_log2 = 0;            // the base choice's best grid point at the smallest scale
+  std::vector<ChoiceScale> scales;    // by increasing scale
+  // The worst regret over scales, its interval and where (NaN: undetermined; +inf: diverged).
+  double worst = 0, worst_lo = 0, worst_hi = 0, worst_at = 0;
+  double worst_base_lr = 0, worst_base_lr_lo = 0, worst_base_lr_hi = 0, worst_base_lr_at = 0;
+  bool holds = false;                 // worst (a) <= TransferOptions::choice_tolerance_pct
+  std::string title() const;          // "optim.schedule across width (depth 2)"
+};
+
 struct TransferOptions {
   int bootstrap = 200;
   uint64_t rng_seed = 20240611;
   double lo_q = 0.05, hi_q = 0.95;
   double shift_tolerance = 1.0;     // doublings
   double better_tolerance = 1e-3;   // relative increase still counted as "not worse"
+  double choice_tolerance_pct = 1.0;  // a base choice "holds" when its worst regret is at most this
 };
 
 struct TransferAnalysis {
@@ -164,8 +202,14 @@ struct TransferAnalysis {
   int64_t rows = 0, diverged_rows = 0;
   TransferOptions opts;
   std::vector<TransferGroup> groups;
+  std::vector<ChoiceTransfer> choices;
 };
 
+// Choices kept from the base scale (see ChoiceTransfer), for every grid axis with two values or more
+// crossed with a model scale with two values or more. Defined in choice_transfer.cpp.
+std::vector<ChoiceTransfer> analyze_choices(const SweepTable& table, const TransferOptions& opts = {});
+
+// The LR analysis of every axis and the choices (analyze_choices).
 TransferAnalysis analyze_transfer(const SweepTable& table, const TransferOptions& opts = {});
 nlohmann::json transfer_to_json(const TransferAnalysis& a);
 

@@ -1,0 +1,105 @@
+// Seed-averaged loss curves and the seed bootstrap (see seed_curves.h).
+#include "report/seed_curves.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <set>
+
+namespace scaleinv::seed_curves {
+
+namespace {
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// splitmix64: a fixed, platform-independent generator for the bootstrap.
+struct Rng {
+  uint64_t s;
+  uint64_t next() {
+    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+};
+}  // namespace
+
+int64_t lr_key(double lr_log2) { return std::llround(lr_log2 * 1e6); }
+
+std::vector<int64_t> lr_keys(const SeedTable& t) {
+  std::set<int64_t> s;
+  for (const auto& [seed, by_lr] : t)
+    for (const auto& [k, l] : by_lr) s.insert(k);
+  return std::vector<int64_t>(s.begin(), s.end());
+}
+
+std::vector<LrPoint> mean_curve(const SeedTable& t, const std::vector<int64_t>& seeds, const std::vector<int64_t>& lrs) {
+  std::vector<LrPoint> out;
+  for (int64_t k : lrs) {
+    LrPoint p;
+    p.lr_log2 = static_cast<double>(k) / 1e6;
+    double s = 0;
+    for (int64_t seed : seeds) {
+      auto it = t.find(seed);
+      if (it == t.end()) continue;
+      auto jt = it->second.find(k);
+      if (jt == it->second.end()) continue;
+      ++p.seeds;
+      if (!std::isfinite(jt->second)) ++p.diverged;
+      else s += jt->second;
+    }
+    if (p.seeds == 0) continue;  // never run here
+    p.mean_loss = p.diverged > 0 ? kInf : s / p.seeds;
+    out.push_back(p);
+  }
+  return out;
+}
+
+const LrPoint* best_point(const std::vector<LrPoint>& pts) {
+  const LrPoint* b = nullptr;
+  for (const auto& p : pts)
+    if (std::isfinite(p.mean_loss) && (!b || p.mean_loss < b->mean_loss)) b = &p;
+  return b;
+}
+
+const LrPoint* nearest_point(const std::vector<LrPoint>& pts, double lr) {
+  const LrPoint* n = nullptr;
+  for (const auto& p : pts)
+    if (!n || std::fabs(p.lr_log2 - lr) < std::fabs(n->lr_log2 - lr) - 1e-9) n = &p;
+  return n;
+}
+
+double regret_pct(double loss, double best) {
+  if (std::isnan(best) || std::isnan(loss)) return std::nan("");
+  return std::isfinite(loss) ? 100.0 * (loss - best) / std::fabs(best) : kInf;
+}
+
+std::pair<double, int> worst_of(const std::vector<double>& v) {
+  std::pair<double, int> w{std::nan(""), -1};
+  for (size_t i = 0; i < v.size(); ++i)
+    if (!std::isnan(v[i]) && (w.second < 0 || v[i] > w.first)) w = {v[i], static_cast<int>(i)};
+  return w;
+}
+
+double percentile(std::vector<double> v, double q) {
+  if (v.empty()) return std::nan("");
+  std::sort(v.begin(), v.end());
+  const double pos = q * static_cast<double>(v.size() - 1);
+  const size_t i = static_cast<size_t>(std::floor(pos));
+  const size_t j = std::min(v.size() - 1, i + 1);
+  return v[i] + (pos - static_cast<double>(i)) * (v[j] - v[i]);
+}
+
+std::vector<std::vector<int64_t>> seed_draws(const std::vector<int64_t>& all_seeds, int bootstrap, uint64_t rng_seed) {
+  std::vector<std::vector<int64_t>> draws = {all_seeds};
+  if (all_seeds.size() > 1) {
+    Rng rng{rng_seed};
+    for (int b = 0; b < bootstrap; ++b) {
+      std::vector<int64_t> d;
+      for (size_t i = 0; i < all_seeds.size(); ++i) d.push_back(all_seeds[rng.next() % all_seeds.size()]);
+      draws.push_back(std::move(d));
+    }
+  }
+  return draws;
+}
+
+}  // namespace scaleinv::seed_curves

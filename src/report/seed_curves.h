@@ -1,0 +1,46 @@
+#pragma once
+// What the transfer analyses share (report/transfer.cpp for the LR, report/choice_transfer.cpp for
+// a categorical choice): a loss table per seed and LR grid point, its seed-averaged curve, the
+// best point on a curve, regret in percent, and the joint seed bootstrap with its percentiles.
+// Pure functions; nothing is read or written.
+#include <cstdint>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "report/transfer.h"
+
+namespace scaleinv::seed_curves {
+
+// The integer key of a log2-LR grid point (micro-doublings), so that grid points compare exactly.
+int64_t lr_key(double lr_log2);
+
+// seed -> (lr key -> loss, +inf when diverged), for one curve.
+using SeedTable = std::map<int64_t, std::map<int64_t, double>>;
+
+// Every LR key run for any seed of `t`, ascending.
+std::vector<int64_t> lr_keys(const SeedTable& t);
+
+// Mean over `seeds` (a draw: repeats count again) per LR grid point in `lrs`; +inf where any of them
+// diverged; grid points none of `seeds` ran are left out.
+std::vector<LrPoint> mean_curve(const SeedTable& t, const std::vector<int64_t>& seeds, const std::vector<int64_t>& lrs);
+
+// The finite point of least mean loss (nullptr when none).
+const LrPoint* best_point(const std::vector<LrPoint>& pts);
+// The grid point of `pts` nearest `lr` (ties: the smaller LR); nullptr when `pts` is empty.
+const LrPoint* nearest_point(const std::vector<LrPoint>& pts, double lr);
+
+// 100 (loss - best) / |best|; +inf when `loss` is infinite (diverged); NaN when either is NaN.
+double regret_pct(double loss, double best);
+
+// The largest of `v` (NaN entries skipped; +inf counts) and its index; {NaN, -1} when none.
+std::pair<double, int> worst_of(const std::vector<double>& v);
+
+// The q-quantile of `v` (linear interpolation between order statistics); NaN when empty.
+double percentile(std::vector<double> v, double q);
+
+// Draw 0 is `all_seeds` itself (the point estimate); then `bootstrap` resamples with replacement
+// from a fixed, platform-independent generator seeded with `rng_seed` (none with one seed).
+std::vector<std::vector<int64_t>> seed_draws(const std::vector<int64_t>& all_seeds, int bootstrap, uint64_t rng_seed);
+
+}  // namespace scaleinv::seed_curves
