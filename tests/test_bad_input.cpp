@@ -4,6 +4,8 @@
 // output path of the case points), whose listing must be the same before and after.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -79,6 +81,7 @@ std::vector<BadCase> cases() {
       {"optim", "lr", "nan"},            {"optim", "lr", "inf"},            {"optim", "lr", "\"fast\""},
       {"optim", "schedule", "\"step\""}, {"optim", "wd_mode", "\"weird\""}, {"optim", "beta2", "nan"},
       {"optim", "warmup_steps", "-3"},   {"optim", "eps", "-inf"},          {"optim", "momentum", "\"a\""},
+      {"optim", "decay_fraction", "0"},  {"optim", "decay_fraction", "1.5"}, {"optim", "decay_fraction", "nan"},
       {"data", "source", "\"nosuch\""},  {"data", "vocab", "1.5"},          {"data", "seed", "\"s\""},
       {"data", "markov_temperature", "nan"}, {"train", "steps", "0"},      {"train", "steps", "-5"},
       {"train", "steps", "1e30"},        {"train", "batch_size", "0"},      {"train", "batch_size", "-2"},
@@ -231,6 +234,7 @@ std::set<std::string> listing(const std::string& dir) {
 TEST(BadInput, EveryMistakeIsOneLineNamingFileFieldAndFixWithExitCode2AndNothingWritten) {
   const std::vector<BadCase> all = cases();
   ASSERT_GE(all.size(), 150u);
+  std::printf("%zu bad inputs\n", all.size());  // the count README's reliability table states
   const std::string root = scaleinv::testing::temp_dir("bad_input");
   struct Outcome {
     int code = -1;

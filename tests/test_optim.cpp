@@ -6,10 +6,13 @@
 #include <functional>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "core/errors.h"
 #include "models/model.h"
 #include "optim/optimizer.h"
 #include "param/table.h"
+#include "train/config.h"
 
 using namespace scaleinv;
 
@@ -573,12 +576,43 @@ TEST(OptimSchedule, EndpointsAndShapes) {
   EXPECT_NEAR(schedule_factor(c, 32), 0.1 + 0.9 * 0.5 * (1 + std::cos(M_PI * 22.0 / 90)), 1e-12);
   c.schedule = "linear";
   EXPECT_NEAR(schedule_factor(c, 40), 0.1 + 0.9 * (1 - 30.0 / 90), 1e-12);
+  // wsd, decay_fraction 0.2 of the 90 post-warmup steps: 1 until step 10 + 72 = 82, then linear to
+  // min_lr_ratio at 100 (held after).
+  c.schedule = "wsd";
+  c.decay_fraction = 0.2;
+  EXPECT_DOUBLE_EQ(schedule_factor(c, 0), 0.1);  // warmup as every shape
+  EXPECT_DOUBLE_EQ(schedule_factor(c, 10), 1.0);
+  EXPECT_DOUBLE_EQ(schedule_factor(c, 82), 1.0);
+  EXPECT_NEAR(schedule_factor(c, 91), 0.1 + 0.9 * 0.5, 1e-12);  // halfway through the cool-down
+  EXPECT_NEAR(schedule_factor(c, 100), 0.1, 1e-12);
+  EXPECT_NEAR(schedule_factor(c, 1000), 0.1, 1e-12);
+  c.decay_fraction = 1.0;  // the whole run: linear
+  for (int s : {10, 37, 64, 99}) {
+    OptimConfig lin = c;
+    lin.schedule = "linear";
+    EXPECT_NEAR(schedule_factor(c, s), schedule_factor(lin, s), 1e-12) << s;
+  }
+  for (double bad : {0.0, -0.1, 1.5, std::nan("")}) {
+    c.decay_fraction = bad;
+    expect_user_error([&] { validate_schedule(c); }, "optim.decay_fraction");
+  }
+  c.decay_fraction = 0.2;
   c.warmup_steps = 0;
   c.schedule = "constant";
   EXPECT_DOUBLE_EQ(schedule_factor(c, 0), 1.0);
   c.schedule = "exponential";
   expect_user_error([&] { schedule_factor(c, 0); }, "optim.schedule");
   expect_user_error([&] { validate_schedule(c); }, "optim.schedule");
+}
+
+// decay_fraction is read under every schedule but written (and so part of a sweep point's identity)
+// only under wsd: the ids of sweeps with other schedules are what they were before wsd existed.
+TEST(OptimSchedule, WsdFieldOnlyInAWsdConfigsIdentity) {
+  const TrainConfig cos = train_config_from_toml_text("[optim]\nschedule = \"cosine\"\n", "t");
+  EXPECT_FALSE(train_config_to_json(cos).at("optim").contains("decay_fraction"));
+  const TrainConfig wsd = train_config_from_toml_text("[optim]\nschedule = \"wsd\"\ndecay_fraction = 0.3\n", "t");
+  EXPECT_DOUBLE_EQ(train_config_to_json(wsd).at("optim").at("decay_fraction").get<double>(), 0.3);
+  EXPECT_DOUBLE_EQ(train_config_from_json(train_config_to_json(wsd)).optim.decay_fraction, 0.3);
 }
 
 TEST(OptimTorchParity, AdamAdamWAndSgdMatchLibtorchBitForBit) {

@@ -43,10 +43,11 @@ struct OptimConfig {
   std::string muon_scale = "spectral";  // spectral: max(1, fan_out/fan_in)^1/2; rms: 0.2 sqrt(max(fan_in, fan_out))
   double muon_eps = 1e-7;
   // schedule
-  std::string schedule = "constant";  // constant | cosine (linear warmup + cosine) | linear (linear decay)
+  std::string schedule = "constant";  // constant | cosine | linear | wsd (warmup-stable-decay), after linear warmup
   int64_t warmup_steps = 0;
   int64_t total_steps = 1000;
-  double min_lr_ratio = 0.0;    // final LR / base LR for cosine and linear
+  double min_lr_ratio = 0.0;    // final LR / base LR for cosine, linear and wsd
+  double decay_fraction = 0.2;  // wsd: the last fraction of the post-warmup steps, decaying linearly
 };
 
 // The table's family for an optimizer kind (UserError on an unknown kind, field "optim.kind").
@@ -74,12 +75,18 @@ struct ParamGroup {
 std::vector<ParamGroup> param_groups(const std::vector<TaggedParam>& params, const ScaleContext& ctx);
 
 // LR multiplier of the schedule at `step` (0-based): linear warmup (step+1)/warmup_steps for
-// step < warmup_steps, then constant 1 / cosine / linear decay from 1 at warmup_steps to
-// min_lr_ratio at total_steps (held there after). Validates the schedule first.
+// step < warmup_steps, then, with p = (step - warmup) / (total - warmup) clamped to [0, 1] and
+// r = min_lr_ratio (a table of shapes in schedule.cpp):
+//   constant  1
+//   cosine    r + (1 - r) (1 + cos(pi p)) / 2
+//   linear    r + (1 - r) (1 - p)
+//   wsd       1 for p <= 1 - f, then r + (1 - r) (1 - p) / f   (f = decay_fraction: warmup-stable-
+//             decay, a constant LR with a linear cool-down over the run's last fraction)
+// Validates the schedule first.
 double schedule_factor(const OptimConfig& cfg, int64_t step);
 
 // UserError (where "config") naming the field: unknown optim.schedule, negative optim.warmup_steps,
-// optim.total_steps < 1, optim.min_lr_ratio outside [0, 1].
+// optim.total_steps < 1, optim.min_lr_ratio outside [0, 1], optim.decay_fraction outside (0, 1].
 void validate_schedule(const OptimConfig& cfg);
 // Every field: optim.kind, optim.wd_mode (coupled | independent), optim.lr > 0 (finite), optim.momentum,
 // optim.beta1, optim.beta2 in [0, 1), optim.eps >= 0 (> 0 for adafactor), optim.weight_decay >= 0,

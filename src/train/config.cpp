@@ -132,6 +132,13 @@ void muon_fields(X& x, F&& f) {
   f("muon_eps", x.muon_eps);
 }
 
+// [optim], wsd only: written only under schedule = "wsd", so the JSON (and the identity) of every
+// other schedule is what it was before wsd existed
+template <class X, class F>
+void wsd_fields(X& x, F&& f) {
+  f("decay_fraction", x.decay_fraction);
+}
+
 // [data]
 template <class X, class F>
 void data_fields(X& x, F&& f) {
@@ -201,6 +208,7 @@ void read_hp(const TomlReader& r, Hyper& h) {
 void read_optim(const TomlReader& r, OptimConfig& o) {
   optim_fields(o, read_from(r));
   muon_fields(o, read_from(r));
+  wsd_fields(o, read_from(r));
   r.reject_unknown();
 }
 
@@ -283,6 +291,7 @@ nlohmann::json train_config_to_json(const TrainConfig& c) {
   hp_fields(c.hp, write_into(j["hp"]));
   optim_fields(c.optim, write_into(j["optim"]));
   if (c.optim.kind == "muon") muon_fields(c.optim, write_into(j["optim"]));
+  if (c.optim.schedule == "wsd") wsd_fields(c.optim, write_into(j["optim"]));
   data_fields(c.data, write_into(j["data"]));
   train_fields(c.train, write_into(j["train"]));
   return j;
