@@ -180,6 +180,26 @@ output_mult = [1.0, 2.0]
     EXPECT_DOUBLE_EQ(p.config.hp.embed_mult, 1.165334);
     EXPECT_EQ(p.config.optim.warmup_steps, 33);
   }
+  // README's GPT in depth (search at width 64, depth 2 with the branch multiplier; 270 runs to
+  // depths 2..32 with base depth 2), the 1000-step residual-MLP depth pair, and the decay-shape
+  // study (108 runs of three shapes, 36 of wsd in a second database).
+  EXPECT_EQ(shipped("sweeps/gpt_kjv_depth_search.toml").points.size(), 162u);
+  const SweepSpec gdepth = shipped("sweeps/gpt_kjv_depth_tuned.toml");
+  ASSERT_EQ(gdepth.points.size(), 270u);
+  for (const auto& p : gdepth.points) {
+    EXPECT_EQ(p.config.param_base_depth, 2);
+    EXPECT_DOUBLE_EQ(p.config.hp.branch_mult, 0.719433);
+  }
+  EXPECT_EQ(shipped("sweeps/resmlp_fashion_depth_search_1000.toml").points.front().config.train.steps, 111);
+  const SweepSpec r1000 = shipped("sweeps/resmlp_fashion_depth_tuned_1000.toml");
+  ASSERT_EQ(r1000.points.size(), 540u);
+  EXPECT_EQ(r1000.points.front().config.train.steps, 1000);
+  EXPECT_DOUBLE_EQ(r1000.points.front().config.hp.branch_mult, 1.612717);
+  EXPECT_EQ(shipped("sweeps/gpt_kjv_schedule.toml").points.size(), 108u);
+  const SweepSpec wsd = shipped("sweeps/gpt_kjv_schedule_wsd.toml");
+  ASSERT_EQ(wsd.points.size(), 36u);
+  EXPECT_EQ(wsd.points.front().config.optim.schedule, "wsd");
+  EXPECT_DOUBLE_EQ(wsd.points.front().config.optim.decay_fraction, 0.2);
 }
 
 TEST(SweepSpec, MistakesNameTheFileAndTheField) {
