@@ -386,6 +386,11 @@ TEST(TransferAnalysis, ChoiceKeptFromTheBaseScale) {
             std::string::npos)
       << md;
   EXPECT_NE(md.find("FAILS (> 1%)"), std::string::npos) << md;
+  const std::string html = transfer_html(a, {});
+  EXPECT_NE(html.find("<h2>Choices kept from the base scale</h2>"), std::string::npos);
+  EXPECT_NE(html.find("<div class=\"verdict fails\">optim.schedule across width (depth 2): mup: base choice cosine"),
+            std::string::npos);
+  EXPECT_NE(html.find("<td class=\"best\">1.9700</td>"), std::string::npos);  // linear at 512
   const nlohmann::json j = transfer_to_json(a);
   EXPECT_EQ(j["choices"][0]["base_choice"], "cosine");
   EXPECT_EQ(j["choices"][0]["scales"][3]["best_choice"], "linear");
