@@ -11,8 +11,8 @@ namespace scaleinv {
 
 namespace {
 
-// The decay shapes after warmup, as a function of the progress p in [0, 1] (optimizer.h): a new
-// shape is a new row.
+// The decay shapes after warmup, as a function of the progress p in [0, 1] (optimizer.h; wsd: ref.
+// [wsd]): a new shape is a new row.
 struct Shape {
   const char* name;
   double (*factor)(double p, const OptimConfig& cfg);
