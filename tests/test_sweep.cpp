@@ -195,6 +195,9 @@ output_mult = [1.0, 2.0]
   ASSERT_EQ(r1000.points.size(), 540u);
   EXPECT_EQ(r1000.points.front().config.train.steps, 1000);
   EXPECT_DOUBLE_EQ(r1000.points.front().config.hp.branch_mult, 1.612717);
+  const SweepSpec std_branch = shipped("sweeps/resmlp_fashion_depth_standard_branch_1000.toml");
+  ASSERT_EQ(std_branch.points.size(), 192u);
+  EXPECT_DOUBLE_EQ(std_branch.points.front().config.hp.output_mult, 0.321243);
   EXPECT_EQ(shipped("sweeps/gpt_kjv_schedule.toml").points.size(), 108u);
   const SweepSpec wsd = shipped("sweeps/gpt_kjv_schedule_wsd.toml");
   ASSERT_EQ(wsd.points.size(), 36u);
