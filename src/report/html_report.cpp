@@ -378,7 +378,8 @@ std::string choices_html(const TransferAnalysis& a) {
                      worst_text(c.worst_base_lr, c.worst_base_lr_lo, c.worst_base_lr_hi, c.worst_base_lr_at));
     h += "<table><tr><th class=\"l\">" + html_escape(c.scale_axis) + "</th>";
     for (const auto& v : c.choices) h += "<th>" + html_escape(v) + "</th>";
-    h += "<th>regret of " + html_escape(c.base_choice) + ", LR re-tuned</th><th>at the base LR</th></tr>\n";
+    h += "<th>regret of " + html_escape(c.base_choice.empty() ? "the base choice" : c.base_choice) +
+         ", LR re-tuned</th><th>at the base LR</th></tr>\n";
     for (const auto& s : c.scales) {
       h += "<tr><td class=\"l\">" + value_text(s.scale) + "</td>";
       for (size_t j = 0; j < c.choices.size(); ++j)
