@@ -10,8 +10,6 @@
 #include <set>
 #include <tuple>
 
-#include <fmt/format.h>
-
 #include "report/seed_curves.h"
 #include "report/transfer.h"
 
@@ -34,12 +32,6 @@ struct ChoiceKey {
 };
 using ChoiceData = std::map<std::string, std::map<double, SeedTable>>;
 
-bool is_number(const std::string& v) {
-  char* end = nullptr;
-  const double x = std::strtod(v.c_str(), &end);
-  return !v.empty() && *end == '\0' && std::isfinite(x);
-}
-
 // Every row that has `choice_axis`, keyed by what is held fixed for `scale_axis`.
 std::map<ChoiceKey, ChoiceData> partition(const SweepTable& table, const std::string& choice_axis,
                                           const std::string& scale_axis) {
@@ -47,13 +39,10 @@ std::map<ChoiceKey, ChoiceData> partition(const SweepTable& table, const std::st
   for (const auto& r : table.rows) {
     auto it = r.axes.find(choice_axis);
     if (it == r.axes.end()) continue;
-    ChoiceKey key{choice_axis, scale_axis, r.param,
-                  scale_axis == "width" ? fmt::format("depth {}", r.depth) : fmt::format("width {}", r.width), ""};
-    for (const auto& [k, v] : r.axes)
-      if (k != choice_axis) key.context += (key.context.empty() ? "" : ", ") + k + "=" + v;
-    const double scale = static_cast<double>(scale_axis == "width" ? r.width : r.depth);
-    const double loss = (r.diverged || !std::isfinite(r.final_loss)) ? kInf : r.final_loss;
-    parts[key][it->second][scale][r.seed][seed_curves::lr_key(r.lr_log2)] = loss;
+    const ChoiceKey key{choice_axis, scale_axis, r.param, seed_curves::fixed_scales(r, scale_axis),
+                        seed_curves::other_axes(r, choice_axis)};
+    parts[key][it->second][seed_curves::axis_value(r, scale_axis)][r.seed][seed_curves::lr_key(r.lr_log2)] =
+        seed_curves::row_loss(r);
   }
   return parts;
 }
@@ -64,7 +53,7 @@ std::vector<std::string> ordered_choices(const ChoiceData& data) {
   bool numeric = true;
   for (const auto& [c, by_scale] : data) {
     v.push_back(c);
-    numeric = numeric && is_number(c);
+    numeric = numeric && seed_curves::is_number(c);
   }
   if (numeric)
     std::stable_sort(v.begin(), v.end(), [](const std::string& a, const std::string& b) {
@@ -206,11 +195,7 @@ std::optional<ChoiceTransfer> analyze_choice(const ChoiceKey& key, const ChoiceD
 }  // namespace
 
 std::string ChoiceTransfer::title() const {
-  std::string t = choice_axis + " across " + scale_axis;
-  std::string extra = fixed;
-  if (!context.empty()) extra += (extra.empty() ? "" : ", ") + context;
-  if (!extra.empty()) t += " (" + extra + ")";
-  return t;
+  return choice_axis + " across " + scale_axis + seed_curves::held_text(fixed, context);
 }
 
 std::vector<ChoiceTransfer> analyze_choices(const SweepTable& table, const TransferOptions& opts) {

@@ -4,7 +4,10 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <cstdlib>
 #include <set>
+
+#include <fmt/format.h>
 
 namespace scaleinv::seed_curves {
 
@@ -100,6 +103,39 @@ std::vector<std::vector<int64_t>> seed_draws(const std::vector<int64_t>& all_see
     }
   }
   return draws;
+}
+
+bool is_number(const std::string& v) {
+  char* end = nullptr;
+  const double x = std::strtod(v.c_str(), &end);
+  return !v.empty() && *end == '\0' && std::isfinite(x);
+}
+
+double row_loss(const SweepRow& r) { return (r.diverged || !std::isfinite(r.final_loss)) ? kInf : r.final_loss; }
+
+double axis_value(const SweepRow& r, const std::string& axis) {
+  if (axis == "width") return static_cast<double>(r.width);
+  if (axis == "depth") return static_cast<double>(r.depth);
+  return std::strtod(r.axes.at(axis).c_str(), nullptr);
+}
+
+std::string fixed_scales(const SweepRow& r, const std::string& axis) {
+  if (axis == "width") return fmt::format("depth {}", r.depth);
+  if (axis == "depth") return fmt::format("width {}", r.width);
+  return fmt::format("width {}, depth {}", r.width, r.depth);
+}
+
+std::string other_axes(const SweepRow& r, const std::string& axis) {
+  std::string s;
+  for (const auto& [k, v] : r.axes)
+    if (k != axis) s += (s.empty() ? "" : ", ") + k + "=" + v;
+  return s;
+}
+
+std::string held_text(const std::string& fixed, const std::string& context) {
+  std::string extra = fixed;
+  if (!context.empty()) extra += (extra.empty() ? "" : ", ") + context;
+  return extra.empty() ? "" : " (" + extra + ")";
 }
 
 }  // namespace scaleinv::seed_curves

@@ -1,10 +1,12 @@
 #pragma once
 // What the transfer analyses share (report/transfer.cpp for the LR, report/choice_transfer.cpp for
 // a categorical choice): a loss table per seed and LR grid point, its seed-averaged curve, the
-// best point on a curve, regret in percent, and the joint seed bootstrap with its percentiles.
-// Pure functions; nothing is read or written.
+// best point on a curve, regret in percent, the joint seed bootstrap with its percentiles, and how
+// a sweep row's keys read (its loss, an axis' value, what it holds fixed). Pure functions; nothing
+// is read or written.
 #include <cstdint>
 #include <map>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -42,5 +44,19 @@ double percentile(std::vector<double> v, double q);
 // Draw 0 is `all_seeds` itself (the point estimate); then `bootstrap` resamples with replacement
 // from a fixed, platform-independent generator seeded with `rng_seed` (none with one seed).
 std::vector<std::vector<int64_t>> seed_draws(const std::vector<int64_t>& all_seeds, int bootstrap, uint64_t rng_seed);
+
+// Whether a grid axis' value is a finite number ("0.1", "64"; not "cosine", not "").
+bool is_number(const std::string& v);
+// A row's loss for the analyses: final_loss, +inf when the run diverged or has none.
+double row_loss(const SweepRow& r);
+// The value of `axis` at `r`: its width, its depth, or a numeric grid axis' value.
+double axis_value(const SweepRow& r, const std::string& axis);
+// The model scales held fixed while `axis` varies: "depth D" (width), "width W" (depth), else
+// "width W, depth D".
+std::string fixed_scales(const SweepRow& r, const std::string& axis);
+// Every grid axis of `r` but `axis`, as "k=v, k=v" ("" when none).
+std::string other_axes(const SweepRow& r, const std::string& axis);
+// A title's closing parenthesis: " (fixed, context)", " (fixed)", " (context)" or "".
+std::string held_text(const std::string& fixed, const std::string& context);
 
 }  // namespace scaleinv::seed_curves

@@ -32,6 +32,7 @@ bool is_coordinate_axis(const std::string& k) {
 
 // seed -> (lr key -> loss, +inf when diverged), for one (param, scale).
 using seed_curves::SeedTable;
+using seed_curves::axis_value;
 using seed_curves::best_point;
 using seed_curves::lr_key;
 using seed_curves::mean_curve;
@@ -54,11 +55,7 @@ std::string fmt_signed(double v) { return std::isfinite(v) ? fmt::format("{:+.2f
 }  // namespace
 
 std::string TransferGroup::title() const {
-  std::string t = info.scale ? axis + " transfer" : info.label;
-  std::string extra = fixed;
-  if (!context.empty()) extra += (extra.empty() ? "" : ", ") + context;
-  if (!extra.empty()) t += " (" + extra + ")";
-  return t;
+  return (info.scale ? axis + " transfer" : info.label) + seed_curves::held_text(fixed, context);
 }
 
 std::string TransferGroup::slug() const {
@@ -307,10 +304,8 @@ std::vector<std::string> analysis_axes(const SweepTable& table) {
   std::set<std::string> non_numeric;
   for (const auto& r : table.rows)
     for (const auto& [k, v] : r.axes) {
-      char* end = nullptr;
-      const double x = std::strtod(v.c_str(), &end);
-      if (v.empty() || *end != '\0' || !std::isfinite(x)) non_numeric.insert(k);
-      else numeric[k].insert(x);
+      if (!seed_curves::is_number(v)) non_numeric.insert(k);
+      else numeric[k].insert(std::strtod(v.c_str(), nullptr));
     }
   for (const AxisInfo& a : axis_table())
     if (!a.scale && numeric.count(a.key) && !non_numeric.count(a.key)) axes.push_back(a.key);
@@ -322,13 +317,6 @@ std::vector<std::string> analysis_axes(const SweepTable& table) {
 // Whether `r` has a value on `axis` (width and depth: every row).
 bool on_axis(const SweepRow& r, const std::string& axis) {
   return axis == "width" || axis == "depth" || r.axes.count(axis) > 0;
-}
-
-// The value of `axis` at `r` (on_axis(r, axis) must hold).
-double axis_value(const SweepRow& r, const std::string& axis) {
-  if (axis == "width") return static_cast<double>(r.width);
-  if (axis == "depth") return static_cast<double>(r.depth);
-  return std::strtod(r.axes.at(axis).c_str(), nullptr);
 }
 
 // How many distinct values of `axis` the table holds.
@@ -356,15 +344,9 @@ std::map<Part, PartRows> partition_rows(const SweepTable& table, const std::stri
   std::map<Part, PartRows> parts;
   for (const auto& r : table.rows) {
     if (!on_axis(r, axis)) continue;
-    Part key;
-    if (axis == "width") key.fixed = fmt::format("depth {}", r.depth);
-    else if (axis == "depth") key.fixed = fmt::format("width {}", r.width);
-    else key.fixed = fmt::format("width {}, depth {}", r.width, r.depth);
-    for (const auto& [k, v] : r.axes)
-      if (k != axis) key.context += (key.context.empty() ? "" : ", ") + k + "=" + v;
-    const double loss = (r.diverged || !std::isfinite(r.final_loss)) ? kInf : r.final_loss;
+    const Part key{seed_curves::fixed_scales(r, axis), seed_curves::other_axes(r, axis)};
     PartRows& part = parts[key];
-    part.data[r.param][axis_value(r, axis)][r.seed][lr_key(r.lr_log2)] = loss;
+    part.data[r.param][axis_value(r, axis)][r.seed][lr_key(r.lr_log2)] = seed_curves::row_loss(r);
     part.sample[r.param].emplace(axis_value(r, axis), &r);
   }
   return parts;
