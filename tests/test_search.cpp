@@ -3,6 +3,7 @@
 // halving search run end to end through the CLI, resumed, and ranked from its database.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -66,6 +67,16 @@ std::string replace(std::string s, const std::string& from, const std::string& t
   return s.replace(at, from.size(), to);
 }
 
+// The k trials with the lowest mean loss, from trial -> (loss summed over seeds, seeds).
+std::set<int> best_of(const std::map<int, std::pair<double, int>>& m, size_t k) {
+  std::vector<std::pair<double, int>> v;
+  for (const auto& [t, e] : m) v.push_back({e.first / e.second, t});
+  std::sort(v.begin(), v.end());
+  std::set<int> out;
+  for (size_t i = 0; i < k && i < v.size(); ++i) out.insert(v[i].second);
+  return out;
+}
+
 }  // namespace
 
 TEST(SearchSpace, TrialsAreQuasiRandomInsideTheSpaceAndRepeatable) {
@@ -123,6 +134,48 @@ TEST(SearchSpace, TrialsAreQuasiRandomInsideTheSpaceAndRepeatable) {
   EXPECT_DOUBLE_EQ(spec.points[0].config.hp.output_mult, t0["hp.output_mult"].get<double>());
 }
 
+// Hyperband's brackets: Li et al. 2018 (ref. [hyperband]) Table 1's example, R = 81, eta = 3:
+// n = 81, 34, 15, 8, 5 trials starting at budgets 1, 3, 9, 27, 81.
+TEST(SearchSpace, HyperbandBracketsAreLiEtAlsTable) {
+  SearchSpec s;
+  s.method = "hyperband";
+  s.trials = 81;
+  s.eta = 3;
+  s.min_steps = 1;
+  EXPECT_EQ(rung_steps(s, 81), (std::vector<int64_t>{1, 3, 9, 27, 81}));
+  const std::vector<Bracket> b = brackets(s, 81);
+  ASSERT_EQ(b.size(), 5u);
+  const int n[] = {81, 34, 15, 8, 5};
+  int first = 0;
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(b[static_cast<size_t>(i)].trials, n[i]) << i;
+    EXPECT_EQ(b[static_cast<size_t>(i)].first_rung, i);
+    EXPECT_EQ(b[static_cast<size_t>(i)].first_trial, first);
+    EXPECT_EQ(bracket_of(b, first), i);
+    EXPECT_EQ(bracket_of(b, first + n[i] - 1), i);
+    first += n[i];
+  }
+  EXPECT_EQ(total_trials(b), 143);
+  // Halving is hyperband's first bracket alone.
+  s.method = "halving";
+  ASSERT_EQ(brackets(s, 81).size(), 1u);
+  EXPECT_EQ(brackets(s, 81)[0].trials, 81);
+  // The sweep file's first rung holds only the first bracket's trials: 6 trials x 2 seeds.
+  SweepSpec spec = sweep_from_toml_text(replace(kSearch, "method = \"halving\"", "method = \"hyperband\""), "s.toml", ".");
+  EXPECT_EQ(spec.points.size(), 12u);
+  const std::vector<Bracket> hb = brackets(*spec.search, spec.full_steps);
+  ASSERT_EQ(hb.size(), 3u);  // rungs 10, 20, 40: 6, ceil(6*3/(2*2)) = 5, ceil(6*3/4) = 5
+  EXPECT_EQ(hb[1].trials, 5);
+  EXPECT_EQ(hb[2].trials, 5);
+  // The same trials as halving draws, with the same point ids and fingerprint: a halving store
+  // extends to hyperband (SearchCli.HyperbandRunsEveryBracketAndRanksAtTheFullBudget).
+  SweepSpec halving = sweep_from_toml_text(kSearch, "s.toml", ".");
+  for (size_t i = 0; i < spec.points.size(); ++i) EXPECT_EQ(spec.points[i].id, halving.points[i].id);
+  EXPECT_EQ(spec.fingerprint, halving.fingerprint);
+  EXPECT_NE(spec.fingerprint,
+            sweep_from_toml_text(replace(kSearch, "trials = 6", "trials = 5"), "s.toml", ".").fingerprint);
+}
+
 TEST(SearchSpace, MistakesNameTheFileAndTheField) {
   struct Case {
     std::string from, to, expect;
@@ -178,14 +231,6 @@ TEST(SearchCli, HalvingKeepsTheBestTrialsResumesAndRanks) {
     e.second += 1;
   }
   ASSERT_EQ(by_rung.size(), 3u);
-  auto best_of = [](const std::map<int, std::pair<double, int>>& m, size_t k) {
-    std::vector<std::pair<double, int>> v;
-    for (const auto& [t, e] : m) v.push_back({e.first / e.second, t});
-    std::sort(v.begin(), v.end());
-    std::set<int> out;
-    for (size_t i = 0; i < k; ++i) out.insert(v[i].second);
-    return out;
-  };
   std::set<int> rung1, rung2;
   for (const auto& [t, e] : by_rung[1]) rung1.insert(t);
   for (const auto& [t, e] : by_rung[2]) rung2.insert(t);
@@ -242,4 +287,82 @@ TEST(SearchCli, RandomSearchShardsAndMergesIntoTheWholeRanking) {
   // A single shard's store ranks only what it ran; the rest says "not run" (NaN), last.
   const auto part = rank_search(spec, dir + "/r0.db");
   EXPECT_TRUE(std::isnan(part.back().mean_loss) || part.back().seeds < 2);
+}
+
+// Hyperband end to end, grown from a finished halving search's store: the brackets run
+// rung-synchronously; each bracket keeps its own best half; a bracket's trials join at their first
+// rung; the winner is the best at the full budget.
+TEST(SearchCli, HyperbandRunsEveryBracketAndRanksAtTheFullBudget) {
+  const std::string dir = temp_dir("search_hyperband");
+  const std::string f = dir + "/h.toml";
+  std::ofstream(f) << replace(kSearch, "method = \"halving\"", "method = \"hyperband\"");
+  std::ofstream(dir + "/halving.toml") << kSearch;
+  const std::string db = dir + "/h.db";
+  // A finished halving search first: hyperband's first bracket is that search, so hyperband
+  // resumes its store and trains only what the halving search did not.
+  ASSERT_EQ(run_cli("--threads 1 sweep --quiet --config " + dir + "/halving.toml --out " + db).code, 0);
+  auto r = run_cli("--threads 1 sweep --quiet --config " + f + " --out " + db + " --resume");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("hyperband, 16 trials"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("10 steps: 12 points (0 run now, 12 already in the db"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("20 steps: 16 points (10 run now, 6 already in the db"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("40 steps: 16 points (14 run now, 2 already in the db"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("6 from 10 steps, 5 from 20 steps, 5 from 40 steps"), std::string::npos) << r.out;
+  SweepSpec spec = load_sweep(f);
+  const std::vector<Bracket> br = brackets(*spec.search, spec.full_steps);
+  // rung -> bracket -> trial -> (loss sum, seeds)
+  std::map<int64_t, std::map<int, std::map<int, std::pair<double, int>>>> at;
+  SqliteDb d(db, SqliteDb::Mode::ReadOnly);
+  for (const auto& row : d.query("SELECT axes, final_loss, diverged FROM points")) {
+    const nlohmann::json axes = nlohmann::json::parse(std::get<std::string>(row[0]));
+    const int trial = axes["search.trial"].get<int>();
+    auto& e = at[axes["search.rung"].get<int64_t>()][bracket_of(br, trial)][trial];
+    e.first += std::get<int64_t>(row[2]) != 0 ? INFINITY : std::get<double>(row[1]);
+    e.second += 1;
+  }
+  auto trials_of = [](const std::map<int, std::pair<double, int>>& m) {
+    std::set<int> out;
+    for (const auto& [t, e] : m) {
+      EXPECT_EQ(e.second, 2) << t;  // both seeds
+      out.insert(t);
+    }
+    return out;
+  };
+  auto range = [](int from, int n) {
+    std::set<int> out;
+    for (int t = from; t < from + n; ++t) out.insert(t);
+    return out;
+  };
+  ASSERT_EQ(at.size(), 3u);
+  // Rung 1 (10 steps): bracket 1's six trials only.
+  ASSERT_EQ(at[0].size(), 1u);
+  EXPECT_EQ(trials_of(at[0][0]), range(0, 6));
+  // Rung 2 (20 steps): bracket 1's best 3, bracket 2's five new trials.
+  ASSERT_EQ(at[1].size(), 2u);
+  EXPECT_EQ(trials_of(at[1][0]), best_of(at[0][0], 3));
+  EXPECT_EQ(trials_of(at[1][1]), range(6, 5));
+  // Rung 3 (40 steps): bracket 1's best 1 of 3, bracket 2's best 2 of 5, bracket 3's five.
+  ASSERT_EQ(at[2].size(), 3u);
+  EXPECT_EQ(trials_of(at[2][0]), best_of(at[1][0], 1));
+  EXPECT_EQ(trials_of(at[2][1]), best_of(at[1][1], 2));
+  EXPECT_EQ(trials_of(at[2][2]), range(11, 5));
+  // The winner is the best of the eight trials trained at 40 steps, whichever bracket it came from.
+  std::map<int, std::pair<double, int>> full;
+  for (const auto& [b, m] : at[2]) full.insert(m.begin(), m.end());
+  const int winner = *best_of(full, 1).begin();
+  std::ifstream in(dir + "/h-search.json");
+  const nlohmann::json j = nlohmann::json::parse(in);
+  EXPECT_EQ(j["groups"][""]["best"]["trial"].get<int>(), winner);
+  EXPECT_EQ(j["groups"][""]["ranking"].size(), 16u);
+  EXPECT_EQ(j["brackets"].size(), 3u);
+  // Resumed: nothing trained again, the same winner; `sweep rank` names the bracket.
+  auto again = run_cli("--threads 1 sweep --quiet --config " + f + " --out " + db + " --resume");
+  ASSERT_EQ(again.code, 0) << again.err;
+  EXPECT_NE(again.out.find("0 run now, 16 already in the db"), std::string::npos) << again.out;
+  std::ifstream in2(dir + "/h-search.json");
+  EXPECT_EQ(nlohmann::json::parse(in2)["groups"][""]["best"]["trial"].get<int>(), winner);
+  auto rank = run_cli("sweep rank --config " + f + " --db " + db);
+  ASSERT_EQ(rank.code, 0) << rank.err;
+  EXPECT_NE(rank.out.find(fmt::format("{:>5}  {:>7}     3     40", winner, bracket_of(br, winner) + 1)), std::string::npos)
+      << rank.out;
 }

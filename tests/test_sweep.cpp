@@ -203,6 +203,23 @@ output_mult = [1.0, 2.0]
   ASSERT_EQ(wsd.points.size(), 36u);
   EXPECT_EQ(wsd.points.front().config.optim.schedule, "wsd");
   EXPECT_DOUBLE_EQ(wsd.points.front().config.optim.decay_fraction, 0.2);
+  // The 1000-step depth search grown into hyperband (the halving search's points and fingerprint,
+  // so it resumes that store); the alpha = 2/3 row carried to depths 4..64 (90 runs) and re-tuned at
+  // 16..64 (90 runs).
+  const SweepSpec halving = shipped("sweeps/resmlp_fashion_depth_search_1000.toml");
+  const SweepSpec hyperband = shipped("sweeps/resmlp_fashion_depth_hyperband_1000.toml");
+  EXPECT_EQ(hyperband.fingerprint, halving.fingerprint);
+  ASSERT_EQ(hyperband.points.size(), 162u);
+  EXPECT_EQ(hyperband.points.back().id, halving.points.back().id);
+  // Their param file is named as README runs them, from the repository root.
+  const std::filesystem::path cwd = std::filesystem::current_path();
+  std::filesystem::current_path(SCALEINV_SOURCE_DIR);
+  const SweepSpec alpha = shipped("sweeps/resmlp_fashion_depth_alpha_1000.toml");
+  const SweepSpec alpha_retuned = shipped("sweeps/resmlp_fashion_depth_alpha_retuned_1000.toml");
+  std::filesystem::current_path(cwd);
+  ASSERT_EQ(alpha.points.size(), 90u);
+  EXPECT_EQ(alpha.points.front().config.param, "examples/params/depth_alpha_2_3.toml");
+  EXPECT_EQ(alpha_retuned.points.size(), 90u);
 }
 
 TEST(SweepSpec, MistakesNameTheFileAndTheField) {

@@ -124,7 +124,7 @@ ParamTable param_from_toml_string(const std::string& text, const std::string& wh
 
 ParamTable param_from_toml_file(const std::string& path) {
   std::ifstream in(path);
-  if (!in) throw UserError(path, "", "cannot open parameterization file", "check the path, or use a preset name");
+  if (!in) throw UserError(path, "", "cannot open parameterization file", "check the path (a relative one is read from the directory scaleinv runs in), or use a preset name");
   std::stringstream ss;
   ss << in.rdbuf();
   return param_from_toml_string(ss.str(), path);

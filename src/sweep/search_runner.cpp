@@ -60,12 +60,14 @@ std::map<std::pair<std::string, int>, TrialResult> score(const SweepSpec& spec, 
                                                           const std::map<std::string, Stored>& losses, int rung) {
   std::map<std::pair<std::string, int>, TrialResult> out;
   std::map<std::pair<std::string, int>, int> diverged;
+  const std::vector<Bracket> br = brackets(*spec.search, spec.full_steps);
   for (const SweepPoint& p : points) {
     const int trial = p.axes.at("search.trial").get<int>();
     const std::string g = group_of(spec, p);
     TrialResult& t = out[{g, trial}];
     t.group = g;
     t.trial = trial;
+    t.bracket = bracket_of(br, trial);
     t.rung = rung;
     t.steps = p.config.train.steps;
     t.values = sample_trial(*spec.search, trial);
@@ -106,16 +108,24 @@ std::vector<SweepPoint> rung_points(const SweepSpec& spec, int rung, const std::
   return out;
 }
 
-// The next rung's trials per group: the best survivors(n) of each group's n.
+// The next rung's trials per group: the best survivors(n) of the n each bracket ran in the group,
+// and the trials of the brackets that start at rung `next` (hyperband; search_space.h).
 std::map<std::string, std::vector<int>> keep_best(const SweepSpec& spec,
-                                                  const std::map<std::pair<std::string, int>, TrialResult>& scores) {
-  std::map<std::string, std::vector<TrialResult>> by_group;
-  for (const auto& [key, t] : scores) by_group[key.first].push_back(t);
+                                                  const std::map<std::pair<std::string, int>, TrialResult>& scores,
+                                                  int next) {
+  const std::vector<Bracket> br = brackets(*spec.search, spec.full_steps);
+  std::map<std::pair<std::string, int>, std::vector<TrialResult>> by_bracket;
+  for (const auto& [key, t] : scores) by_bracket[{key.first, bracket_of(br, t.trial)}].push_back(t);
   std::map<std::string, std::vector<int>> keep;
-  for (auto& [g, ts] : by_group) {
+  for (auto& [gb, ts] : by_bracket) {
     std::sort(ts.begin(), ts.end(), better);
     const int n = survivors(*spec.search, static_cast<int>(ts.size()));
-    for (int i = 0; i < n; ++i) keep[g].push_back(ts[static_cast<size_t>(i)].trial);
+    for (int i = 0; i < n; ++i) keep[gb.first].push_back(ts[static_cast<size_t>(i)].trial);
+  }
+  for (const Bracket& b : br) {
+    if (b.first_rung != next) continue;
+    for (auto& [g, ts] : keep)
+      for (int t = b.first_trial; t < b.first_trial + b.trials; ++t) ts.push_back(t);
   }
   return keep;
 }
@@ -140,11 +150,11 @@ std::vector<TrialResult> rank_search(const SweepSpec& spec, const std::string& d
     for (const SweepPoint& p : pts) ++expected[{group_of(spec, p), p.axes.at("search.trial").get<int>()}];
     bool complete = true;  // every point of the rung stored: the next rung is what run_search ran
     for (const auto& [key, t] : scores) {
-      if (t.seeds > 0 || k == 0) best[key] = t;
+      if (t.seeds > 0 || !best.count(key)) best[key] = t;  // a trial not yet run is listed, last
       if (t.seeds < expected[key]) complete = false;
     }
     if (!complete || k + 1 == rungs) break;
-    pts = rung_points(spec, static_cast<int>(k + 1), keep_best(spec, scores));
+    pts = rung_points(spec, static_cast<int>(k + 1), keep_best(spec, scores, static_cast<int>(k + 1)));
   }
   std::vector<TrialResult> out;
   for (auto& [k, t] : best) out.push_back(t);
@@ -175,7 +185,7 @@ SearchRunSummary run_search(const SweepSpec& spec, const SweepRunOptions& opts) 
     sum.rungs.push_back(run_sweep(rs, o));
     if (k + 1 == sum.rung_steps.size()) break;
     const auto scores = score(spec, pts, stored_losses(opts.db_path), static_cast<int>(k));
-    pts = rung_points(spec, static_cast<int>(k + 1), keep_best(spec, scores));
+    pts = rung_points(spec, static_cast<int>(k + 1), keep_best(spec, scores, static_cast<int>(k + 1)));
   }
   sum.ranking = rank_search(spec, opts.db_path);
   // The ranking as JSON beside the store.
@@ -189,6 +199,7 @@ SearchRunSummary run_search(const SweepSpec& spec, const SweepRunOptions& opts) 
       g["ranking"] = nlohmann::json::array();
     }
     g["ranking"].push_back({{"trial", t.trial},
+                            {"bracket", t.bracket},
                             {"values", t.values},
                             {"rung", t.rung},
                             {"steps", t.steps},
@@ -198,9 +209,13 @@ SearchRunSummary run_search(const SweepSpec& spec, const SweepRunOptions& opts) 
   }
   const std::filesystem::path db(opts.db_path);
   sum.json_path = (db.parent_path() / (db.stem().string() + "-search.json")).string();
+  nlohmann::json bjs = nlohmann::json::array();
+  for (const Bracket& b : brackets(*spec.search, spec.full_steps))
+    bjs.push_back({{"first_rung", b.first_rung}, {"first_trial", b.first_trial}, {"trials", b.trials}});
   write_file_atomic(sum.json_path, nlohmann::json({{"sweep", spec.name},
                                                    {"method", spec.search->method},
                                                    {"trials", spec.search->trials},
+                                                   {"brackets", bjs},
                                                    {"rung_steps", sum.rung_steps},
                                                    {"shard", opts.shard.str()},
                                                    {"groups", groups}})
@@ -214,8 +229,16 @@ std::string render_search_summary(const SweepSpec& spec, const SearchRunSummary&
   std::string out = "search summary\n";
   auto row = [&](const std::string& k, const std::string& v) { out += fmt::format("  {:<16} {}\n", k, v); };
   row("sweep", spec.name);
-  row("method", fmt::format("{}, {} trials, {} dimension{}", spec.search->method, spec.search->trials,
+  const std::vector<Bracket> br = brackets(*spec.search, spec.full_steps);
+  row("method", fmt::format("{}, {} trials, {} dimension{}", spec.search->method, total_trials(br),
                             spec.search->dims.size(), spec.search->dims.size() == 1 ? "" : "s"));
+  if (br.size() > 1) {
+    const std::vector<int64_t> steps = rung_steps(*spec.search, spec.full_steps);
+    std::string b;
+    for (const Bracket& x : br)
+      b += fmt::format("{}{} from {} steps", b.empty() ? "" : ", ", x.trials, steps.at(static_cast<size_t>(x.first_rung)));
+    row("brackets", b);
+  }
   for (size_t k = 0; k < s.rungs.size(); ++k)
     row(fmt::format("rung {}", k + 1),
         fmt::format("{} steps: {} points ({} run now, {} already in the db, {} diverged), {}", s.rung_steps[k],
@@ -238,14 +261,15 @@ std::string render_search_summary(const SweepSpec& spec, const SearchRunSummary&
       for (const auto& [k, v] : t.values.items())  // JSON string escapes are TOML's basic-string escapes
         sets += (sets.empty() ? "" : ", ") + nlohmann::json(set_line(k, v)).dump();
       out += "  best: set = [" + sets + "]\n";
-      out += "  trial  rung  steps  loss      values\n";
+      out += br.size() > 1 ? "  trial  bracket  rung  steps  loss      values\n" : "  trial  rung  steps  loss      values\n";
     }
     if (shown++ >= 5) continue;
     std::string vals;
     for (const auto& [k, v] : t.values.items())
       vals += (vals.empty() ? "" : ", ") + k + "=" + (v.is_number_float() ? fmt::format("{:.4g}", v.get<double>()) : v.dump());
     const std::string loss = std::isnan(t.mean_loss) ? "not run" : std::isinf(t.mean_loss) ? "diverged" : fmt::format("{:.4f}", t.mean_loss);
-    out += fmt::format("  {:>5}  {:>4}  {:>5}  {:<8}  {}\n", t.trial, t.rung + 1, t.steps, loss, vals);
+    const std::string bracket = br.size() > 1 ? fmt::format("  {:>7}", t.bracket + 1) : "";
+    out += fmt::format("  {:>5}{}  {:>4}  {:>5}  {:<8}  {}\n", t.trial, bracket, t.rung + 1, t.steps, loss, vals);
   }
   return out;
 }

@@ -41,6 +41,30 @@ double unit_from(uint64_t seed, int dim) {
 }
 
 
+// The search methods: a row per method, not a branch per method.
+struct Method {
+  const char* name;
+  bool rungs;               // trials are pruned on rungs below train.steps (eta, min_steps)
+  bool brackets;            // hyperband's brackets (search_space.h)
+  const char* fingerprint;  // the method as the fingerprint's [search] text writes it
+};
+constexpr Method kMethods[] = {
+    {"random", false, false, "random"},
+    {"halving", true, false, "halving"},
+    // Hyperband's first bracket is halving with the same trials and rungs (the same point ids), so
+    // a hyperband file fingerprints as its halving file: either resumes the other's store, and a
+    // finished halving search grows into hyperband without retraining.
+    {"hyperband", true, true, "halving"},
+};
+
+const Method* find_method(const std::string& name) {
+  for (const Method& m : kMethods)
+    if (name == m.name) return &m;
+  return nullptr;
+}
+
+const Method& method_of(const SearchSpec& s) { return *find_method(s.method); }  // parse_search checked it
+
 // Flattens [search.space] (nested tables are dotted keys; {from, to[, log]} is a range).
 void flatten_space(const toml::table& t, const std::string& prefix, const std::string& where,
                    const SearchKeyCheck& check, std::vector<SearchDim>& dims) {
@@ -99,11 +123,14 @@ SearchSpec parse_search(const toml::table& t, const std::string& where, const Se
   s.seed = static_cast<uint64_t>(seed);
   r.get("eta", &s.eta);
   r.get("min_steps", &s.min_steps);
-  if (s.method != "random" && s.method != "halving")
-    r.fail("method", fmt::format("unknown method '{}'", s.method), "use \"random\" or \"halving\"");
+  if (!find_method(s.method)) {
+    std::string names;
+    for (const Method& m : kMethods) names += fmt::format("{}\"{}\"", names.empty() ? "" : ", ", m.name);
+    r.fail("method", fmt::format("unknown method '{}'", s.method), "use one of " + names);
+  }
   if (s.trials < 1 || s.trials > kMaxTrials)
     r.fail("trials", fmt::format("{} is not in 1..{}", s.trials, kMaxTrials), "e.g. trials = 27");
-  if (s.method == "halving") {
+  if (method_of(s).rungs) {
     if (s.eta < 2) r.fail("eta", fmt::format("{} is below 2", s.eta), "e.g. eta = 3");
     if (s.min_steps < 1 || s.min_steps > full_steps / s.eta)
       r.fail("min_steps",
@@ -111,7 +138,8 @@ SearchSpec parse_search(const toml::table& t, const std::string& where, const Se
                          full_steps, full_steps / s.eta),
              fmt::format("e.g. min_steps = {}", std::max<int64_t>(1, full_steps / (s.eta * s.eta))));
   } else if (r.has("eta") || r.has("min_steps")) {
-    r.fail(r.has("eta") ? "eta" : "min_steps", "only for method = \"halving\"", "remove it, or set method = \"halving\"");
+    r.fail(r.has("eta") ? "eta" : "min_steps", "only for method = \"halving\" or \"hyperband\"",
+           "remove it, or set method = \"halving\"");
   }
   if (!t.contains("space") || !t["space"].is_table())
     r.fail("space", "missing", "add [search.space] with e.g. lr_log2 = {from = -12, to = -4}");
@@ -119,8 +147,11 @@ SearchSpec parse_search(const toml::table& t, const std::string& where, const Se
   if (s.dims.empty()) r.fail("space", "no dimension", "add e.g. lr_log2 = {from = -12, to = -4}");
   if (static_cast<int>(s.dims.size()) > kMaxDims)
     r.fail("space", fmt::format("{} dimensions, more than {}", s.dims.size(), kMaxDims), "search fewer hyperparameters");
+  // The fingerprint's text, with the method as kMethods writes it there.
+  toml::table fp = t;
+  if (s.method != method_of(s).fingerprint) fp.insert_or_assign("method", method_of(s).fingerprint);
   std::ostringstream os;
-  os << toml::toml_formatter(t);
+  os << toml::toml_formatter(fp);
   s.text = os.str();
   return s;
 }
@@ -150,10 +181,35 @@ std::vector<int64_t> rung_steps(const SearchSpec& s, int64_t full_steps) {
   // From the top: the last rung trains full_steps, each rung before it 1/eta of the next, the
   // first no shorter than min_steps.
   std::vector<int64_t> out = {full_steps};
-  if (s.method != "halving") return out;
+  if (!method_of(s).rungs) return out;
   for (double b = static_cast<double>(full_steps) / s.eta; std::llround(b) >= s.min_steps; b /= s.eta)
     out.insert(out.begin(), std::llround(b));
   return out;
+}
+
+std::vector<Bracket> brackets(const SearchSpec& s, int64_t full_steps) {
+  if (!method_of(s).brackets) return {Bracket{0, 0, s.trials}};
+  const int K = static_cast<int>(rung_steps(s, full_steps).size()) - 1;
+  std::vector<Bracket> out;
+  int next = 0;
+  for (int sh = K; sh >= 0; --sh) {  // sh halvings: Li et al. 2018 Algorithm 1's s
+    // n_s = ceil(trials * (K+1)/(s+1) * eta^(s-K)), in integers: trials (K+1) / ((s+1) eta^(K-s)).
+    int64_t den = sh + 1;
+    for (int i = 0; i < K - sh; ++i) den *= s.eta;
+    const int64_t num = static_cast<int64_t>(s.trials) * (K + 1);
+    const int n = static_cast<int>((num + den - 1) / den);
+    out.push_back(Bracket{K - sh, next, n});
+    next += n;
+  }
+  return out;
+}
+
+int total_trials(const std::vector<Bracket>& b) { return b.empty() ? 0 : b.back().first_trial + b.back().trials; }
+
+int bracket_of(const std::vector<Bracket>& b, int trial) {
+  for (size_t i = 0; i < b.size(); ++i)
+    if (trial < b[i].first_trial + b[i].trials) return static_cast<int>(i);
+  return static_cast<int>(b.size()) - 1;
 }
 
 int survivors(const SearchSpec& s, int n) { return std::max(1, n / std::max(1, s.eta)); }
@@ -166,7 +222,7 @@ std::vector<nlohmann::json> rung_assignments(const SearchSpec& s, int rung, cons
     nlohmann::json a = sample_trial(s, t);
     a["search.trial"] = t;
     a["search.rung"] = rung;
-    if (s.method == "halving") {
+    if (method_of(s).rungs) {
       a["train.steps"] = steps.at(static_cast<size_t>(rung));
       a["optim.total_steps"] = steps.at(static_cast<size_t>(rung));
     }

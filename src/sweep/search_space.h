@@ -6,7 +6,10 @@
 //
 //   [search]
 //   method = "halving"      # "random": every trial at train.steps; "halving": successive halving
+//                           # (Jamieson and Talwalkar 2016, ref. [halving]);
+//                           # "hyperband": brackets of successive halving (below)
 //   trials = 27             # configurations, quasi-random: a Halton sequence shifted by `seed`
+//                           # (hyperband: the first, most aggressive bracket's)
 //   seed = 0
 //   eta = 3                 # halving: each rung keeps the best floor(n / eta) (at least 1) per group
 //   min_steps = 100         # halving: the shortest rung's floor; the last rung trains train.steps,
@@ -15,6 +18,15 @@
 //   lr_log2 = {from = -12, to = -4}                     # uniform (lr_log2 is already a log)
 //   "hp.output_mult" = {from = 0.25, to = 4, log = true} # log-uniform
 //   "optim.beta2" = [0.95, 0.99, 0.999]                  # one of these
+//
+// Hyperband (Li et al. 2018, ref. [hyperband] in docs/references.md; their Algorithm 1): with the
+// halving rungs r_0 < ... < r_K (R = r_K = train.steps), bracket s = K, K-1, ..., 0 starts
+// n_s = ceil(trials * (K+1)/(s+1) * eta^(s-K)) new trials at rung K - s and halves them s times, so
+// that every bracket spends about the same budget; bracket K is exactly method = "halving" with the
+// same trials, bracket 0 trains its trials at R only. Brackets take consecutive trial indices (bracket
+// K: 0..trials-1, the next bracket the following ones), survivors are chosen per (group, bracket),
+// and the brackets run rung-synchronously: rung k trains every bracket's trials at r_k in one sweep
+// run. A trial's rank is by the rung it reached, then loss, so the winner is the best at R.
 //
 // Any key a grid takes is a dimension (sweep_spec.h); an integer field gets rounded samples.
 // Each rung is a set of complete runs of its length (train.steps and optim.total_steps set to the
@@ -40,13 +52,14 @@ struct SearchDim {
 };
 
 struct SearchSpec {
-  std::string method = "random";         // "random" or "halving"
+  std::string method = "random";         // "random", "halving" or "hyperband"
   int trials = 0;
   uint64_t seed = 0;
   int eta = 3;
   int64_t min_steps = 0;
   std::vector<SearchDim> dims;
-  std::string text;                      // the [search] table as TOML (part of the fingerprint)
+  std::string text;                      // the [search] table as TOML (part of the fingerprint;
+                                         // hyperband's written as halving's, search_space.cpp)
 };
 
 // Checks a dimension's key as a grid key: throws UserError naming `field`; sets *integer when
@@ -61,9 +74,25 @@ SearchSpec parse_search(const toml::table& t, const std::string& where, const Se
 // The `trial`-th configuration (0-based): {key: value} over the space's dimensions.
 nlohmann::json sample_trial(const SearchSpec& s, int trial);
 
-// The training steps of each rung: {full_steps} for random; for halving full_steps / eta^k
-// (rounded) for k = K..0, K the largest with full_steps / eta^K >= min_steps.
+// The training steps of each rung: {full_steps} for random; for halving and hyperband
+// full_steps / eta^k (rounded) for k = K..0, K the largest with full_steps / eta^K >= min_steps.
 std::vector<int64_t> rung_steps(const SearchSpec& s, int64_t full_steps);
+
+// A bracket: `trials` trials with indices first_trial.. that start at rung first_rung.
+struct Bracket {
+  int first_rung = 0;
+  int first_trial = 0;
+  int trials = 0;
+};
+
+// The brackets, most aggressive first: one {0, 0, trials} for random and halving; K + 1 for hyperband.
+std::vector<Bracket> brackets(const SearchSpec& s, int64_t full_steps);
+
+// Every bracket's trials together.
+int total_trials(const std::vector<Bracket>& b);
+
+// The bracket (an index into `b`) that holds `trial`.
+int bracket_of(const std::vector<Bracket>& b, int trial);
 
 // How many of a group's `n` trials go on to the next rung.
 int survivors(const SearchSpec& s, int n);

@@ -338,14 +338,20 @@ void expand_search(const toml::table& root, const std::string& where, double pro
     probe = ax.values;
   };
   spec.search = parse_search(*st, where, check, spec.full_steps);
-  if (product * spec.search->trials > kMaxPoints)
+  const std::vector<Bracket> br = brackets(*spec.search, spec.full_steps);
+  const int total = total_trials(br);
+  if (product * total > kMaxPoints)
     throw UserError(where, "search.trials",
-                    fmt::format("{} trials x {:.0f} grid points is more than {:.0f} points", spec.search->trials,
-                                product, kMaxPoints),
+                    fmt::format("{} trials x {:.0f} grid points is more than {:.0f} points", total, product, kMaxPoints),
                     "sample fewer trials");
-  std::vector<int> all(static_cast<size_t>(spec.search->trials));
-  for (int i = 0; i < spec.search->trials; ++i) all[static_cast<size_t>(i)] = i;
-  spec.points = expand_points(spec, rung_assignments(*spec.search, 0, all, spec.full_steps));
+  // Every bracket's trials expanded once here (at the first rung's budget; the rungs differ only
+  // in steps), so that a repeated config is named now, not rungs into the search.
+  std::vector<int> all(static_cast<size_t>(total));
+  for (int i = 0; i < total; ++i) all[static_cast<size_t>(i)] = i;
+  std::vector<SweepPoint> every = expand_points(spec, rung_assignments(*spec.search, 0, all, spec.full_steps));
+  // The first rung holds the first bracket's trials (hyperband's other brackets start later).
+  for (SweepPoint& p : every)
+    if (p.axes.at("search.trial").get<int>() < br.front().trials) spec.points.push_back(std::move(p));
 }
 
 // The hash of every point id, the window and [search].
