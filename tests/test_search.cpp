@@ -301,6 +301,13 @@ TEST(SearchCli, HyperbandRunsEveryBracketAndRanksAtTheFullBudget) {
   // A finished halving search first: hyperband's first bracket is that search, so hyperband
   // resumes its store and trains only what the halving search did not.
   ASSERT_EQ(run_cli("--threads 1 sweep --quiet --config " + dir + "/halving.toml --out " + db).code, 0);
+  {  // Read as hyperband, that store ranks all 16 trials: the 10 of the brackets not run yet last.
+    const std::vector<TrialResult> part = rank_search(load_sweep(f), db);
+    ASSERT_EQ(part.size(), 16u);
+    for (size_t i = 0; i < part.size(); ++i) EXPECT_EQ(std::isnan(part[i].mean_loss), i >= 6) << i;
+    EXPECT_EQ(part.back().bracket, 2);
+    EXPECT_EQ(part.back().steps, 40);
+  }
   auto r = run_cli("--threads 1 sweep --quiet --config " + f + " --out " + db + " --resume");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("hyperband, 16 trials"), std::string::npos) << r.out;

@@ -220,6 +220,10 @@ output_mult = [1.0, 2.0]
   ASSERT_EQ(alpha.points.size(), 90u);
   EXPECT_EQ(alpha.points.front().config.param, "examples/params/depth_alpha_2_3.toml");
   EXPECT_EQ(alpha_retuned.points.size(), 90u);
+  // The GPT's stronger depth baseline: 168 runs, the base's constants but the branch multiplier.
+  const SweepSpec gpt_branch = shipped("sweeps/gpt_kjv_depth_standard_branch.toml");
+  ASSERT_EQ(gpt_branch.points.size(), 168u);
+  EXPECT_DOUBLE_EQ(gpt_branch.points.front().config.hp.output_mult, 1.670953);
 }
 
 TEST(SweepSpec, MistakesNameTheFileAndTheField) {

@@ -156,10 +156,31 @@ std::vector<TrialResult> rank_search(const SweepSpec& spec, const std::string& d
     if (!complete || k + 1 == rungs) break;
     pts = rung_points(spec, static_cast<int>(k + 1), keep_best(spec, scores, static_cast<int>(k + 1)));
   }
+  // Hyperband's brackets that the store has not reached yet: listed as not run, at their first rung.
+  std::set<std::string> groups;
+  for (const auto& [key, t] : best) groups.insert(key.first);
+  const std::vector<Bracket> br = brackets(*spec.search, spec.full_steps);
+  const std::vector<int64_t> steps = rung_steps(*spec.search, spec.full_steps);
+  for (const std::string& g : groups)
+    for (size_t b = 0; b < br.size(); ++b)
+      for (int trial = br[b].first_trial; trial < br[b].first_trial + br[b].trials; ++trial) {
+        TrialResult& t = best[{g, trial}];
+        if (!t.values.is_null()) continue;
+        t.group = g;
+        t.trial = trial;
+        t.bracket = static_cast<int>(b);
+        t.rung = br[b].first_rung;
+        t.steps = steps.at(static_cast<size_t>(t.rung));
+        t.values = sample_trial(*spec.search, trial);
+        t.mean_loss = std::nan("");
+      }
   std::vector<TrialResult> out;
   for (auto& [k, t] : best) out.push_back(t);
   std::stable_sort(out.begin(), out.end(), [](const TrialResult& a, const TrialResult& b) {
     if (a.group != b.group) return a.group < b.group;
+    const bool an = std::isnan(a.mean_loss), bn = std::isnan(b.mean_loss);
+    if (an != bn) return bn;               // not run: last,
+    if (an) return a.trial < b.trial;      // in trial order
     if (a.rung != b.rung) return a.rung > b.rung;  // reached further: better
     return better(a, b);
   });
