@@ -190,6 +190,40 @@ TEST(TransferAnalysis, KnownOptimaDriftVerdictsAndRegret) {
   EXPECT_EQ(j["groups"][0]["params"].size(), 3u);
 }
 
+// Regrets against standard compare the same seeds (two databases, one with more seeds): a param
+// run on seeds 0 and 1 only is judged against standard's mean over seeds 0 and 1, so the same
+// network as standard's has no regret at the base scale.
+TEST(TransferAnalysis, RegretAgainstStandardPairsTheSeeds) {
+  SweepTable t = synthetic({"mup", "standard"});
+  SweepTable same = synthetic({"standard"});
+  for (SweepRow& r : same.rows) r.param = "same";
+  for (const SweepRow& r : same.rows)
+    if (r.seed < 2) t.rows.push_back(r);
+  std::erase_if(t.rows, [](const SweepRow& r) { return r.param == "mup" && r.seed == 2; });
+  const TransferAnalysis a = analyze_transfer(t);
+  auto mean01 = [](const std::string& param, int64_t w, double x) {
+    return (loss(param, w, 0, x) + loss(param, w, 1, x)) / 2;
+  };
+  // Standard's best grid point over seeds 0 and 1 (its optimum -5.05 - log2(w/64) there).
+  auto std_best01 = [&](int64_t w) {
+    double b = INFINITY;
+    for (double x = kLrMin; x <= kLrMax; x += 1) b = std::min(b, mean01("standard", w, x));
+    return b;
+  };
+  const ParamTransfer& sm = find(a, "same");
+  ASSERT_EQ(sm.regrets.size(), 4u);
+  EXPECT_EQ(sm.regrets[0].vs_standard, 0.0);  // the same networks on the same seeds
+  EXPECT_NE(mean_loss("standard", 64, -5), mean01("standard", 64, -5));  // unpaired, it would not be 0
+  const ParamTransfer& mup = find(a, "mup");
+  for (const ScaleRegret& r : mup.regrets) {
+    const auto w = static_cast<int64_t>(r.scale);
+    EXPECT_NEAR(r.standard_best, std_best01(w), 1e-12) << w;
+    EXPECT_NEAR(r.vs_standard, 100 * (mean01("mup", w, r.lr_log2_used) - std_best01(w)) / std_best01(w), 1e-9) << w;
+  }
+  // Standard itself keeps all three seeds.
+  EXPECT_NEAR(find(a, "standard").regrets[0].standard_best, mean_loss("standard", 64, -5), 1e-12);
+}
+
 // Transfer is judged at every scale (issue 16): an optimum that returns at the largest width but
 // strays two doublings at an intermediate one fails, naming where; the largest deviation is in
 // the JSON.
@@ -399,6 +433,14 @@ TEST(TransferAnalysis, ChoiceKeptFromTheBaseScale) {
   TransferOptions o;
   o.choice_tolerance_pct = 2.0;
   EXPECT_TRUE(analyze_choices(t, o).at(0).holds);
+  {  // Paired seeds: linear run on seeds 0 and 1 only (a second database) is compared with cosine
+     // over those two seeds (mean seed offset -0.0005 on both sides), not over all three.
+    SweepTable two = t;
+    std::erase_if(two.rows, [](const SweepRow& r) { return r.axes.at("optim.schedule") == "linear" && r.seed == 2; });
+    const ChoiceTransfer p = analyze_choices(two).at(0);
+    EXPECT_NEAR(p.scales[2].regret, 100 * 0.01 / 1.9895, 1e-9);
+    EXPECT_NEAR(p.scales[2].best_loss[1], 2.0 - 0.0005, 1e-12);  // cosine over seeds 0 and 1
+  }
   for (auto& r : t.rows) r.axes["optim.schedule"] = r.axes["optim.schedule"] == "constant" ? "10" : r.axes["optim.schedule"] == "cosine" ? "5" : "20";
   EXPECT_EQ(analyze_choices(t).at(0).choices, (std::vector<std::string>{"5", "10", "20"}));
 }

@@ -65,14 +65,27 @@ std::vector<std::string> ordered_choices(const ChoiceData& data) {
 // One seed draw: per scale, per choice, the seed-averaged curve.
 using DrawCurves = std::vector<std::vector<std::vector<LrPoint>>>;
 
+// Paired seeds: at each scale the choices are compared on the seeds every one of them ran there
+// (two databases with different seed counts; all of the draw when they share none).
 DrawCurves curves_of(const ChoiceData& data, const std::vector<std::string>& choices, const std::vector<double>& scales,
                      const std::vector<int64_t>& draw) {
   DrawCurves out(scales.size(), std::vector<std::vector<LrPoint>>(choices.size()));
-  for (size_t j = 0; j < choices.size(); ++j) {
-    const auto& by_scale = data.at(choices[j]);
-    for (size_t i = 0; i < scales.size(); ++i)
-      if (auto it = by_scale.find(scales[i]); it != by_scale.end())
-        out[i][j] = seed_curves::mean_curve(it->second, draw, seed_curves::lr_keys(it->second));
+  for (size_t i = 0; i < scales.size(); ++i) {
+    std::optional<std::set<int64_t>> common;
+    for (const std::string& c : choices)
+      if (auto it = data.at(c).find(scales[i]); it != data.at(c).end()) {
+        std::set<int64_t> here;
+        for (const auto& [seed, by_lr] : it->second)
+          if (!common || common->count(seed)) here.insert(seed);
+        common = std::move(here);
+      }
+    std::vector<int64_t> paired;
+    for (int64_t seed : draw)
+      if (common && common->count(seed)) paired.push_back(seed);
+    const std::vector<int64_t>& d = common && !common->empty() ? paired : draw;
+    for (size_t j = 0; j < choices.size(); ++j)
+      if (auto it = data.at(choices[j]).find(scales[i]); it != data.at(choices[j]).end())
+        out[i][j] = seed_curves::mean_curve(it->second, d, seed_curves::lr_keys(it->second));
   }
   return out;
 }

@@ -558,8 +558,8 @@ void judge_base_lr(ParamTransfer& pt, const TransferOptions& opts) {
 
 // One param of group `g`: its curves with intervals, drift, regrets and verdict.
 ParamTransfer analyze_param(const TransferGroup& g, const PartRows& part, const GroupFits& fits,
-                            const std::string& param, const std::map<double, SeedTable>& by_value,
-                            const TransferOptions& opts) {
+                            const std::vector<std::vector<int64_t>>& draws, const std::string& param,
+                            const std::map<double, SeedTable>& by_value, const TransferOptions& opts) {
   ParamTransfer pt;
   pt.param = param;
   std::vector<double> vals;
@@ -567,6 +567,25 @@ ParamTransfer analyze_param(const TransferGroup& g, const PartRows& part, const 
   const std::vector<DrawFit>& fs = fits.at(param);
   const std::vector<DrawFit>* st = fits.count("standard") > 0 ? &fits.at("standard") : nullptr;
   const std::vector<int> std_index = st ? standard_index(vals, part.data.at("standard")) : std::vector<int>();
+  // Paired seeds: where standard ran seeds this param did not (two databases, one with more
+  // seeds), standard is re-fitted on this param's seeds at each value, so that a regret compares
+  // the same seeds' networks (equal networks, e.g. every param at the base scale, give 0).
+  std::vector<DrawFit> paired;
+  if (st && param != "standard") {
+    std::map<double, SeedTable> restricted = part.data.at("standard");
+    bool changed = false;
+    for (auto& [value, seeds_tab] : restricted) {
+      const auto own = by_value.find(value);
+      if (own == by_value.end()) continue;
+      for (auto it = seeds_tab.begin(); it != seeds_tab.end();)
+        if (own->second.count(it->first) == 0) it = seeds_tab.erase(it), changed = true;
+        else ++it;
+    }
+    if (changed) {
+      for (const auto& d : draws) paired.push_back(fit_draw(restricted, d));
+      st = &paired;
+    }
+  }
   const ParamDraws b = collect_draws(vals, fs, st, std_index);
   const BootQuantile q{fs.size() > 1};
   add_curves(pt, vals, fs[0], by_value, part.sample.at(param), b, q, opts);
@@ -593,10 +612,11 @@ std::optional<TransferGroup> analyze_group(const std::string& axis, const AxisIn
   g.info = info;
   g.fixed = key.fixed;
   g.context = key.context;
-  const GroupFits fits = fit_draws(part.data, seed_curves::seed_draws(seeds_of(part.data), opts.bootstrap, opts.rng_seed));
+  const auto draws = seed_curves::seed_draws(seeds_of(part.data), opts.bootstrap, opts.rng_seed);
+  const GroupFits fits = fit_draws(part.data, draws);
   bool any_scaled = false;
   for (const auto& [param, by_value] : part.data) {
-    g.params.push_back(analyze_param(g, part, fits, param, by_value, opts));
+    g.params.push_back(analyze_param(g, part, fits, draws, param, by_value, opts));
     any_scaled = any_scaled || g.params.back().curves.size() >= 2;
   }
   if (!any_scaled) return std::nullopt;
