@@ -147,9 +147,14 @@ TEST(ParamIO, BadTomlNamesFileAndField) {
   non_number.replace(non_number.find("\na = "), 5, "\na = \"half\"\n#");
   std::string missing = good;
   missing.replace(missing.find("[roles.readout]"), 15, "[roles.readout_]");
+  // A depth exponent on the readout, which lies outside every residual block (it would be ignored).
+  std::string outside = good;
+  const size_t readout = outside.find("[roles.readout]");
+  outside.replace(outside.find("depth_eps = 0", readout), 13, "depth_eps = 0.5");
   const Case cases[] = {{"misspelt", misspelt, "roles.embedding.bb"},
                         {"nonnumber", non_number, "roles.embedding.a"},
-                        {"missing", missing, "roles.readout_"}};
+                        {"missing", missing, "roles.readout_"},
+                        {"outside", outside, "roles.readout.depth_eps"}};
   for (const Case& c : cases) {
     const std::string path = dir + "/" + c.tag + ".toml";
     write(path, c.text);

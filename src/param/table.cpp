@@ -38,16 +38,16 @@ const char* family_abbrev(OptFamily f) {
 const std::vector<RoleColumn>& role_columns() {
   using E = RoleExponents;
   static const std::vector<RoleColumn> kColumns = {
-      // key        label    scalar        families      required omitted_when_zero shown group_start
-      {"a", "a", &E::a, nullptr, true, false, true, false},
-      {"b", "b", &E::b, nullptr, true, false, true, false},
-      {"lr", "c", nullptr, &E::c, true, false, true, true},
-      {"wd", "wd", &E::wd, nullptr, false, false, true, true},
-      {"eps", "eps", &E::eps, nullptr, false, false, true, false},
-      {"depth_lr", "k", nullptr, &E::depth_lr, false, false, true, true},
-      {"depth_wd", "k_wd", &E::depth_wd, nullptr, false, false, true, false},
-      {"depth_eps", "k_eps", &E::depth_eps, nullptr, false, false, true, false},
-      {"unit", "unit", &E::unit, nullptr, false, true, false, false},
+      // key        label    scalar        families      required omitted_when_zero shown group_start in_block_only
+      {"a", "a", &E::a, nullptr, true, false, true, false, false},
+      {"b", "b", &E::b, nullptr, true, false, true, false, false},
+      {"lr", "c", nullptr, &E::c, true, false, true, true, false},
+      {"wd", "wd", &E::wd, nullptr, false, false, true, true, false},
+      {"eps", "eps", &E::eps, nullptr, false, false, true, false, false},
+      {"depth_lr", "k", nullptr, &E::depth_lr, false, false, true, true, true},
+      {"depth_wd", "k_wd", &E::depth_wd, nullptr, false, false, true, false, true},
+      {"depth_eps", "k_eps", &E::depth_eps, nullptr, false, false, true, false, true},
+      {"unit", "unit", &E::unit, nullptr, false, true, false, false, false},
   };
   return kColumns;
 }

@@ -88,6 +88,7 @@ struct RoleColumn {
   bool omitted_when_zero = false;  // JSON: written only where nonzero (tables from before it keep their fingerprint)
   bool shown = true;               // a column of `scaleinv param`'s exponent table
   bool group_start = false;        // `scaleinv param` draws a bar before it
+  bool in_block_only = false;      // a depth exponent: acts on tensors inside residual blocks only
 };
 const std::vector<RoleColumn>& role_columns();
 // The 3-letter abbreviation of a family in `scaleinv param`'s headers: sgd, adm, afc, muo.

@@ -62,6 +62,18 @@ RoleExponents role_at(const TomlReader& r, const RoleExponents* base, Role role)
   const int muon = static_cast<int>(OptFamily::Muon);
   for (const RoleColumn* col : muon_missing) (e.*col->families)[muon] = (derived.*col->families)[muon];
   if (e.unit < 0 || e.unit > 1) r.fail("unit", "must lie in [0, 1]", "0: the fan-in scale in the init; 1: in the op");
+  // The embedding and the readout lie outside every residual block, where depth exponents do not
+  // act (tensor_scale): a nonzero one there would be ignored, so it is refused.
+  if (role == Role::Embedding || role == Role::Readout)
+    for (const RoleColumn& col : role_columns()) {
+      if (!col.in_block_only || !r.has(col.key)) continue;
+      bool nonzero = col.families ? false : e.*col.scalar != 0;
+      if (col.families)
+        for (double v : e.*col.families) nonzero = nonzero || v != 0;
+      if (nonzero)
+        r.fail(col.key, fmt::format("the {} lies outside the residual blocks, where depth exponents do not act", role_name(role)),
+               "remove it: depth exponents scale the tensors inside residual blocks only");
+    }
   return e;
 }
 
