@@ -307,6 +307,9 @@ TEST(SearchCli, HyperbandRunsEveryBracketAndRanksAtTheFullBudget) {
     for (size_t i = 0; i < part.size(); ++i) EXPECT_EQ(std::isnan(part[i].mean_loss), i >= 6) << i;
     EXPECT_EQ(part.back().bracket, 2);
     EXPECT_EQ(part.back().steps, 40);
+    auto rank = run_cli("sweep rank --config " + f + " --db " + db);
+    ASSERT_EQ(rank.code, 0) << rank.err;
+    EXPECT_NE(rank.out.find("incomplete: 10 of 16"), std::string::npos) << rank.out;
   }
   auto r = run_cli("--threads 1 sweep --quiet --config " + f + " --out " + db + " --resume");
   ASSERT_EQ(r.code, 0) << r.err;
@@ -372,4 +375,5 @@ TEST(SearchCli, HyperbandRunsEveryBracketAndRanksAtTheFullBudget) {
   ASSERT_EQ(rank.code, 0) << rank.err;
   EXPECT_NE(rank.out.find(fmt::format("{:>5}  {:>7}     3     40", winner, bracket_of(br, winner) + 1)), std::string::npos)
       << rank.out;
+  EXPECT_EQ(rank.out.find("incomplete"), std::string::npos) << rank.out;
 }

@@ -265,6 +265,14 @@ std::string render_search_summary(const SweepSpec& spec, const SearchRunSummary&
         fmt::format("{} steps: {} points ({} run now, {} already in the db, {} diverged), {}", s.rung_steps[k],
                     s.rungs[k].grid_points, s.rungs[k].run, s.rungs[k].skipped, s.rungs[k].diverged,
                     format_duration(s.rungs[k].wall_s)));
+  // A partial store (killed, a shard, or a halving store read as hyperband): say so, since its
+  // best is only the best so far.
+  size_t not_run = 0;
+  for (const TrialResult& t : s.ranking) not_run += std::isnan(t.mean_loss) ? 1 : 0;
+  if (not_run > 0)
+    row("status", fmt::format("incomplete: {} of {} trial runs (trial x group) not run yet; the best below is the best "
+                              "so far (sweep --resume continues it)",
+                              not_run, s.ranking.size()));
   if (!s.rungs.empty()) {
     row("wall time", format_duration(s.wall_s));
     row("db", s.rungs.front().db_path);
