@@ -216,6 +216,7 @@ output_mult = [1.0, 2.0]
   std::filesystem::current_path(SCALEINV_SOURCE_DIR);
   const SweepSpec alpha = shipped("sweeps/resmlp_fashion_depth_alpha_1000.toml");
   const SweepSpec alpha_retuned = shipped("sweeps/resmlp_fashion_depth_alpha_retuned_1000.toml");
+  const SweepSpec gpt_alpha = shipped("sweeps/gpt_kjv_depth_alpha.toml");
   std::filesystem::current_path(cwd);
   ASSERT_EQ(alpha.points.size(), 90u);
   EXPECT_EQ(alpha.points.front().config.param, "examples/params/depth_alpha_2_3.toml");
@@ -224,6 +225,9 @@ output_mult = [1.0, 2.0]
   const SweepSpec gpt_branch = shipped("sweeps/gpt_kjv_depth_standard_branch.toml");
   ASSERT_EQ(gpt_branch.points.size(), 168u);
   EXPECT_DOUBLE_EQ(gpt_branch.points.front().config.hp.output_mult, 1.670953);
+  EXPECT_EQ(shipped("sweeps/gpt_kjv_depth_standard_branch_low.toml").points.size(), 56u);
+  ASSERT_EQ(gpt_alpha.points.size(), 90u);
+  EXPECT_EQ(gpt_alpha.points.front().config.param_base_depth, 2);
 }
 
 TEST(SweepSpec, MistakesNameTheFileAndTheField) {

@@ -1,12 +1,17 @@
 -- README "The GPT in depth": standard's best loss per depth over its branch multiplier and LR
--- (gpt_kjv_depth_standard_branch.db, with the base's 0.72 from gpt_kjv_depth_tuned.db) against
+-- (gpt_kjv_depth_standard_branch.db and gpt_kjv_depth_standard_branch_low.db, with the base's 0.72
+-- from gpt_kjv_depth_tuned.db) against
 -- completep and depth-mup at their depth-2 LR (2^-7), both over seeds 0 and 1. Run from the
 -- repository root:
 --   sqlite3 -header -column runs/sweeps/gpt_kjv_depth_standard_branch.db < examples/sweeps/gpt_kjv_depth_standard_branch.sql
 ATTACH 'runs/sweeps/gpt_kjv_depth_tuned.db' AS t;
+ATTACH 'runs/sweeps/gpt_kjv_depth_standard_branch_low.db' AS l;
 WITH s AS (
   SELECT depth, CAST(json_extract(axes, '$."hp.branch_mult"') AS REAL) AS branch, lr_log2, avg(final_loss) AS loss
     FROM points GROUP BY depth, branch, lr_log2
+  UNION ALL
+  SELECT depth, CAST(json_extract(axes, '$."hp.branch_mult"') AS REAL), lr_log2, avg(final_loss)
+    FROM l.points GROUP BY depth, 2, lr_log2
   UNION ALL
   SELECT depth, 0.719433, lr_log2, avg(final_loss) FROM t.points
     WHERE param = 'standard' AND depth > 2 GROUP BY depth, lr_log2),
