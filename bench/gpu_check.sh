@@ -4,6 +4,9 @@
 # and time GPT training against the plain-PyTorch peer in the same run. Writes logs under $OUT
 # (default out/gpu) and prints a short table last.
 #   bench/gpu_check.sh [PEER.py] [--no-tests]    (deps: scripts/build_cuda.sh's --debs .deps/debs if present)
+# WIDTH_2048=1 also runs issue 16's width check at widths 1024 and 2048
+# (examples/sweeps/gpt_kjv_width_tuned_2048.toml, 72 runs of 1000 steps) and its transfer report,
+# with the 64..512 database (runs/sweeps/gpt_kjv_width_tuned.db) where it was carried along.
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
@@ -58,4 +61,12 @@ run_pair 2048 8 1024 16 20 bf16 1
 run_pair 512 4 128 16 50 bf16 1
 run_pair 512 4 128 16 50 bf16 1 --cuda-graph
 run_pair 2048 8 512 16 10 off 0
+if [ "${WIDTH_2048:-0}" = 1 ]; then
+  t1=$(date +%s)
+  $B sweep --config examples/sweeps/gpt_kjv_width_tuned_2048.toml --out "$OUT/width_2048.db" --quiet >"$OUT/width_2048.log" 2>&1
+  echo "width 1024/2048 sweep: exit $? in $(( $(date +%s) - t1 )) s" | tee -a "$summary"
+  dbs=(--db "$OUT/width_2048.db"); [ -f runs/sweeps/gpt_kjv_width_tuned.db ] && dbs=(--db runs/sweeps/gpt_kjv_width_tuned.db "${dbs[@]}")
+  $B transfer-report "${dbs[@]}" --out "$OUT/width_2048_report" >"$OUT/width_2048_report.md" 2>&1
+  grep -E "^\| width transfer" "$OUT/width_2048_report.md" | head -4 | tee -a "$summary"
+fi
 echo "--- summary"; cat "$summary"

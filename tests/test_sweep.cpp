@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <sstream>
 #include <fstream>
 #include <set>
 #include <thread>
@@ -226,6 +227,20 @@ output_mult = [1.0, 2.0]
   ASSERT_EQ(gpt_branch.points.size(), 168u);
   EXPECT_DOUBLE_EQ(gpt_branch.points.front().config.hp.output_mult, 1.670953);
   EXPECT_EQ(shipped("sweeps/gpt_kjv_depth_standard_branch_low.toml").points.size(), 56u);
+  {  // The GPU's widths 1024 and 2048 (train.device = "cuda"): on a CPU build, valid but for the device.
+    std::ifstream in(std::string(SCALEINV_SOURCE_DIR) + "/examples/sweeps/gpt_kjv_width_tuned_2048.toml");
+    std::stringstream text;
+    text << in.rdbuf();
+    const std::string cuda = text.str();
+    const size_t at = cuda.find("device = \"cuda\"");
+    ASSERT_NE(at, std::string::npos);
+    std::string cpu = cuda;
+    cpu.replace(at, 15, "device = \"cpu\"");
+    const SweepSpec w2048 = sweep_from_toml_text(cpu, "gpt_kjv_width_tuned_2048.toml", ".");
+    ASSERT_EQ(w2048.points.size(), 72u);
+    EXPECT_DOUBLE_EQ(w2048.points.front().config.hp.output_mult, 1.484251);
+    EXPECT_EQ(w2048.points.front().config.train.steps, 1000);
+  }
   ASSERT_EQ(gpt_alpha.points.size(), 90u);
   EXPECT_EQ(gpt_alpha.points.front().config.param_base_depth, 2);
 }
