@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <sstream>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -63,7 +64,12 @@ const Method* find_method(const std::string& name) {
   return nullptr;
 }
 
-const Method& method_of(const SearchSpec& s) { return *find_method(s.method); }  // parse_search checked it
+// parse_search names an unknown method to the user; a SearchSpec built in code with one is a bug.
+const Method& method_of(const SearchSpec& s) {
+  const Method* m = find_method(s.method);
+  if (!m) throw std::logic_error("search method '" + s.method + "' is not a row of kMethods");
+  return *m;
+}
 
 // Flattens [search.space] (nested tables are dotted keys; {from, to[, log]} is a range).
 void flatten_space(const toml::table& t, const std::string& prefix, const std::string& where,
