@@ -445,6 +445,76 @@ TEST(TransferAnalysis, ChoiceKeptFromTheBaseScale) {
   EXPECT_EQ(analyze_choices(t).at(0).choices, (std::vector<std::string>{"5", "10", "20"}));
 }
 
+// The base LR against standard re-tuned in every swept hyperparameter (its LR and here its branch
+// multiplier): standard's best at each depth over both, on the seeds both sides ran, from rows that
+// match in everything else (a run twice as long, far better, is not a baseline).
+TEST(TransferAnalysis, FullBaselineRetunesStandardInEverySweptHyperparameter) {
+  struct Curve {
+    std::string param, branch;  // branch "": no hp.branch_mult axis
+    double vertex;
+    std::map<int64_t, double> offset;  // per depth
+    std::vector<int64_t> seeds;
+    int64_t steps;
+  };
+  const std::vector<Curve> curves = {
+      {"completep", "", -6, {{4, 0}, {8, 0}, {16, 0}}, {0, 1, 2}, 1000},
+      {"standard", "", -6, {{4, 0.1}, {8, 0.1}, {16, 0.1}}, {0, 1, 2}, 1000},
+      {"standard", "0.5", -7, {{4, 0.2}, {8, -0.02}, {16, 0.005}}, {0, 1}, 1000},
+      {"standard", "0.25", -6, {{4, 0.3}, {8, 0.3}, {16, -0.01}}, {0, 1}, 1000},
+      {"standard", "0.5", -6, {{4, -1}, {8, -1}, {16, -1}}, {0, 1}, 2000},  // another horizon: not a baseline
+  };
+  SweepTable t;
+  for (const Curve& c : curves)
+    for (const auto& [depth, off] : c.offset)
+      for (double x = -9; x <= -4; x += 1)
+        for (int64_t seed : c.seeds) {
+          SweepRow r;
+          r.id = fmt::format("{}-{}-{}-{}-{}-{}", c.param, c.branch, c.steps, depth, x, seed);
+          r.param = c.param;
+          r.width = 64;
+          r.depth = depth;
+          r.seed = seed;
+          r.lr_log2 = x;
+          r.steps = c.steps;
+          if (!c.branch.empty()) r.axes["hp.branch_mult"] = c.branch;
+          r.final_loss = 2.0 + off + 0.05 * (x - c.vertex) * (x - c.vertex) + 0.001 * static_cast<double>(seed - 1);
+          t.rows.push_back(r);
+        }
+  const TransferAnalysis a = analyze_transfer(t);
+  ASSERT_EQ(a.full_baseline.size(), 1u);  // completep; standard is the baseline
+  const FullBaseline& f = a.full_baseline[0];
+  EXPECT_EQ(f.param, "completep");
+  EXPECT_EQ(f.scale_axis, "depth");
+  EXPECT_EQ(f.tuned, (std::vector<std::string>{"hp.branch_mult"}));
+  EXPECT_DOUBLE_EQ(f.base_lr_log2, -6);
+  ASSERT_EQ(f.scales.size(), 3u);
+  // On seeds 0 and 1 (the branch rows' seeds) every curve's mean carries the seed offset -0.0005.
+  const double mine = 2.0 - 0.0005;
+  const std::vector<double> best = {2.1 - 0.0005, 2.0 - 0.02 - 0.0005, 2.0 - 0.01 - 0.0005};
+  const std::vector<std::string> at = {"log2 LR -6.00", "hp.branch_mult=0.5, log2 LR -7.00", "hp.branch_mult=0.25, log2 LR -6.00"};
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_NEAR(f.scales[i].loss, mine, 1e-12) << i;
+    EXPECT_NEAR(f.scales[i].standard_best, best[i], 1e-12) << i;
+    EXPECT_EQ(f.scales[i].standard_at, at[i]) << i;
+    EXPECT_NEAR(f.scales[i].regret, 100 * (mine - best[i]) / best[i], 1e-9) << i;
+  }
+  EXPECT_NEAR(f.worst, 100 * (mine - best[1]) / best[1], 1e-9);  // 1.01% at depth 8
+  EXPECT_EQ(f.worst_at, 8);
+  EXPECT_FALSE(f.holds);
+  EXPECT_LE(f.worst_lo, f.worst + 1e-9);
+  EXPECT_GE(f.worst_hi, f.worst - 1e-9);
+  const std::string md = transfer_markdown(a);
+  EXPECT_NE(md.find("| depth (width 64) | completep | -6.00 | LR, hp.branch_mult | 4: -4.76%"), std::string::npos) << md;
+  EXPECT_NE(md.find("FAILS (> 1%)"), std::string::npos);
+  EXPECT_NE(transfer_html(a, {}).find("<h2>Against standard re-tuned in every swept hyperparameter</h2>"), std::string::npos);
+  const nlohmann::json j = transfer_to_json(a);
+  EXPECT_EQ(j["full_baseline"][0]["standard_tuned_in"][0], "hp.branch_mult");
+  EXPECT_EQ(j["full_baseline"][0]["scales"][1]["standard_best_at"], at[1]);
+  // Without standard swept beside its LR there is no such baseline (the LR analysis' regret is it).
+  std::erase_if(t.rows, [](const SweepRow& r) { return r.axes.count("hp.branch_mult") > 0; });
+  EXPECT_TRUE(analyze_transfer(t).full_baseline.empty());
+}
+
 TEST(TransferReport, CliWritesTheReportAndRefusesBadInput) {
   const std::string dir = temp_dir("transfer_cli");
   SweepTable t = synthetic({"mup", "standard"});

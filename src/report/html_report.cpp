@@ -9,6 +9,7 @@
 
 #include "core/atomic_file.h"
 #include "core/gnuplot.h"
+#include "report/seed_curves.h"
 
 namespace scaleinv {
 
@@ -168,6 +169,28 @@ std::string choices_markdown(const TransferAnalysis& a) {
          "\n| choice | scaling | param | regret per scale, LR re-tuned [5-95%] | regret per scale at the base LR [5-95%] |\n"
          "|---|---|---|---|---|\n" + per_scale;
 }
+// The base LR against standard re-tuned in every swept hyperparameter, one row per parameterization.
+std::string full_baseline_markdown(const TransferAnalysis& a) {
+  std::string rows;
+  for (const auto& f : a.full_baseline) {
+    std::string per;
+    for (const auto& s : f.scales)
+      per += (per.empty() ? "" : "; ") + value_text(s.scale) + ": " + pct_text(s.regret, s.regret_lo, s.regret_hi) +
+             (s.standard_at.empty() ? "" : " (" + s.standard_at + ")");
+    std::string tuned = "LR";
+    for (const auto& t : f.tuned) tuned += ", " + t;
+    const std::string verdict = std::isnan(f.worst) ? "undetermined"
+                                : f.holds ? fmt::format("holds (<= {:g}%)", a.opts.choice_tolerance_pct)
+                                          : fmt::format("FAILS (> {:g}%)", a.opts.choice_tolerance_pct);
+    rows += fmt::format("| {} | {} | {} | {} | {} | {} | {} |\n",
+                        f.scale_axis + seed_curves::held_text(f.fixed, f.context), f.param, f2(f.base_lr_log2), tuned, per,
+                        worst_text(f.worst, f.worst_lo, f.worst_hi, f.worst_at), verdict);
+  }
+  return "The base LR against standard re-tuned in every swept hyperparameter at each scale (standard's best there "
+         "over the columns named; on the seeds both ran; in parentheses where standard's best is):\n\n"
+         "| scaling | param | base LR (log2) | standard re-tuned in | regret per scale [5-95%] | worst [5-95%] | verdict |\n"
+         "|---|---|---|---|---|---|---|\n" + rows;
+}
 }  // namespace
 
 std::string transfer_markdown(const TransferAnalysis& a) {
@@ -211,6 +234,7 @@ std::string transfer_markdown(const TransferAnalysis& a) {
           "| scaling | param | base LR (log2) | vs standard re-tuned [5-95%] | vs itself re-tuned [5-95%] |\n"
           "|---|---|---|---|---|\n" + regrets;
   if (!a.choices.empty()) md += std::string(md.empty() ? "" : "\n") + choices_markdown(a);
+  if (!a.full_baseline.empty()) md += std::string(md.empty() ? "" : "\n") + full_baseline_markdown(a);
   if (!hps.empty())
     md += std::string(md.empty() ? "" : "\n") +
           "| axis | param | optimum log2 LR per value [5-95%] | exponent d log2 LR* / d log2 x [5-95%] | reference exponent "
@@ -392,6 +416,30 @@ std::string choices_html(const TransferAnalysis& a) {
   return h;
 }
 
+// The base LR against standard re-tuned in every swept hyperparameter: a verdict and a table per
+// parameterization (rows: scales).
+std::string full_baseline_html(const TransferAnalysis& a) {
+  if (a.full_baseline.empty()) return "";
+  std::string h = "<h2>Against standard re-tuned in every swept hyperparameter</h2>\n";
+  for (const auto& f : a.full_baseline) {
+    std::string tuned = "LR";
+    for (const auto& t : f.tuned) tuned += ", " + t;
+    const char* cls = std::isnan(f.worst) ? "unknown" : f.holds ? "holds" : "fails";
+    h += fmt::format("<div class=\"verdict {}\">{}{}: {} at its base log2 LR {} against standard re-tuned in {}: worst "
+                     "regret {}</div>\n",
+                     cls, html_escape(f.scale_axis), html_escape(seed_curves::held_text(f.fixed, f.context)), html_escape(f.param),
+                     f2(f.base_lr_log2), html_escape(tuned), worst_text(f.worst, f.worst_lo, f.worst_hi, f.worst_at));
+    h += "<table><tr><th class=\"l\">" + html_escape(f.scale_axis) +
+         "</th><th>loss at the base LR</th><th>standard's best</th><th class=\"l\">where</th><th>regret</th></tr>\n";
+    for (const auto& s : f.scales)
+      h += "<tr><td class=\"l\">" + value_text(s.scale) + "</td><td>" + f4(s.loss) + "</td><td>" + f4(s.standard_best) +
+           "</td><td class=\"l\">" + html_escape(s.standard_at) + "</td><td>" + pct_text(s.regret, s.regret_lo, s.regret_hi) +
+           "</td></tr>\n";
+    h += "</table>\n";
+  }
+  return h;
+}
+
 // The closing "Method" section and the end of the page.
 std::string method_html(const TransferAnalysis& a) {
   std::string h =
@@ -440,6 +488,7 @@ std::string transfer_html(const TransferAnalysis& a, const std::vector<ReportFig
   h += database_note_html(a);
   for (const auto& g : a.groups) h += group_html(g);
   h += choices_html(a);
+  h += full_baseline_html(a);
   for (const auto& f : figures) h += figure_html(f);
   h += method_html(a);
   return h;

@@ -639,6 +639,7 @@ TransferAnalysis analyze_transfer(const SweepTable& table, const TransferOptions
       if (auto g = analyze_group(axis, info, key, part, opts)) A.groups.push_back(std::move(*g));
   }
   A.choices = analyze_choices(table, opts);
+  A.full_baseline = analyze_full_baseline(table, opts);
   return A;
 }
 
@@ -751,6 +752,28 @@ nlohmann::json transfer_to_json(const TransferAnalysis& a) {
                        {"worst_regret_at_base_lr_at", num(c.worst_base_lr_at)},
                        {"scales", scales}});
   }
+  nlohmann::json full = nlohmann::json::array();
+  for (const auto& f : a.full_baseline) {
+    nlohmann::json scales = nlohmann::json::array();
+    for (const auto& s : f.scales)
+      scales.push_back({{f.scale_axis, s.scale},
+                        {"loss_at_base_lr", num(s.loss)},
+                        {"standard_best_loss", num(s.standard_best)},
+                        {"standard_best_at", s.standard_at},
+                        {"regret_percent", num(s.regret)},
+                        {"regret_interval", {num(s.regret_lo), num(s.regret_hi)}}});
+    full.push_back({{"scale_axis", f.scale_axis},
+                    {"param", f.param},
+                    {"fixed", f.fixed},
+                    {"context", f.context},
+                    {"standard_tuned_in", f.tuned},
+                    {"base_lr_log2", num(f.base_lr_log2)},
+                    {"holds", f.holds},
+                    {"worst_regret_percent", num(f.worst)},
+                    {"worst_regret_interval", {num(f.worst_lo), num(f.worst_hi)}},
+                    {"worst_regret_at", num(f.worst_at)},
+                    {"scales", scales}});
+  }
   return {{"db", a.db},
           {"sweep", a.name},
           {"rows", a.rows},
@@ -771,9 +794,16 @@ nlohmann::json transfer_to_json(const TransferAnalysis& a) {
                                    "best grid-point loss is least at the smallest scale; its regret at each scale "
                                    "against the best value there, with its LR re-tuned and at its base LR; it holds "
                                    "when the worst regret (LR re-tuned) is at most {}%",
-                                   a.opts.choice_tolerance_pct)}}},
+                                   a.opts.choice_tolerance_pct)},
+            {"full_baseline",
+             fmt::format("where standard was swept in hyperparameters (hp.*, optim.*) beside its LR: at each scale its "
+                         "best grid-point loss over all of them, from rows that match in the fixed model scale, "
+                         "train.steps and every other axis, on the seeds both sides ran, against the loss at the "
+                         "base LR; it holds when the worst regret is at most {}%",
+                         a.opts.choice_tolerance_pct)}}},
           {"groups", groups},
-          {"choices", choices}};
+          {"choices", choices},
+          {"full_baseline", full}};
 }
 
 }  // namespace scaleinv

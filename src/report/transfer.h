@@ -188,13 +188,38 @@ struct ChoiceTransfer {
   std::string title() const;          // "optim.schedule across width (depth 2)"
 };
 
+// The base LR against standard re-tuned in every swept hyperparameter (a stronger baseline than
+// its LR alone; issue 16): where the databases hold standard with grid axes beyond the LR that are
+// hyperparameters (hp.*, optim.*; e.g. the residual branch multiplier), at each scale standard's
+// best grid-point loss over its LR and all of them, against the loss of a parameterization at its
+// base LR (its smallest scale's best grid point; the nearest where not run). Standard rows count
+// only when they match the parameterization's rows in everything else (the model scale held fixed,
+// train.steps, every non-hyperparameter axis), and only on the parameterization's seeds (paired).
+// Intervals: the parameterization's seeds resampled (its base LR re-chosen in every resample).
+struct FullBaselineScale {
+  double scale = 0;
+  double loss = 0;           // the parameterization at its base LR (NaN: not run there)
+  double standard_best = 0;  // standard's best over everything swept (NaN: no standard row)
+  std::string standard_at;   // where: "hp.branch_mult=0.18, log2 LR -7.00"
+  double regret = 0, regret_lo = 0, regret_hi = 0;  // percent
+};
+
+struct FullBaseline {
+  std::string scale_axis, param, fixed, context;  // as the LR analysis' group (context: the param's other axes)
+  std::vector<std::string> tuned;                 // standard's swept hyperparameters beside the LR
+  double base_lr_log2 = 0;
+  std::vector<FullBaselineScale> scales;          // by increasing scale
+  double worst = 0, worst_lo = 0, worst_hi = 0, worst_at = 0;
+  bool holds = false;                             // worst <= TransferOptions::choice_tolerance_pct
+};
+
 struct TransferOptions {
   int bootstrap = 200;
   uint64_t rng_seed = 20240611;
   double lo_q = 0.05, hi_q = 0.95;
   double shift_tolerance = 1.0;     // doublings
   double better_tolerance = 1e-3;   // relative increase still counted as "not worse"
-  double choice_tolerance_pct = 1.0;  // a base choice "holds" when its worst regret is at most this
+  double choice_tolerance_pct = 1.0;  // a base choice (or a full-baseline regret) "holds" when its worst regret is at most this
 };
 
 struct TransferAnalysis {
@@ -203,13 +228,18 @@ struct TransferAnalysis {
   TransferOptions opts;
   std::vector<TransferGroup> groups;
   std::vector<ChoiceTransfer> choices;
+  std::vector<FullBaseline> full_baseline;
 };
 
 // Choices kept from the base scale (see ChoiceTransfer), for every grid axis with two values or more
 // crossed with a model scale with two values or more. Defined in choice_transfer.cpp.
 std::vector<ChoiceTransfer> analyze_choices(const SweepTable& table, const TransferOptions& opts = {});
 
-// The LR analysis of every axis and the choices (analyze_choices).
+// The base LR against standard re-tuned in every swept hyperparameter (see FullBaseline); empty
+// unless standard was swept in a hyperparameter beside its LR. Defined in full_baseline.cpp.
+std::vector<FullBaseline> analyze_full_baseline(const SweepTable& table, const TransferOptions& opts = {});
+
+// The LR analysis of every axis, the choices (analyze_choices) and the full baseline.
 TransferAnalysis analyze_transfer(const SweepTable& table, const TransferOptions& opts = {});
 nlohmann::json transfer_to_json(const TransferAnalysis& a);
 
