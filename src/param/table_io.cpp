@@ -1,4 +1,5 @@
 // Reading and writing parameterization tables: TOML (user files), JSON (checkpoints, --json).
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -67,9 +68,9 @@ RoleExponents role_at(const TomlReader& r, const RoleExponents* base, Role role)
   if (role == Role::Embedding || role == Role::Readout)
     for (const RoleColumn& col : role_columns()) {
       if (!col.in_block_only || !r.has(col.key)) continue;
-      bool nonzero = col.families ? false : e.*col.scalar != 0;
-      if (col.families)
-        for (double v : e.*col.families) nonzero = nonzero || v != 0;
+      const bool nonzero = col.families ? std::any_of((e.*col.families).begin(), (e.*col.families).end(),
+                                                      [](double v) { return v != 0; })
+                                        : e.*col.scalar != 0;
       if (nonzero)
         r.fail(col.key, fmt::format("the {} lies outside the residual blocks, where depth exponents do not act", role_name(role)),
                "remove it: depth exponents scale the tensors inside residual blocks only");

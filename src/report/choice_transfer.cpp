@@ -71,21 +71,15 @@ DrawCurves curves_of(const ChoiceData& data, const std::vector<std::string>& cho
                      const std::vector<int64_t>& draw) {
   DrawCurves out(scales.size(), std::vector<std::vector<LrPoint>>(choices.size()));
   for (size_t i = 0; i < scales.size(); ++i) {
-    std::optional<std::set<int64_t>> common;
-    for (const std::string& c : choices)
-      if (auto it = data.at(c).find(scales[i]); it != data.at(c).end()) {
-        std::set<int64_t> here;
-        for (const auto& [seed, by_lr] : it->second)
-          if (!common || common->count(seed)) here.insert(seed);
-        common = std::move(here);
-      }
-    std::vector<int64_t> paired;
-    for (int64_t seed : draw)
-      if (common && common->count(seed)) paired.push_back(seed);
-    const std::vector<int64_t>& d = common && !common->empty() ? paired : draw;
+    std::vector<const SeedTable*> here(choices.size(), nullptr);  // each choice's table at this scale
+    std::vector<const SeedTable*> ran;
     for (size_t j = 0; j < choices.size(); ++j)
-      if (auto it = data.at(choices[j]).find(scales[i]); it != data.at(choices[j]).end())
-        out[i][j] = seed_curves::mean_curve(it->second, d, seed_curves::lr_keys(it->second));
+      if (auto it = data.at(choices[j]).find(scales[i]); it != data.at(choices[j]).end()) ran.push_back(here[j] = &it->second);
+    if (ran.empty()) continue;
+    const std::set<int64_t> common = seed_curves::seeds_also_in(seed_curves::seeds_of(*ran.front()), ran);
+    const std::vector<int64_t> d = common.empty() ? draw : seed_curves::draw_within(draw, common);
+    for (size_t j = 0; j < choices.size(); ++j)
+      if (here[j]) out[i][j] = seed_curves::mean_curve(*here[j], d, seed_curves::lr_keys(*here[j]));
   }
   return out;
 }

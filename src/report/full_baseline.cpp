@@ -60,17 +60,12 @@ struct Group {
 
 // Seeds the parameterization shares with every curve of the pool (its own seeds when none are shared).
 std::vector<int64_t> paired_seeds(const std::map<double, SeedTable>& mine, const Pool& pool) {
-  std::set<int64_t> own, common;
-  for (const auto& [v, t] : mine)
-    for (const auto& [seed, by_lr] : t) own.insert(seed);
-  common = own;
+  std::set<int64_t> own;
+  for (const auto& [v, t] : mine) own.merge(seed_curves::seeds_of(t));
+  std::vector<const SeedTable*> theirs;
   for (const auto& [v, by_ctx] : pool)
-    for (const auto& [ctx, t] : by_ctx) {
-      std::set<int64_t> keep;
-      for (int64_t s : common)
-        if (t.count(s)) keep.insert(s);
-      common = std::move(keep);
-    }
+    for (const auto& [ctx, t] : by_ctx) theirs.push_back(&t);
+  const std::set<int64_t> common = seed_curves::seeds_also_in(own, theirs);
   const std::set<int64_t>& use = common.empty() ? own : common;
   return std::vector<int64_t>(use.begin(), use.end());
 }

@@ -145,10 +145,13 @@ std::string tuned_text(const FullBaseline& f) {
   return t;
 }
 
-std::string choice_verdict(const ChoiceTransfer& c, double tol) {
-  if (std::isnan(c.worst)) return "undetermined";
-  return c.holds ? fmt::format("holds (<= {:g}%)", tol) : fmt::format("FAILS (> {:g}%)", tol);
+// The verdict of a worst regret against a tolerance (a choice kept, a full-baseline comparison),
+// as text and as the HTML verdict's class.
+std::string regret_verdict(double worst, bool holds, double tol) {
+  if (std::isnan(worst)) return "undetermined";
+  return holds ? fmt::format("holds (<= {:g}%)", tol) : fmt::format("FAILS (> {:g}%)", tol);
 }
+const char* regret_verdict_class(double worst, bool holds) { return std::isnan(worst) ? "unknown" : holds ? "holds" : "fails"; }
 
 // The choices kept from the base scale: a summary row each, then the regret at every scale.
 std::string choices_markdown(const TransferAnalysis& a) {
@@ -166,7 +169,7 @@ std::string choices_markdown(const TransferAnalysis& a) {
     rows += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} |\n", c.choice_axis, scaling, c.param, best, base,
                         worst_text(c.worst, c.worst_lo, c.worst_hi, c.worst_at),
                         worst_text(c.worst_base_lr, c.worst_base_lr_lo, c.worst_base_lr_hi, c.worst_base_lr_at),
-                        choice_verdict(c, a.opts.choice_tolerance_pct));
+                        regret_verdict(c.worst, c.holds, a.opts.choice_tolerance_pct));
     per_scale += fmt::format("| {} | {} | {} | {} | {} |\n", c.choice_axis, scaling, c.param, ra, rb);
   }
   return "Choices kept from the smallest scale (the base choice: the value with the least loss there, its LR re-tuned; "
@@ -184,12 +187,10 @@ std::string full_baseline_markdown(const TransferAnalysis& a) {
     for (const auto& s : f.scales)
       per += (per.empty() ? "" : "; ") + value_text(s.scale) + ": " + pct_text(s.regret, s.regret_lo, s.regret_hi) +
              (s.standard_at.empty() ? "" : " (" + s.standard_at + ")");
-    const std::string verdict = std::isnan(f.worst) ? "undetermined"
-                                : f.holds ? fmt::format("holds (<= {:g}%)", a.opts.choice_tolerance_pct)
-                                          : fmt::format("FAILS (> {:g}%)", a.opts.choice_tolerance_pct);
     rows += fmt::format("| {} | {} | {} | {} | {} | {} | {} |\n",
                         f.scale_axis + seed_curves::held_text(f.fixed, f.context), f.param, f2(f.base_lr_log2), tuned_text(f), per,
-                        worst_text(f.worst, f.worst_lo, f.worst_hi, f.worst_at), verdict);
+                        worst_text(f.worst, f.worst_lo, f.worst_hi, f.worst_at),
+                        regret_verdict(f.worst, f.holds, a.opts.choice_tolerance_pct));
   }
   return "The base LR against standard re-tuned in every swept hyperparameter at each scale (standard's best there "
          "over the columns named; on the seeds both ran; in parentheses where standard's best is):\n\n"
@@ -398,7 +399,7 @@ std::string choices_html(const TransferAnalysis& a) {
   if (a.choices.empty()) return "";
   std::string h = "<h2>Choices kept from the base scale</h2>\n";
   for (const auto& c : a.choices) {
-    const char* cls = std::isnan(c.worst) ? "unknown" : c.holds ? "holds" : "fails";
+    const char* cls = regret_verdict_class(c.worst, c.holds);
     h += fmt::format("<div class=\"verdict {}\">{}: {}: base choice {} (base log2 LR {}); worst regret, LR re-tuned, "
                      "{}; at the base LR {}</div>\n",
                      cls, html_escape(c.title()), html_escape(c.param),
@@ -427,7 +428,7 @@ std::string full_baseline_html(const TransferAnalysis& a) {
   if (a.full_baseline.empty()) return "";
   std::string h = "<h2>Against standard re-tuned in every swept hyperparameter</h2>\n";
   for (const auto& f : a.full_baseline) {
-    const char* cls = std::isnan(f.worst) ? "unknown" : f.holds ? "holds" : "fails";
+    const char* cls = regret_verdict_class(f.worst, f.holds);
     h += fmt::format("<div class=\"verdict {}\">{}{}: {} at its base log2 LR {} against standard re-tuned in {}: worst "
                      "regret {}</div>\n",
                      cls, html_escape(f.scale_axis), html_escape(seed_curves::held_text(f.fixed, f.context)), html_escape(f.param),

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <cstdlib>
 #include <set>
@@ -103,6 +104,25 @@ std::vector<std::vector<int64_t>> seed_draws(const std::vector<int64_t>& all_see
     }
   }
   return draws;
+}
+
+std::set<int64_t> seeds_of(const SeedTable& t) {
+  std::set<int64_t> s;
+  for (const auto& [seed, by_lr] : t) s.insert(seed);
+  return s;
+}
+
+std::set<int64_t> seeds_also_in(std::set<int64_t> from, const std::vector<const SeedTable*>& tables) {
+  for (const SeedTable* t : tables)
+    for (auto it = from.begin(); it != from.end();) it = t->count(*it) ? std::next(it) : from.erase(it);
+  return from;
+}
+
+std::vector<int64_t> draw_within(const std::vector<int64_t>& draw, const std::set<int64_t>& keep) {
+  std::vector<int64_t> out;
+  for (int64_t seed : draw)
+    if (keep.count(seed)) out.push_back(seed);
+  return out;
 }
 
 bool is_number(const std::string& v) {

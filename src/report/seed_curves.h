@@ -6,6 +6,7 @@
 // is read or written.
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -44,6 +45,13 @@ double percentile(std::vector<double> v, double q);
 // Draw 0 is `all_seeds` itself (the point estimate); then `bootstrap` resamples with replacement
 // from a fixed, platform-independent generator seeded with `rng_seed` (none with one seed).
 std::vector<std::vector<int64_t>> seed_draws(const std::vector<int64_t>& all_seeds, int bootstrap, uint64_t rng_seed);
+
+// Paired seeds (two databases with different seed counts): the seeds `t` ran; those of `from` that
+// every table of `tables` ran too (`from` itself when `tables` is empty); a draw without the seeds
+// outside `keep` (its repeats kept).
+std::set<int64_t> seeds_of(const SeedTable& t);
+std::set<int64_t> seeds_also_in(std::set<int64_t> from, const std::vector<const SeedTable*>& tables);
+std::vector<int64_t> draw_within(const std::vector<int64_t>& draw, const std::set<int64_t>& keep);
 
 // Whether a grid axis' value is a finite number ("0.1", "64"; not "cosine", not "").
 bool is_number(const std::string& v);
