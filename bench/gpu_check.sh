@@ -1,33 +1,58 @@
 #!/usr/bin/env bash
 # The GPU check (README, GPU): on a CUDA machine, build against its libtorch 2.x
-# (scripts/build_cuda.sh), run the test suite of that build, check CUDA training against the CPU,
-# and time GPT training against the plain-PyTorch peer in the same run. Writes logs under $OUT
-# (default out/gpu) and prints a short table last.
-#   bench/gpu_check.sh [PEER.py] [--no-tests]    (deps: scripts/build_cuda.sh's --debs .deps/debs if present)
-# WIDTH_2048=1 also runs issue 16's width check at widths 1024 and 2048
-# (examples/sweeps/gpt_kjv_width_tuned_2048.toml, 72 runs of 1000 steps) and its transfer report,
-# with the 64..512 database (runs/sweeps/gpt_kjv_width_tuned.db) where it was carried along.
+# (scripts/build_cuda.sh), run the GPU tests and the suite of that build, check CUDA training
+# against the CPU, and time GPT training against the plain-PyTorch peer in the same run. Writes
+# logs under $OUT (default out/gpu) and prints a short table last.
+#   bench/gpu_check.sh [PEER.py]      (deps: scripts/build_cuda.sh's --debs .deps/debs if present)
+# STAGES picks what runs, in this order (default "build cuda-tests curves speed", which fits one
+# 10-minute device call; the build is incremental, so a later call with other stages costs little):
+#   build       scripts/build_cuda.sh --tests (about 2.5 min on 16 cores from scratch)
+#   cuda-tests  tests/test_cuda.cpp (CUDA vs CPU, fused attention and AdamW, bf16, CUDA graphs,
+#               batched ensembles, NCCL at world size 1 and two ranks sharing a GPU, demo, bench)
+#   suite       the rest of this build's test suite (the CPU paths under libtorch 2.x; ctest -j 4:
+#               every test process uses all cores, so more parallel jobs only contend)
+#   curves      a 30-step CUDA fp32 and bf16 curve against the CPU's (README's figures)
+#   speed       tokens/s against the peer (gpt_peer_gpu.py), one after the other in this run
+#   settle      examples/sweeps/gpt_kjv_width_settle.toml (144 runs of 1000 steps) on CUDA with
+#               batched ensembles, timed (issue 14's target: <= 60 s), and its transfer report
+#   width2048   issue 16's width check at widths 1024 and 2048
+#               (examples/sweeps/gpt_kjv_width_tuned_2048.toml, 72 runs) and its transfer report,
+#               with the 64..512 database (runs/sweeps/gpt_kjv_width_tuned.db) where it was carried
+# WIDTH_2048=1 adds width2048 to the default stages; --no-tests drops cuda-tests.
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
 OUT="${OUT:-$here/out/gpu}"
 mkdir -p "$OUT"
 peer="${1:-.deps/peer/gpt_peer_gpu.py}"
-tests=1; [ "${2:-}" = "--no-tests" ] && tests=0
+STAGES="${STAGES:-build cuda-tests curves speed}"
+[ "${2:-}" = "--no-tests" ] && STAGES="${STAGES/cuda-tests/}"
+[ "${WIDTH_2048:-0}" = 1 ] && STAGES="$STAGES width2048"
+stage() { [[ " $STAGES " == *" $1 "* ]]; }
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader; python3 -c 'import torch; print("torch", torch.__version__)'; } | tee "$OUT/gpu.txt"
 debs=(); [ -d .deps/debs ] && debs=(--debs .deps/debs)
-t0=$(date +%s)
-if ! bash scripts/build_cuda.sh "${debs[@]}" --tests >"$OUT/build.log" 2>&1; then
-  grep -E "error|Error" "$OUT/build.log" | head -40; tail -20 "$OUT/build.log"; exit 1
-fi
-echo "build: $(( $(date +%s) - t0 )) s"
 B=build-cuda/scaleinv
 summary="$OUT/summary.txt"; : >"$summary"
-if [ $tests = 1 ]; then
-  (cd build-cuda && timeout 420 ctest -j 16 --timeout 300 >"$OUT/ctest.log" 2>&1)
-  grep -E "tests passed|tests failed" "$OUT/ctest.log" | tee -a "$summary"
-  grep -E "^\s+[0-9]+ - " "$OUT/ctest.log" | head -40 | tee -a "$summary"
+echo "stages: $STAGES" | tee -a "$summary"
+if stage build; then
+  t0=$(date +%s)
+  if ! bash scripts/build_cuda.sh "${debs[@]}" --tests >"$OUT/build.log" 2>&1; then
+    grep -E "error|Error" "$OUT/build.log" | head -40; tail -20 "$OUT/build.log"; exit 1
+  fi
+  echo "build: $(( $(date +%s) - t0 )) s" | tee -a "$summary"
 fi
+[ -x "$B" ] || { echo "no $B: run the build stage first" | tee -a "$summary"; exit 1; }
+ctest_stage() {  # NAME CTEST-ARGS...
+  local name=$1; shift
+  local t0; t0=$(date +%s)
+  (cd build-cuda && ctest --timeout 300 --output-on-failure "$@" >"$OUT/ctest_$name.log" 2>&1)
+  echo "$name: $(grep -E "tests passed|tests failed" "$OUT/ctest_$name.log") ($(( $(date +%s) - t0 )) s)" | tee -a "$summary"
+  grep -E "^\s+[0-9]+ - " "$OUT/ctest_$name.log" | head -40 | tee -a "$summary"
+  grep -E "(CUDA fp32 vs|bf16 vs fp32|CUDA graph vs|vs 1 process on CUDA)" "$OUT/ctest_$name.log" | head -20 | tee -a "$summary"
+}
+stage cuda-tests && ctest_stage cuda-tests -R '^Cuda' -j 1 -V
+stage suite && ctest_stage suite -E '^Cuda' -j 4
+if stage curves; then
 # CUDA training against the CPU: the same small GPT, fp32 (TF32 off) and bf16 autocast.
 cfg="--config examples/gpt_kjv.toml --set data.source=\"markov\" --set data.vocab=256 --set train.steps=30 --set train.eval_every=0 --set train.log_every=1 --quiet"
 $B train $cfg --set train.out_dir=\"$OUT/t_cpu\" >/dev/null 2>"$OUT/t_cpu.err"; echo "train cpu: exit $?" | tee -a "$summary"
@@ -47,6 +72,7 @@ print(f"loss curve vs cpu over {len(c)} steps: cuda fp32 max rel diff {rel(f, c)
 def fell(x): return (sum(x[:5]) / 5 - sum(x[-5:]) / 5) if len(x) >= 10 else float("nan")
 print(f"loss fell by (first 5 vs last 5 steps): cpu {fell(c):.4f}, cuda fp32 {fell(f):.4f}, cuda bf16 {fell(b):.4f}")
 PY
+fi
 # Speed against the peer, same card, same run: (width depth seq batch steps autocast peer-env)
 run_pair() {
   local w=$1 d=$2 t=$3 bs=$4 n=$5 ac=$6 amp=$7 graph=${8:-}
@@ -57,11 +83,23 @@ run_pair() {
   local ptps; ptps=$(echo "$peer_line" | sed -n 's/.*tokens\/s=\([0-9]*\).*/\1/p')
   echo "width $w depth $d seq $t batch $bs $ac${graph:+ (CUDA graph)}: scaleinv $tps tok/s, peer eager+sdpa $ptps tok/s, ratio $(python3 -c "print(round($tps/$ptps, 2))" 2>/dev/null)" | tee -a "$summary"
 }
-run_pair 2048 8 1024 16 20 bf16 1
-run_pair 512 4 128 16 50 bf16 1
-run_pair 512 4 128 16 50 bf16 1 --cuda-graph
-run_pair 2048 8 512 16 10 off 0
-if [ "${WIDTH_2048:-0}" = 1 ]; then
+if stage speed; then
+  run_pair 2048 8 1024 16 20 bf16 1
+  run_pair 512 4 128 16 50 bf16 1
+  run_pair 512 4 128 16 50 bf16 1 --cuda-graph
+  run_pair 2048 8 512 16 10 off 0
+fi
+if stage settle; then
+  # The same file with every run on CUDA (fp32 + TF32; batched ensembles are the default there).
+  sed 's/^\[train\]$/[train]\ndevice = "cuda"/' examples/sweeps/gpt_kjv_width_settle.toml >"$OUT/settle_cuda.toml"
+  rm -f "$OUT/settle.db"
+  t1=$(date +%s)
+  $B sweep --config "$OUT/settle_cuda.toml" --out "$OUT/settle.db" --quiet >"$OUT/settle.log" 2>&1
+  echo "settle sweep (144 runs) on CUDA: exit $? in $(( $(date +%s) - t1 )) s (target <= 60 s)" | tee -a "$summary"
+  $B transfer-report --db "$OUT/settle.db" --out "$OUT/settle_report" >"$OUT/settle_report.md" 2>&1
+  grep -E "^\| width transfer" "$OUT/settle_report.md" | head -2 | tee -a "$summary"
+fi
+if stage width2048; then
   t1=$(date +%s)
   $B sweep --config examples/sweeps/gpt_kjv_width_tuned_2048.toml --out "$OUT/width_2048.db" --quiet >"$OUT/width_2048.log" 2>&1
   echo "width 1024/2048 sweep: exit $? in $(( $(date +%s) - t1 )) s" | tee -a "$summary"

@@ -275,6 +275,22 @@ TEST(DistTrain, TwoRanksMatchOneProcessWithTheSameGlobalBatch) {
   std::printf("  max relative loss difference over 20 steps, 2 ranks vs 1 process: %.2e\n", d);
 }
 
+TEST(DistTrain, OneLaunchedRankTakesTheGroupPathAndMatchesOneProcessBitForBit) {
+  // `launch --nproc 1` (WORLD_SIZE=1 and RANK=0 set) joins a one-rank group: rendezvous, buckets,
+  // all-reduce (on a GPU, NCCL at world size 1). Averaging over one rank divides by 1 and Gloo's
+  // all-reduce of one rank returns its input, so the curve is the single process's exactly.
+  const Curve& ref = reference();
+  const std::string dir = temp_dir("dist_1rank");
+  ScopedEnv verbose("SCALEINV_DIST_VERBOSE", "1");
+  auto r = run_cli("launch --nproc 1 -- " + train_args(config_file(dir), dir + "/run"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("rank 0: 1 gradient buckets on gloo"), std::string::npos) << r.err;
+  const Curve one = curve_in(dir + "/run");
+  ASSERT_EQ(one.loss.size(), ref.loss.size());
+  EXPECT_EQ(one.loss, ref.loss);
+  EXPECT_EQ(one.val, ref.val);
+}
+
 TEST(DistTrain, ResumeAcrossAChangedWorldSize) {
   const Curve& ref = reference();
   const std::string dir = temp_dir("dist_resume");

@@ -140,8 +140,9 @@ BucketSettings bucket_settings_from_env() {
 
 DistEnv dist_env_from_environment() {
   DistEnv e;
-  env_int("WORLD_SIZE", 1, 1 << 20, &e.world);
+  const bool has_world = env_int("WORLD_SIZE", 1, 1 << 20, &e.world);
   const bool has_rank = env_int("RANK", 0, (1 << 20) - 1, &e.rank);
+  e.launched = has_world && has_rank;
   if (e.world > 1 && !has_rank)
     throw UserError(kEnvWhere, "RANK", fmt::format("WORLD_SIZE is {} but RANK is not set", e.world),
                     fmt::format("set RANK (0..{}) for every process, or start them with `scaleinv launch`",
@@ -386,7 +387,7 @@ struct DataParallel::Impl {
 // ---- DataParallel -----------------------------------------------------------------------------
 
 DataParallel::DataParallel(const DistEnv& env, double timeout_s) : env_(env) {
-  if (env.world <= 1) return;
+  if (!active()) return;
   if (!(timeout_s > 0))
     throw UserError("config", "train.dist_timeout_s", "must be positive", "e.g. dist_timeout_s = 60");
   ::signal(SIGPIPE, SIG_IGN);  // a peer that dies must not take this process with it mid-write

@@ -39,6 +39,10 @@ struct DistEnv {
   int local_world = 0;  // ranks on this machine (LOCAL_WORLD_SIZE); 0: not given
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
+  // Started as a rank (WORLD_SIZE and RANK both in the environment, as `scaleinv launch` and
+  // torchrun set them): such a process joins a group even when WORLD_SIZE is 1, so a one-rank run
+  // takes the whole data-parallel path (rendezvous, buckets, NCCL where it qualifies).
+  bool launched = false;
 };
 // Reads RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT. WORLD_SIZE
 // unset means one process. Malformed or inconsistent values are UserErrors naming the variable.
@@ -72,7 +76,8 @@ struct BucketSettings {
 
 class DataParallel {
  public:
-  // Joins the group when env.world > 1 (rendezvous within timeout_s), else a no-op stand-in.
+  // Joins the group when env.world > 1 or env.launched (rendezvous within timeout_s), else a
+  // no-op stand-in.
   DataParallel(const DistEnv& env, double timeout_s);
   ~DataParallel();
   DataParallel(const DataParallel&) = delete;
@@ -82,7 +87,7 @@ class DataParallel {
   int world() const { return env_.world; }
   int local_rank() const { return env_.local_rank; }
   bool is_root() const { return env_.rank == 0; }
-  bool active() const { return env_.world > 1; }
+  bool active() const { return env_.world > 1 || env_.launched; }
 
   // Every rank must train the same run: `identity` (the config with the table) is hashed,
   // the hashes all-gathered, and any rank that differs from rank 0 is named in a UserError

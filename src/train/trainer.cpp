@@ -145,7 +145,7 @@ RunSummary train_run(const TrainConfig& cfg, const RunOptions& opts) {
   // then found at the read-back: the run ends as diverged at that step, the steps after it are
   // dropped, and no checkpoint is written after it (a read-back precedes every save). Elsewhere
   // each loss is read at once and a diverged step takes no update, as before.
-  const bool deferred = dev.is_cuda() && dp.world() == 1 && !opts.on_step;
+  const bool deferred = dev.is_cuda() && !dp.active() && !opts.on_step;
   std::vector<torch::Tensor> pending;  // device losses of the steps since the last read-back
   const auto t0 = std::chrono::steady_clock::now();
   double val = std::numeric_limits<double>::quiet_NaN();
@@ -202,7 +202,7 @@ RunSummary train_run(const TrainConfig& cfg, const RunOptions& opts) {
   // capture) and every replay rewrites it; the optimizer's step stays outside, eager.
   constexpr int64_t kGraphWarmup = 3;
   const bool graphs = cfg.train.cuda_graph;
-  if (graphs && dp.world() > 1)
+  if (graphs && dp.active())
     throw UserError(cfg.source, "train.cuda_graph", "CUDA graphs take one process (data parallelism hooks backward)",
                     "set train.cuda_graph = false for a data-parallel run");
   if (graphs && !compat::has_cuda_graphs())
