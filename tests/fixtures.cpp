@@ -1,16 +1,30 @@
 // Shared test fixtures (see fixtures.h).
 #include "fixtures.h"
 
+#include <gtest/gtest.h>
+
 #include <sstream>
 
 #include "cli_util.h"
 #include "core/errors.h"
+#include "core/threads.h"
 #include "core/toml_reader.h"
 #include "sweep/sweep_spec.h"
 
 namespace scaleinv::testing {
 
 namespace {
+// Every test process splits its cores as the CLI does (core/threads.h: libtorch's pool on the
+// calling thread, OpenBLAS on every core), so in-process runs compute as `scaleinv` runs do.
+// Without it both pools stay at the core count; under libtorch 2.6 (scripts/test_torch2_cpu.sh)
+// their spinning workers made some tests 6-17x slower on 2 cores.
+class CliThreadSplit : public ::testing::Environment {
+ public:
+  void SetUp() override { configure_threads(0); }
+};
+[[maybe_unused]] const ::testing::Environment* const kThreadSplit =
+    ::testing::AddGlobalTestEnvironment(new CliThreadSplit);
+
 // A function, not a global: test files build their own globals from these fixtures.
 std::string small_gpt_path() { return std::string(SCALEINV_SOURCE_DIR) + "/tests/fixtures/small_gpt.toml"; }
 }  // namespace

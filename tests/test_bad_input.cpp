@@ -274,7 +274,9 @@ TEST(BadInput, EveryMistakeIsOneLineNamingFileFieldAndFixWithExitCode2AndNothing
     EXPECT_EQ(o.code, 2) << o.err;
     EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.err;
     EXPECT_NE(o.err.find(o.where), std::string::npos) << "file/where '" << o.where << "' not named: " << o.err;
-    if (!o.field.empty()) EXPECT_NE(o.err.find(o.field), std::string::npos) << "field not named: " << o.err;
+    if (!o.field.empty()) {
+      EXPECT_NE(o.err.find(o.field), std::string::npos) << "field not named: " << o.err;
+    }
     EXPECT_NE(o.err.find("fix:"), std::string::npos) << o.err;
     EXPECT_EQ(o.before, o.after) << "the failed command wrote something";
   }

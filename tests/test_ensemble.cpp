@@ -162,7 +162,9 @@ TEST(Ensemble, LossReadBackIntervalChangesNothing) {
     for (size_t e = 0; e < r.size(); ++e) {
       EXPECT_EQ(r[e].steps_done, each[e].steps_done);
       EXPECT_EQ(std::isnan(r[e].final_val_loss), std::isnan(each[e].final_val_loss));
-      if (!std::isnan(each[e].final_val_loss)) EXPECT_EQ(r[e].final_val_loss, each[e].final_val_loss);
+      if (!std::isnan(each[e].final_val_loss)) {
+        EXPECT_EQ(r[e].final_val_loss, each[e].final_val_loss);
+      }
     }
   }
 }

@@ -21,6 +21,7 @@
 #include "adapt/apply_module.h"
 #include "adapt/module_coordcheck.h"
 #include "core/errors.h"
+#include "core/threads.h"
 #include "optim/optimizer.h"
 #include "param/table.h"
 
@@ -99,6 +100,9 @@ int main(int argc, char** argv) {
       return scaleinv::UserError::kExitCode;
     }
   }
+  // Split the cores as `scaleinv` does (core/threads.h): OpenBLAS's pool takes the matmuls,
+  // libtorch's own pool stays on this thread, so the two pools do not fight over the cores.
+  scaleinv::configure_threads();
   try {
     const Teacher teacher;
     // 1. The coordinate check on the module as written, under `param`.

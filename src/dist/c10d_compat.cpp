@@ -2,6 +2,7 @@
 #include "dist/c10d_compat.h"
 
 #include <stdexcept>
+#include <string>
 
 // A CUDA libtorch's torch_cuda target defines USE_C10D_NCCL for whoever links it.
 #if defined(USE_C10D_NCCL) && TORCH_VERSION_MAJOR >= 2
@@ -12,6 +13,30 @@
 #endif
 
 namespace scaleinv::compat {
+
+namespace {
+// Turns the libuv server off where the options have it on: false where there is nothing to turn
+// off (off already, or no such field, as in libtorch 1.13: a field test, not a version test).
+template <class Options>
+bool turn_libuv_off(Options& o) {
+  if constexpr (requires { o.useLibUV; }) {
+    if (!o.useLibUV) return false;
+    o.useLibUV = false;
+    return true;
+  } else {
+    return false;
+  }
+}
+}  // namespace
+
+c10::intrusive_ptr<c10d::Store> make_tcp_store(const std::string& host, c10d::TCPStoreOptions opts) {
+  try {
+    return c10::make_intrusive<c10d::TCPStore>(host, opts);
+  } catch (const std::exception& e) {
+    if (std::string(e.what()).find("libuv") == std::string::npos || !turn_libuv_off(opts)) throw;
+  }
+  return c10::make_intrusive<c10d::TCPStore>(host, opts);
+}
 
 bool has_nccl() { return SCALEINV_HAS_NCCL != 0; }
 

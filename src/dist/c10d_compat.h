@@ -1,15 +1,17 @@
 #pragma once
 // What differs between libtorch versions in c10d, torch's distributed engine (the rest of the
-// version differences are in core/torch_compat.h): the collectives' base class, and NCCL, which only
-// a CUDA libtorch has. With core/torch_compat.cpp, this header and c10d_compat.cpp are the only
+// version differences are in core/torch_compat.h): the collectives' base class, the rendezvous
+// store's libuv server, and NCCL, which only a CUDA libtorch has. With core/torch_compat.cpp, this header and c10d_compat.cpp are the only
 // files that read TORCH_VERSION.
 #ifndef USE_C10D_GLOO
 #define USE_C10D_GLOO  // Debian's libtorch is built with Gloo; its header hides the class without this
 #endif
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/version.h>
 
 #include <chrono>
+#include <string>
 
 namespace scaleinv::compat {
 
@@ -20,6 +22,12 @@ using Collectives = c10d::Backend;
 #else
 using Collectives = c10d::ProcessGroup;
 #endif
+
+// A TCPStore at host:opts.port (served when opts.isServer). libtorch >= 2.4 asks for its libuv
+// server by default, and a libtorch built without libuv (Debian's 2.6) then refuses every store:
+// there the store is made again without it (the classic server; clients speak to either).
+// Throws what the TCPStore constructor throws otherwise (a port in use, no server in time).
+c10::intrusive_ptr<c10d::Store> make_tcp_store(const std::string& host, c10d::TCPStoreOptions opts);
 
 // True where this build can make a NCCL group (a CUDA libtorch 2.x built with NCCL).
 bool has_nccl();

@@ -407,7 +407,7 @@ DataParallel::DataParallel(const DistEnv& env, double timeout_s) : env_(env) {
   so.timeout = m.timeout;
   const std::string where = fmt::format("{}:{}", env.master_addr, env.master_port);
   try {
-    m.store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, so);
+    m.store = compat::make_tcp_store(env.master_addr, so);
   } catch (...) {
     const std::string why = one_line(std::current_exception());
     if (env.rank == 0)
