@@ -104,36 +104,51 @@ TEST(CudaKernels, FusedAttentionIsTheExplicitProduct) {
     }
 }
 
-TEST(CudaKernels, FusedAdamwIsTheStepItsHeaderStates) {
+TEST(CudaKernels, FusedAdamAndAdamwAreTheStepsTheirHeaderStates) {
   REQUIRE_GPU();
-  torch::manual_seed(1);
   const torch::Device gpu(torch::kCUDA);
   const double lr = 1e-2, b1 = 0.9, b2 = 0.999, wd = 0.1, eps = 1e-8;
-  std::vector<torch::Tensor> p, g, m, v, p64, m64, v64;
-  for (auto shape : {std::vector<int64_t>{64, 32}, std::vector<int64_t>{32}, std::vector<int64_t>{3, 5, 7}}) {
-    p.push_back(torch::randn(shape).to(gpu));
-    p64.push_back(p.back().cpu().to(torch::kFloat64));
-    m.push_back(torch::zeros(shape).to(gpu)), v.push_back(torch::zeros(shape).to(gpu));
-    m64.push_back(torch::zeros(shape, torch::kFloat64)), v64.push_back(torch::zeros(shape, torch::kFloat64));
-    g.push_back(torch::empty(shape).to(gpu));
-  }
-  for (int64_t t = 1; t <= 5; ++t) {
-    for (size_t i = 0; i < p.size(); ++i) g[i].copy_(torch::randn(p[i].sizes()));
-    ASSERT_TRUE(compat::fused_adamw(p, g, m, v, t, lr, b1, b2, wd, eps)) << "libtorch " << compat::torch_version();
-    for (size_t i = 0; i < p.size(); ++i) {  // the header's formula, in double
-      const auto gi = g[i].cpu().to(torch::kFloat64);
-      p64[i].mul_(1 - lr * wd);
-      m64[i] = b1 * m64[i] + (1 - b1) * gi;
-      v64[i] = b2 * v64[i] + (1 - b2) * gi * gi;
-      p64[i] -= lr / (1 - std::pow(b1, t)) * m64[i] / ((v64[i] / (1 - std::pow(b2, t))).sqrt() + eps);
+  for (auto decay : {compat::WeightDecay::Decoupled, compat::WeightDecay::Coupled}) {
+    SCOPED_TRACE(decay == compat::WeightDecay::Decoupled ? "AdamW" : "Adam + L2");
+    torch::manual_seed(1);
+    std::vector<torch::Tensor> p, g, m, v, p64, m64, v64;
+    for (auto shape : {std::vector<int64_t>{64, 32}, std::vector<int64_t>{32}, std::vector<int64_t>{3, 5, 7}}) {
+      p.push_back(torch::randn(shape).to(gpu));
+      p64.push_back(p.back().cpu().to(torch::kFloat64));
+      m.push_back(torch::zeros(shape).to(gpu)), v.push_back(torch::zeros(shape).to(gpu));
+      m64.push_back(torch::zeros(shape, torch::kFloat64)), v64.push_back(torch::zeros(shape, torch::kFloat64));
+      g.push_back(torch::empty(shape).to(gpu));
+    }
+    for (int64_t t = 1; t <= 5; ++t) {
+      for (size_t i = 0; i < p.size(); ++i) g[i].copy_(torch::randn(p[i].sizes()));
+      ASSERT_TRUE(compat::fused_adam(decay, p, g, m, v, t, lr, b1, b2, wd, eps)) << "libtorch " << compat::torch_version();
+      for (size_t i = 0; i < p.size(); ++i) {  // the header's formula, in double
+        auto gi = g[i].cpu().to(torch::kFloat64);
+        if (decay == compat::WeightDecay::Decoupled) {
+          p64[i].mul_(1 - lr * wd);
+        } else {
+          gi = gi + wd * p64[i];
+        }
+        m64[i] = b1 * m64[i] + (1 - b1) * gi;
+        v64[i] = b2 * v64[i] + (1 - b2) * gi * gi;
+        p64[i] -= lr / (1 - std::pow(b1, t)) * m64[i] / ((v64[i] / (1 - std::pow(b2, t))).sqrt() + eps);
+      }
+    }
+    for (size_t i = 0; i < p.size(); ++i) {
+      // Each step moves a parameter by <= lr (Adam's normalised update); fp32 rounds that to ~1e-7 of |p| + lr.
+      const double d = (p[i].cpu().to(torch::kFloat64) - p64[i]).abs().max().item<double>();
+      EXPECT_LT(d, 1e-5) << "tensor " << i;
+      EXPECT_LT((m[i].cpu().to(torch::kFloat64) - m64[i]).abs().max().item<double>(), 1e-6);
     }
   }
-  for (size_t i = 0; i < p.size(); ++i) {
-    // Each step moves a parameter by <= lr (Adam's normalised update); fp32 rounds that to ~1e-7 of |p| + lr.
-    const double d = (p[i].cpu().to(torch::kFloat64) - p64[i]).abs().max().item<double>();
-    EXPECT_LT(d, 1e-5) << "tensor " << i;
-    EXPECT_LT((m[i].cpu().to(torch::kFloat64) - m64[i]).abs().max().item<double>(), 1e-6);
-  }
+}
+
+TEST(CudaTrain, AdamWithL2OnTheFusedKernelFollowsTheCpuCurve) {
+  REQUIRE_GPU();
+  const auto adam = std::vector<std::string>{"optim.kind=\"adam\""};
+  const RunSummary cpu = run(gpt_on("cpu", adam)), gpu = run(gpt_on("cuda", adam));
+  ASSERT_FALSE(gpu.diverged);
+  EXPECT_LT(max_rel_diff(gpu.losses, cpu.losses), 1e-4);
 }
 
 TEST(CudaTrain, Fp32FollowsTheCpuCurve) {

@@ -74,9 +74,9 @@ CudaAutocast::~CudaAutocast() {
   at::autocast::clear_cache();
 }
 
-bool fused_adamw(const std::vector<torch::Tensor>& params, const std::vector<torch::Tensor>& grads,
-                 const std::vector<torch::Tensor>& exp_avgs, const std::vector<torch::Tensor>& exp_avg_sqs, int64_t t,
-                 double lr, double beta1, double beta2, double weight_decay, double eps) {
+bool fused_adam(WeightDecay decay, const std::vector<torch::Tensor>& params, const std::vector<torch::Tensor>& grads,
+                const std::vector<torch::Tensor>& exp_avgs, const std::vector<torch::Tensor>& exp_avg_sqs, int64_t t,
+                double lr, double beta1, double beta2, double weight_decay, double eps) {
 #if SCALEINV_TORCH_AT_LEAST(2, 4)
   if (params.empty()) return true;
   for (const auto& p : params)
@@ -84,10 +84,17 @@ bool fused_adamw(const std::vector<torch::Tensor>& params, const std::vector<tor
   // The kernel reads each tensor's step count from a device scalar; they all share t here.
   const torch::Tensor step = torch::full({}, static_cast<double>(t), params.front().options());
   const std::vector<torch::Tensor> steps(params.size(), step);
-  at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, lr, beta1, beta2,
-                    weight_decay, eps, /*amsgrad=*/false, /*maximize=*/false);
+  if (decay == WeightDecay::Decoupled) {
+    at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, lr, beta1, beta2,
+                      weight_decay, eps, /*amsgrad=*/false, /*maximize=*/false);
+  } else {
+    at::_fused_adam_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, lr, beta1, beta2,
+                     weight_decay, eps, /*amsgrad=*/false, /*maximize=*/false);
+  }
   return true;
 #else
+  (void)decay, (void)params, (void)grads, (void)exp_avgs, (void)exp_avg_sqs, (void)t, (void)lr, (void)beta1,
+      (void)beta2, (void)weight_decay, (void)eps;
   return false;
 #endif
 }

@@ -44,15 +44,18 @@ class CudaAutocast {
   at::ScalarType prev_dtype_ = at::kHalf;
 };
 
-// One fused AdamW step (PyTorch's multi-tensor CUDA kernel, libtorch >= 2.4) over tensors that
-// share one step count t (1-based), LR, weight decay and epsilon: for each i,
-//   p *= 1 - lr * weight_decay;  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
+// One fused Adam step (PyTorch's multi-tensor CUDA kernels, libtorch >= 2.4) over tensors that
+// share one step count t (1-based), LR, weight decay and epsilon: for each i, with `decay`
+//   Decoupled (AdamW, _fused_adamw_):  p *= 1 - lr * weight_decay;  g' = g
+//   Coupled   (Adam + L2, _fused_adam_): g' = g + weight_decay * p
+// then m = b1 m + (1 - b1) g';  v = b2 v + (1 - b2) g'^2;
 //   p -= lr / (1 - b1^t) * m / (sqrt(v / (1 - b2^t)) + eps)
-// Returns false (and touches nothing) where the kernel is not compiled in or a tensor is not on
-// CUDA: the caller then takes its own per-tensor path.
-bool fused_adamw(const std::vector<torch::Tensor>& params, const std::vector<torch::Tensor>& grads,
-                 const std::vector<torch::Tensor>& exp_avgs, const std::vector<torch::Tensor>& exp_avg_sqs, int64_t t,
-                 double lr, double beta1, double beta2, double weight_decay, double eps);
+// Returns false (and touches nothing) where the kernel is not compiled in or a tensor is not fp32
+// on CUDA: the caller then takes its own per-tensor path.
+enum class WeightDecay { Decoupled, Coupled };
+bool fused_adam(WeightDecay decay, const std::vector<torch::Tensor>& params, const std::vector<torch::Tensor>& grads,
+                const std::vector<torch::Tensor>& exp_avgs, const std::vector<torch::Tensor>& exp_avg_sqs, int64_t t,
+                double lr, double beta1, double beta2, double weight_decay, double eps);
 
 // A host tensor on `dev` without blocking the host: on CUDA through pinned (page-locked) memory and
 // an asynchronous copy (a copy from pageable memory would wait for the stream's earlier work, a

@@ -94,13 +94,15 @@ class Adam final : public Optimizer {
     ++steps_;
   }
 
-  // AdamW on CUDA: one fused multi-tensor kernel per set of tensors that share LR, weight decay and
-  // epsilon multipliers (a handful of roles), the same update as the loop below: the decoupled
-  // decay fraction (coupled: base LR x schedule x wd; independent: wd) is passed as weight_decay
-  // divided by the tensor's LR, since the kernel multiplies the two. False where it does not apply
-  // (not adamw, ensembles, the CPU, beta1 = 0, eps = 0, libtorch 1.13): the loop runs.
+  // AdamW and Adam on CUDA: one fused multi-tensor kernel per set of tensors that share LR, weight
+  // decay and epsilon multipliers (a handful of roles), the same update as the loop below. AdamW's
+  // decoupled decay fraction (coupled mode: base LR x schedule x wd; independent: wd) is passed as
+  // weight_decay divided by the tensor's LR, since the kernel multiplies the two; Adam's L2
+  // coefficient (group_wd) goes in as it is, the kernel adding it times p to the gradient as the
+  // loop does. False where it does not apply (sign descent, ensembles, the CPU, beta1 = 0, eps = 0,
+  // libtorch 1.13): the loop runs.
   bool fused_step(double lr_factor) {
-    if (cfg_.kind != "adamw" || !(cfg_.beta1 > 0) || !(cfg_.eps > 0) || groups_.empty()) return false;
+    if (sign_ || !(cfg_.beta1 > 0) || !(cfg_.eps > 0) || groups_.empty()) return false;
     for (const ParamGroup& g : groups_)
       if (g.member_lr.defined() || !g.param.defined() || !g.param.is_cuda() || !g.param.grad().defined()) return false;
     const int64_t t = states_.front().t + 1;
@@ -117,10 +119,10 @@ class Adam final : public Optimizer {
       const double lr = group_lr(g, lr_factor);
       const double wd_t = group_wd(g);
       const double frac = cfg_.wd_mode == "independent" ? wd_t : cfg_.lr * lr_factor * wd_t;  // decoupled_decay's
-      if (frac != 0 && !(lr > 0)) return false;
+      if (!l2_ && frac != 0 && !(lr > 0)) return false;
       Set& s = sets[{g.lr_mult, g.wd_mult, g.eps_mult}];
       s.lr = lr;
-      s.wd = frac == 0 ? 0.0 : frac / lr;
+      s.wd = l2_ ? wd_t : (frac == 0 ? 0.0 : frac / lr);
       s.eps = cfg_.eps * g.eps_mult;
       torch::Tensor& m = st.buf["m"];
       if (!m.defined()) m = torch::zeros_like(g.param, torch::MemoryFormat::Contiguous);
@@ -132,7 +134,9 @@ class Adam final : public Optimizer {
       s.v.push_back(v);
     }
     for (auto& [key, s] : sets)
-      if (!compat::fused_adamw(s.p, s.g, s.m, s.v, t, s.lr, cfg_.beta1, cfg_.beta2, s.wd, s.eps)) return false;
+      if (!compat::fused_adam(l2_ ? compat::WeightDecay::Coupled : compat::WeightDecay::Decoupled, s.p, s.g, s.m, s.v,
+                              t, s.lr, cfg_.beta1, cfg_.beta2, s.wd, s.eps))
+        return false;
     for (GroupState& st : states_) st.t = t;
     ++steps_;
     return true;
