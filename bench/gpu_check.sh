@@ -9,7 +9,7 @@
 # STAGES picks what runs, in this order (default "build cuda-tests curves speed", which fits one
 # 10-minute device call; the build is incremental, so a later call with other stages costs little):
 #   build       scripts/build_cuda.sh --tests (about 2.5 min on 16 cores from scratch)
-#   cuda-tests  tests/test_cuda.cpp (CUDA vs CPU, fused attention and AdamW, bf16, CUDA graphs,
+#   cuda-tests  tests/test_cuda.cpp (CUDA vs CPU, fused attention, Adam and AdamW, bf16, CUDA graphs,
 #               batched ensembles, NCCL at world size 1 and two ranks sharing a GPU, demo, bench)
 #   suite       the rest of this build's test suite (the CPU paths under libtorch 2.x; ctest -j 4:
 #               every test process uses all cores, so more parallel jobs only contend)

@@ -93,8 +93,6 @@ bool fused_adam(WeightDecay decay, const std::vector<torch::Tensor>& params, con
   }
   return true;
 #else
-  (void)decay, (void)params, (void)grads, (void)exp_avgs, (void)exp_avg_sqs, (void)t, (void)lr, (void)beta1,
-      (void)beta2, (void)weight_decay, (void)eps;
   return false;
 #endif
 }

@@ -1,8 +1,8 @@
 #pragma once
 // What differs between libtorch versions in c10d, torch's distributed engine (the rest of the
 // version differences are in core/torch_compat.h): the collectives' base class, the rendezvous
-// store's libuv server, and NCCL, which only a CUDA libtorch has. With core/torch_compat.cpp, this header and c10d_compat.cpp are the only
-// files that read TORCH_VERSION.
+// store's libuv server, and NCCL, which only a CUDA libtorch has. With core/torch_compat.cpp, this
+// header and c10d_compat.cpp are the only files that read TORCH_VERSION.
 #ifndef USE_C10D_GLOO
 #define USE_C10D_GLOO  // Debian's libtorch is built with Gloo; its header hides the class without this
 #endif
