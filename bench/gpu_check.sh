@@ -7,7 +7,8 @@
 # Carry to the GPU machine: .deps/debs and .deps/data (scripts/fetch_cuda_deps.sh), .deps/peer,
 # and for width2048 runs/sweeps/gpt_kjv_width_tuned.db.
 # STAGES picks what runs, in this order (default "build cuda-tests curves speed", which fits one
-# 10-minute device call; the build is incremental, so a later call with other stages costs little):
+# 10-minute device call). Name build in every call: it is incremental where build-cuda/ survived,
+# and a device machine that went idle comes back bare.
 #   build       scripts/build_cuda.sh --tests (about 2.5 min on 16 cores from scratch)
 #   cuda-tests  tests/test_cuda.cpp (CUDA vs CPU, fused attention, Adam and AdamW, bf16, CUDA graphs,
 #               batched ensembles, NCCL at world size 1 and two ranks sharing a GPU, demo, bench)
