@@ -27,6 +27,13 @@ std::string temp_dir(const std::string& tag) {
   return p.string();
 }
 
+std::string train_args(const std::string& cfg, const std::string& out_dir, const std::string& extra) {
+  return "train --quiet --config " + cfg + " --set train.out_dir=\\\"" + out_dir + "\\\" " + extra;
+}
+
+ScopedEnv::ScopedEnv(const char* n, const char* v) : name(n) { setenv(n, v, 1); }
+ScopedEnv::~ScopedEnv() { unsetenv(name.c_str()); }
+
 CliResult run_cli(const std::string& args) { return run_cli_env("", args); }
 
 std::string cold_cache_env(const std::string& dir) {

@@ -19,4 +19,12 @@ std::string cold_cache_env(const std::string& dir);
 std::string slurp(const std::string& path);
 // A fresh temporary directory for one test.
 std::string temp_dir(const std::string& tag);
+// The arguments of `scaleinv train --quiet` on config file `cfg` writing to `out_dir`, then `extra`.
+std::string train_args(const std::string& cfg, const std::string& out_dir, const std::string& extra = "");
+// Sets an environment variable for the processes a test starts, for one scope.
+struct ScopedEnv {
+  std::string name;
+  ScopedEnv(const char* n, const char* v);
+  ~ScopedEnv();
+};
 }  // namespace scaleinv::testing

@@ -3,7 +3,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include "cli_util.h"
 #include "core/errors.h"
@@ -39,6 +43,20 @@ std::string small_gpt_toml(const std::vector<std::string>& sets) {
 
 TrainConfig small_gpt(const std::vector<std::string>& sets) {
   return train_config_from_toml_text(slurp(small_gpt_path()), "tests/fixtures/small_gpt.toml", sets);
+}
+
+std::vector<double> losses_in(const std::string& metrics_jsonl) {
+  std::vector<double> out;
+  std::istringstream in(slurp(metrics_jsonl));
+  for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line).at("loss").get<double>());
+  return out;
+}
+
+double max_rel_diff(const std::vector<double>& a, const std::vector<double>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double m = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) m = std::max(m, std::fabs(a[i] - b[i]) / std::fabs(b[i]));
+  return m;
 }
 
 std::string user_error_of(const std::function<void()>& f) {

@@ -14,6 +14,11 @@ namespace scaleinv::testing {
 std::string small_gpt_toml(const std::vector<std::string>& sets = {});
 TrainConfig small_gpt(const std::vector<std::string>& sets = {});
 
+// The training losses of a run's metrics.jsonl, one per logged step.
+std::vector<double> losses_in(const std::string& metrics_jsonl);
+// max over i of |a_i - b_i| / |b_i| (a failed expectation when the sizes differ).
+double max_rel_diff(const std::vector<double>& a, const std::vector<double>& b);
+
 // What a user's mistake says: the message of the UserError `f` throws, or "(no error)".
 std::string user_error_of(const std::function<void()>& f);
 

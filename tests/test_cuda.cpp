@@ -16,7 +16,6 @@
 #include <cstdlib>
 #include <fstream>
 #include <limits>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -30,11 +29,15 @@
 #include "train/trainer.h"
 
 using namespace scaleinv;
+using scaleinv::testing::losses_in;
+using scaleinv::testing::max_rel_diff;
 using scaleinv::testing::run_cli;
+using scaleinv::testing::ScopedEnv;
 using scaleinv::testing::slurp;
 using scaleinv::testing::small_gpt;
 using scaleinv::testing::small_gpt_toml;
 using scaleinv::testing::temp_dir;
+using scaleinv::testing::train_args;
 
 namespace {
 
@@ -55,13 +58,6 @@ TrainConfig gpt_on(const std::string& device, std::vector<std::string> sets = {}
   sets.insert(sets.begin(), {"optim.kind=\"adamw\"", "optim.weight_decay=0.1", "train.eval_every=10",
                              fmt::format("train.device=\"{}\"", device), "train.tf32=false"});
   return small_gpt(sets);
-}
-
-double max_rel_diff(const std::vector<double>& a, const std::vector<double>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double m = 0;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) m = std::max(m, std::fabs(a[i] - b[i]) / std::fabs(b[i]));
-  return m;
 }
 
 // Mean of the first 5 losses minus the mean of the last 5: how far a curve fell.
@@ -210,28 +206,11 @@ TEST(CudaEnsemble, BatchedMembersAreTheirOwnRunsAndReadBackChangesNothing) {
 
 namespace {
 
-std::vector<double> losses_in(const std::string& dir) {
-  std::vector<double> out;
-  std::istringstream in(slurp(dir + "/metrics.jsonl"));
-  for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line).at("loss").get<double>());
-  return out;
-}
-
 // small_gpt on CUDA (TF32 off) with global batch 8, as a config file for the CLI.
 std::string cuda_config(const std::string& dir) {
   const std::string path = dir + "/gpt.toml";
   std::ofstream(path) << small_gpt_toml({"train.batch_size=8", "train.device=\"cuda\"", "train.tf32=false"});
   return path;
-}
-
-// For its scope, every rank the test launches prints its gradient group when it ends.
-struct VerboseRanks {
-  VerboseRanks() { setenv("SCALEINV_DIST_VERBOSE", "1", 1); }
-  ~VerboseRanks() { unsetenv("SCALEINV_DIST_VERBOSE"); }
-};
-
-std::string train_args(const std::string& cfg, const std::string& out) {
-  return fmt::format("train --quiet --config {} --set train.out_dir=\\\"{}\\\"", cfg, out);
 }
 
 }  // namespace
@@ -242,21 +221,21 @@ TEST(CudaDist, OneRankOnNcclAndTwoRanksSharingTheGpuMatchOneProcess) {
   const std::string cfg = cuda_config(dir);
   auto r = run_cli(train_args(cfg, dir + "/one"));
   ASSERT_EQ(r.code, 0) << r.err;
-  const auto ref = losses_in(dir + "/one");
+  const auto ref = losses_in(dir + "/one/metrics.jsonl");
   ASSERT_EQ(ref.size(), 20u);
   // NCCL at world size 1 (`launch --nproc 1` joins a one-rank group): its all-reduce of one rank
   // returns the input, so only the kernels' own run-to-run differences remain.
-  const VerboseRanks verbose;
+  const ScopedEnv verbose("SCALEINV_DIST_VERBOSE", "1");  // each rank prints its gradient group
   r = run_cli("launch --nproc 1 -- " + train_args(cfg, dir + "/nccl1"));
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("gradient buckets on nccl"), std::string::npos) << r.err;
-  EXPECT_LT(max_rel_diff(losses_in(dir + "/nccl1"), ref), 1e-5);
+  EXPECT_LT(max_rel_diff(losses_in(dir + "/nccl1/metrics.jsonl"), ref), 1e-5);
   // Two ranks on one GPU cannot each own it: Gloo over host buckets (NCCL where there are 2 GPUs).
   const char* group = torch::cuda::device_count() >= 2 ? "nccl" : "gloo";
   r = run_cli("launch --nproc 2 -- " + train_args(cfg, dir + "/two"));
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find(fmt::format("rank 0: 1 gradient buckets on {}", group)), std::string::npos) << r.err;
-  const double d = max_rel_diff(losses_in(dir + "/two"), ref);
+  const double d = max_rel_diff(losses_in(dir + "/two/metrics.jsonl"), ref);
   EXPECT_LT(d, 1e-4);  // two half-batches' gradients averaged: reassociation (as the CPU test, 1e-5 there)
   std::printf("  2 ranks (%s) vs 1 process on CUDA: max relative loss difference %.2e\n", group, d);
 }

@@ -25,9 +25,13 @@
 #include "dist/dist.h"
 
 using namespace scaleinv;
+using scaleinv::testing::losses_in;
+using scaleinv::testing::max_rel_diff;
 using scaleinv::testing::run_cli;
+using scaleinv::testing::ScopedEnv;
 using scaleinv::testing::slurp;
 using scaleinv::testing::temp_dir;
+using scaleinv::testing::train_args;
 
 namespace {
 
@@ -41,10 +45,6 @@ std::string config_file(const std::string& dir) {
   return path;
 }
 
-std::string train_args(const std::string& cfg, const std::string& out_dir, const std::string& extra = "") {
-  return fmt::format("train --quiet --config {} --set train.out_dir=\\\"{}\\\" {}", cfg, out_dir, extra);
-}
-
 struct Curve {
   std::vector<double> loss;
   double val = std::nan("");  // run.json's final validation loss
@@ -52,28 +52,12 @@ struct Curve {
 
 Curve curve_in(const std::string& dir) {
   Curve c;
-  std::ifstream in(dir + "/metrics.jsonl");
-  std::string line;
-  while (std::getline(in, line)) c.loss.push_back(nlohmann::json::parse(line).at("loss").get<double>());
+  c.loss = losses_in(dir + "/metrics.jsonl");
   auto summary = nlohmann::json::parse(slurp(dir + "/run.json"), nullptr, false);
   if (!summary.is_discarded() && summary.value("final_val_loss", nlohmann::json()).is_number())
     c.val = summary["final_val_loss"].get<double>();
   return c;
 }
-
-double max_rel_diff(const std::vector<double>& a, const std::vector<double>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double m = 0;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) m = std::max(m, std::fabs(a[i] - b[i]) / std::fabs(b[i]));
-  return m;
-}
-
-// Sets an environment variable for the processes this test starts, for one scope.
-struct ScopedEnv {
-  std::string name;
-  ScopedEnv(const char* n, const char* v) : name(n) { setenv(n, v, 1); }
-  ~ScopedEnv() { unsetenv(name.c_str()); }
-};
 
 // The uninterrupted single-process run every data-parallel run is compared with (run once).
 const Curve& reference() {

@@ -14,6 +14,8 @@
 #include "train/trainer.h"
 
 using namespace scaleinv;
+using scaleinv::testing::losses_in;
+using scaleinv::testing::max_rel_diff;
 using scaleinv::testing::run_cli;
 using scaleinv::testing::small_gpt;
 using scaleinv::testing::temp_dir;
@@ -32,21 +34,6 @@ RunOptions in_memory() {
   o.write_files = false;
   o.show_progress = false;
   return o;
-}
-
-std::vector<double> losses_in(const std::string& jsonl) {
-  std::vector<double> out;
-  std::ifstream in(jsonl);
-  std::string line;
-  while (std::getline(in, line)) out.push_back(nlohmann::json::parse(line).at("loss").get<double>());
-  return out;
-}
-
-double max_rel_diff(const std::vector<double>& a, const std::vector<double>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double m = 0;
-  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) m = std::max(m, std::fabs(a[i] - b[i]) / std::fabs(b[i]));
-  return m;
 }
 
 }  // namespace
