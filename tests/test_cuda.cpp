@@ -14,6 +14,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <string>
@@ -184,6 +185,43 @@ TEST(CudaTrain, GraphReplayIsTheEagerRun) {
   std::printf("  CUDA graph vs eager over 20 steps: max relative loss difference %.2e\n", d);
 }
 
+// Autocast inside a capture: the bf16 casts of the weights are recorded into the graph (autocast's
+// cache is empty at the capture, its scope being one forward) and redone by every replay, so the
+// replayed run must follow the eager bf16 run and keep learning; a graph that replayed step 3's
+// weight copies would stay near its fourth loss.
+TEST(CudaTrain, GraphReplayUnderBf16AutocastIsTheEagerBf16Run) {
+  REQUIRE_GPU();
+  const std::vector<std::string> bf16 = {"train.autocast=\"bf16\""};
+  std::vector<std::string> graph_bf16 = bf16;
+  graph_bf16.push_back("train.cuda_graph=true");
+  const RunSummary eager = run(gpt_on("cuda", bf16)), graph = run(gpt_on("cuda", graph_bf16));
+  ASSERT_FALSE(graph.diverged);
+  const double d = max_rel_diff(graph.losses, eager.losses);
+  EXPECT_LT(d, 5e-2);
+  EXPECT_GT(fell(eager.losses), 0.05) << "the reference run did not learn";
+  EXPECT_GT(fell(graph.losses), 0.5 * fell(eager.losses));
+  std::printf("  CUDA graph vs eager under bf16: max relative loss difference %.2e; fell %.4f vs %.4f\n", d,
+              fell(graph.losses), fell(eager.losses));
+}
+
+// A step callback (a sweep's progress bar when its points run one by one) gets every step while
+// the losses stay on the device between read-backs: the same curve, every step counted.
+TEST(CudaTrain, AStepCallbackKeepsTheDeferredReadBack) {
+  REQUIRE_GPU();
+  RunOptions ro;
+  ro.write_files = false;
+  ro.show_progress = false;
+  ro.data_parallel = false;
+  std::vector<int64_t> calls;
+  ro.on_step = [&](int64_t done) { calls.push_back(done); };
+  const TrainConfig c = gpt_on("cuda", {"train.log_every=7"});
+  const RunSummary with = train_run(c, ro), without = run(c);
+  ASSERT_EQ(calls.size(), 20u);
+  for (size_t i = 0; i < calls.size(); ++i) EXPECT_EQ(calls[i], static_cast<int64_t>(i) + 1);
+  ASSERT_EQ(with.losses.size(), 20u);
+  EXPECT_LT(max_rel_diff(with.losses, without.losses), 1e-4);
+}
+
 TEST(CudaEnsemble, BatchedMembersAreTheirOwnRunsAndReadBackChangesNothing) {
   REQUIRE_GPU();
   std::vector<TrainConfig> members;
@@ -242,6 +280,9 @@ TEST(CudaDist, OneRankOnNcclAndTwoRanksSharingTheGpuMatchOneProcess) {
 
 TEST(CudaCli, DemoOnTheGpuGivesTheCpuDemosOptimaAndVerdicts) {
   REQUIRE_GPU();
+  // The demo's depth sweep trains on Fashion-MNIST (bench/gpu_check.sh unpacks the carried .deb).
+  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"))
+    GTEST_SKIP() << "dataset-fashion-mnist is not installed (bench/gpu_check.sh unpacks it from .deps/debs)";
   const std::string cpu = temp_dir("cuda_demo_cpu"), gpu = temp_dir("cuda_demo_gpu");
   auto r = run_cli("demo --quick --out " + cpu);
   ASSERT_EQ(r.code, 0) << r.err;
@@ -263,12 +304,64 @@ TEST(CudaCli, DemoOnTheGpuGivesTheCpuDemosOptimaAndVerdicts) {
       for (size_t ci = 0; ci < pa["curves"].size(); ++ci) {
         const auto &ca = pa["curves"][ci], &cb = pb["curves"][ci];
         // TF32 (on in `demo --device cuda`): losses to 1e-2; an optimum to a quarter of the grid's step.
-        for (size_t k = 0; k < ca["points"].size(); ++k)
-          EXPECT_NEAR(cb["points"][k]["mean_loss"].get<double>(), ca["points"][k]["mean_loss"].get<double>(),
-                      1e-2 * ca["points"][k]["mean_loss"].get<double>());
+        ASSERT_EQ(cb["points"].size(), ca["points"].size());
+        for (size_t k = 0; k < ca["points"].size(); ++k) {
+          const auto &la = ca["points"][k]["mean_loss"], &lb = cb["points"][k]["mean_loss"];
+          ASSERT_EQ(lb.is_null(), la.is_null()) << "a grid point diverged on one device only, point " << k;
+          if (!la.is_null()) EXPECT_NEAR(lb.get<double>(), la.get<double>(), 1e-2 * la.get<double>());
+        }
         EXPECT_NEAR(cb["optimum_lr_log2"].get<double>(), ca["optimum_lr_log2"].get<double>(), 0.25);
       }
     }
+}
+
+// Issue 14: a coordinate check on the GPU gives the CPU's verdicts. The models are initialised on
+// the CPU under the same seeds and moved, and coordcheck leaves TF32 off, so both sides measure the
+// same networks in fp32 and their RMS values differ by reassociation only (~1e-6 relative after a
+// few Adam steps, see the top of this file). A fitted slope is a difference of logs over a width
+// ratio of 4 (ln 4 = 1.39), so it moves by ~1e-6 too; 1e-3 is three orders above that and far below
+// what a wrong scaling shows (the smallest exponent step in the table is 1/2). A verdict is compared
+// where the CPU's row is decided by more than that margin (|slope - predicted| or slope against its
+// tolerance); a row closer to its boundary than 1e-3 could flip on reassociation alone.
+TEST(CudaCli, CoordcheckOnTheGpuGivesTheCpusVerdicts) {
+  REQUIRE_GPU();
+  const std::string dir = temp_dir("cuda_coordcheck");
+  const std::string args = "coordcheck --model gpt --param mup --widths 64,128,256 --seeds 2 --steps 2 --quiet --json ";
+  auto r = run_cli(args + dir + "/cpu.json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = run_cli(args + dir + "/cuda.json --device cuda");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto a = nlohmann::json::parse(slurp(dir + "/cpu.json"));
+  const auto b = nlohmann::json::parse(slurp(dir + "/cuda.json"));
+  ASSERT_EQ(a.at("rows").size(), b.at("rows").size());
+  EXPECT_EQ(b.at("config").at("train").at("device"), "cuda");
+  int compared = 0, borderline = 0;
+  double worst = 0;
+  for (size_t i = 0; i < a["rows"].size(); ++i) {
+    const auto &ra = a["rows"][i], &rb = b["rows"][i];
+    SCOPED_TRACE(fmt::format("{} {} step {}", ra["quantity"].get<std::string>(), ra["layer"].get<std::string>(),
+                             ra["step"].get<int>()));
+    ASSERT_EQ(rb["layer"], ra["layer"]);
+    ASSERT_EQ(rb["valid"], ra["valid"]);
+    if (!ra["valid"].get<bool>()) continue;
+    const double sa = ra["slope"].get<double>(), sb = rb["slope"].get<double>(), tol = ra["tolerance"].get<double>();
+    EXPECT_NEAR(sb, sa, 1e-3);
+    worst = std::max(worst, std::abs(sb - sa));
+    bool decided = true;
+    if (!ra["predicted"].is_null()) decided = std::abs(std::abs(sa - ra["predicted"].get<double>()) - tol) > 1e-3;
+    if (!ra["stable"].is_null()) decided = decided && std::abs(sa - tol) > 1e-3;
+    if (!decided) {
+      ++borderline;
+      continue;
+    }
+    EXPECT_EQ(rb["matches"], ra["matches"]);
+    EXPECT_EQ(rb["stable"], ra["stable"]);
+    ++compared;
+  }
+  EXPECT_GT(compared, 0);
+  if (borderline == 0) EXPECT_EQ(b.at("pass"), a.at("pass"));
+  std::printf("  coordcheck on CUDA vs CPU: %d verdict rows equal, %d borderline, worst slope difference %.2e\n",
+              compared, borderline, worst);
 }
 
 TEST(CudaCli, BenchRunsOnTheGpu) {
