@@ -38,6 +38,15 @@ debs=(); [ -d .deps/debs ] && debs=(--debs .deps/debs)
 # that starts from a cold cache on purpose (Demo.QuickDemo...) still needs bible-kjv and fails in
 # the suite stage there; the Fashion-MNIST and bible-kjv tests skip.
 [ -s .deps/data/kjv.txt ] && [ -z "${SCALEINV_DATA_DIR:-}" ] && export SCALEINV_DATA_DIR="$here/.deps/data"
+# Fashion-MNIST (the demo's depth sweep, the resmlp/vit tests): scaleinv reads
+# /usr/share/datasets/fashion-mnist; the .deb carried in .deps/debs is unpacked there.
+fashion=/usr/share/datasets/fashion-mnist
+if [ ! -e "$fashion/train-images-idx3-ubyte.gz" ] && compgen -G ".deps/debs/dataset-fashion-mnist_*.deb" >/dev/null; then
+  tmpx="$(mktemp -d)"; dpkg -x .deps/debs/dataset-fashion-mnist_*.deb "$tmpx"
+  mkdir -p "$(dirname "$fashion")" 2>/dev/null && cp -r "$tmpx$fashion" "$fashion" 2>/dev/null ||
+    echo "gpu_check: cannot write $fashion (not root?): the Fashion-MNIST tests and the demo test skip" | tee -a "$OUT/gpu.txt"
+  rm -rf "$tmpx"
+fi
 B=build-cuda/scaleinv
 summary="$OUT/summary.txt"; : >"$summary"
 echo "stages: $STAGES" | tee -a "$summary"

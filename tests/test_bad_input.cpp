@@ -147,6 +147,7 @@ std::vector<BadCase> cases() {
       {"coordcheck --model bigram --param mup --steps 0", "--steps"},
       {"coordcheck --model bigram --param mup --quantities h,bogus", "quantities"},
       {"coordcheck --model bigram --param mup --quantities ,", "quantities"},
+      {"coordcheck --model bigram --param mup --device tpu", "--device"},
       {"sample --checkpoint {D}/none.pt", ""},
       {"sample --checkpoint {D}/none.pt --tokens -5", "--tokens"},
       {"sample --checkpoint {D}/none.pt --temperature nan", "--temperature"},

@@ -451,11 +451,19 @@ TEST(SweepRunner, ParallelJobsGiveTheSameRowsAsOneJob) {
   }
   ASSERT_EQ(rows[0].size(), spec.points.size());
   EXPECT_EQ(rows[0], rows[1]);
-  // Auto: one job where chunks batch; on a CPU, one per core of the thread plan (1 in tests).
+  // Auto: one job where chunks batch; on a CPU, one per core of the thread plan (2 here); on a GPU
+  // one job even where its points cannot batch (they share one device).
   SweepRunOptions ro;
-  EXPECT_EQ(sweep_jobs(spec, ro), std::max(1, thread_plan().cores));
+  ASSERT_EQ(thread_plan().cores, 2);
+  EXPECT_EQ(sweep_jobs(spec, ro), 2);
   ro.batching = Batching::On;
   EXPECT_EQ(sweep_jobs(spec, ro), 1);
+  SweepSpec on_gpu = spec;
+  for (auto& p : on_gpu.points) p.config.train.device = "cuda";
+  ro.batching = Batching::Off;
+  EXPECT_EQ(sweep_jobs(on_gpu, ro), 1);
+  ro.jobs = 3;  // --jobs overrides
+  EXPECT_EQ(sweep_jobs(on_gpu, ro), 3);
 }
 
 TEST(SweepCli, DivergedPointsAreRecordedAndTheSweepGoesOn) {

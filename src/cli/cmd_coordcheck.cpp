@@ -2,7 +2,8 @@
 //                     --widths 64,128,... [--depths 4,8,...] --steps T --seeds S [--lr X]
 //                     [--json PATH] [--plot DIR] [--strict] [--config FILE] [--set key=value]...
 //                     [--break readout-multiplier] [--omega-hidden X] [--omega-readout X]
-//                     [--align-alpha X] [--align-u X] [--train-batches N] [--quantities LIST] [--quiet]`
+//                     [--align-alpha X] [--align-u X] [--train-batches N] [--quantities LIST]
+//                     [--device cpu|cuda] [--quiet]`
 // Measures how every activation, gradient and update scales with width (and depth) and judges the
 // slopes against the theory's exponents (measure/coordcheck.h). Exit 0, or 1 under --strict when a
 // quantity deviates from theory or is unstable; 2 on bad input.
@@ -17,6 +18,7 @@
 #include "cli/cli_options.h"
 #include "cli/commands.h"
 #include "core/atomic_file.h"
+#include "core/device.h"
 #include "core/errors.h"
 #include "core/fraction.h"
 #include "measure/coordcheck.h"
@@ -47,7 +49,7 @@ std::vector<std::string> default_sets(const std::string& kind) {
 
 void add_coordcheck_command(CLI::App& app, int& exit_code) {
   struct Opts {
-    std::string model, param, optimizer, widths, depths, json, plot, config, break_mode, quantities = "all";
+    std::string model, param, optimizer, widths, depths, json, plot, config, break_mode, device, quantities = "all";
     std::string omega_hidden = "1/2", omega_readout = "1", align_alpha = "1", align_u = "1";
     std::vector<std::string> sets;
     int steps = 3, seeds = 3;
@@ -84,8 +86,12 @@ void add_coordcheck_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--quantities", o->quantities,
                   "what to measure: comma-separated h, dh, hgrad, wgrad, dw, wspec, dwspec or all (default all; the "
                   "spectral norms wspec, dwspec cost most at large widths)");
+  cmd->add_option("--device", o->device,
+                  "cpu or cuda: where every model trains (default: the config's train.device, cpu); the models are "
+                  "initialised on the CPU either way, so both devices measure the same networks");
   cmd->add_flag("--quiet", o->quiet, "no progress bar");
   cmd->callback([o, &exit_code] {
+    if (!o->device.empty()) resolve_device(o->device, "command line", "--device");  // before any work
     // Config: (file or coordcheck defaults), then the flags, then --set.
     std::vector<std::string> sets;
     std::string kind = o->model;
@@ -104,6 +110,7 @@ void add_coordcheck_command(CLI::App& app, int& exit_code) {
     if (o->steps < 1)
       throw UserError("command line", "--steps", fmt::format("{} steps", o->steps), "use at least 1 step");
     sets.push_back(fmt::format("train.steps={}", o->steps));
+    if (!o->device.empty()) sets.push_back("train.device=" + toml_quote(o->device));
     sets.insert(sets.end(), o->sets.begin(), o->sets.end());
 
     CoordCheckConfig cc;

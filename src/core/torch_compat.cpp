@@ -4,6 +4,7 @@
 #include <ATen/autocast_mode.h>
 #include <torch/version.h>
 
+#include <cstdio>
 #include <limits>
 #include <optional>
 #include <stdexcept>
@@ -74,13 +75,28 @@ CudaAutocast::~CudaAutocast() {
   at::autocast::clear_cache();
 }
 
+bool fused_adam_takes(const torch::Tensor& p, const torch::Tensor& g, const torch::Tensor& m, const torch::Tensor& v) {
+#if SCALEINV_TORCH_AT_LEAST(2, 4)
+  // The kernels' fast-path check (check_fast_path_restrictions) throws unless the four tensors
+  // share sizes and strides and are dense; it is asked here first, so nothing throws mid-step.
+  for (const torch::Tensor* x : {&p, &g, &m, &v})
+    if (!x->defined() || !x->is_cuda() || x->scalar_type() != torch::kFloat32 || x->sizes() != p.sizes() ||
+        x->strides() != p.strides() || !x->is_non_overlapping_and_dense() || x->device() != p.device())
+      return false;
+  return true;
+#else
+  (void)p, (void)g, (void)m, (void)v;
+  return false;
+#endif
+}
+
 bool fused_adam(WeightDecay decay, const std::vector<torch::Tensor>& params, const std::vector<torch::Tensor>& grads,
                 const std::vector<torch::Tensor>& exp_avgs, const std::vector<torch::Tensor>& exp_avg_sqs, int64_t t,
                 double lr, double beta1, double beta2, double weight_decay, double eps) {
 #if SCALEINV_TORCH_AT_LEAST(2, 4)
   if (params.empty()) return true;
-  for (const auto& p : params)
-    if (!p.is_cuda() || p.scalar_type() != torch::kFloat32) return false;
+  for (size_t i = 0; i < params.size(); ++i)
+    if (!fused_adam_takes(params[i], grads.at(i), exp_avgs.at(i), exp_avg_sqs.at(i))) return false;
   // The kernel reads each tensor's step count from a device scalar; they all share t here.
   const torch::Tensor step = torch::full({}, static_cast<double>(t), params.front().options());
   const std::vector<torch::Tensor> steps(params.size(), step);
@@ -146,14 +162,25 @@ CudaSideStream::CudaSideStream(bool on, const torch::Device& dev) {
 
 CudaSideStream::~CudaSideStream() {
 #if defined(SCALEINV_CUDA)
-  if (impl_) impl_->stream.synchronize();  // the default stream's later work sees its results
+  // The default stream's later work sees its results. A destructor must not throw: after a sticky
+  // CUDA error (a device-side assert) the synchronize fails, and the error that is already
+  // unwinding, or the next CUDA call, reports it.
+  if (impl_) {
+    try {
+      impl_->stream.synchronize();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "warning: CUDA side stream: %s\n", e.what());
+    }
+  }
 #endif
 }
 
 CudaGraph::CudaGraph(const std::function<void()>& body) {
 #if defined(SCALEINV_CUDA)
   impl_ = std::make_unique<Impl>();
-  impl_->graph.capture_begin();
+  // Thread-local capture mode: only this thread's unsafe calls (a cudaMalloc outside the graph's
+  // pool, a sync) end the capture; other threads on the same device (a sweep's jobs) go on.
+  impl_->graph.capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
   try {
     body();
   } catch (...) {

@@ -50,9 +50,14 @@ class CudaAutocast {
 //   Coupled   (Adam + L2, _fused_adam_): g' = g + weight_decay * p
 // then m = b1 m + (1 - b1) g';  v = b2 v + (1 - b2) g'^2;
 //   p -= lr / (1 - b1^t) * m / (sqrt(v / (1 - b2^t)) + eps)
-// Returns false (and touches nothing) where the kernel is not compiled in or a tensor is not fp32
-// on CUDA: the caller then takes its own per-tensor path.
+// Returns false (and touches nothing) where fused_adam_takes is false for any quadruple: the caller
+// then takes its own per-tensor path. A caller stepping several sets asks fused_adam_takes of every
+// tensor first, so that no set is stepped twice (fused, then again by its fallback).
 enum class WeightDecay { Decoupled, Coupled };
+// Whether the fused kernel takes param p, gradient g and moments m, v: compiled in (libtorch >=
+// 2.4), all four fp32 on one CUDA device, dense, with the same sizes and strides (the kernel
+// throws otherwise).
+bool fused_adam_takes(const torch::Tensor& p, const torch::Tensor& g, const torch::Tensor& m, const torch::Tensor& v);
 bool fused_adam(WeightDecay decay, const std::vector<torch::Tensor>& params, const std::vector<torch::Tensor>& grads,
                 const std::vector<torch::Tensor>& exp_avgs, const std::vector<torch::Tensor>& exp_avg_sqs, int64_t t,
                 double lr, double beta1, double beta2, double weight_decay, double eps);

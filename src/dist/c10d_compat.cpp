@@ -4,8 +4,9 @@
 #include <stdexcept>
 #include <string>
 
-// A CUDA libtorch's torch_cuda target defines USE_C10D_NCCL for whoever links it.
-#if defined(USE_C10D_NCCL) && TORCH_VERSION_MAJOR >= 2
+// A CUDA libtorch's torch_cuda target defines USE_C10D_NCCL for whoever links it; CMake defines
+// SCALEINV_NO_NCCL where it has no nccl.h of libtorch's NCCL version (SCALEINV_NCCL_INCLUDE).
+#if defined(USE_C10D_NCCL) && TORCH_VERSION_MAJOR >= 2 && !defined(SCALEINV_NO_NCCL)
 #define SCALEINV_HAS_NCCL 1
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #else
@@ -41,13 +42,15 @@ c10::intrusive_ptr<c10d::Store> make_tcp_store(const std::string& host, c10d::TC
 bool has_nccl() { return SCALEINV_HAS_NCCL != 0; }
 
 c10::intrusive_ptr<Collectives> make_nccl_group(const c10::intrusive_ptr<c10d::Store>& store, int rank, int world,
-                                                std::chrono::milliseconds timeout) {
+                                                std::chrono::milliseconds timeout, const at::Device& device) {
 #if SCALEINV_HAS_NCCL
   auto opts = c10d::ProcessGroupNCCL::Options::create();
   opts->timeout = timeout;
-  return c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, world, opts);
+  auto group = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, world, opts);
+  group->eagerConnectSingleDevice(device);
+  return group;
 #else
-  (void)store, (void)rank, (void)world, (void)timeout;
+  (void)store, (void)rank, (void)world, (void)timeout, (void)device;
   throw std::runtime_error("this libtorch has no NCCL (a CPU build, or libtorch 1.13)");
 #endif
 }

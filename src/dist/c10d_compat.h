@@ -33,8 +33,10 @@ c10::intrusive_ptr<c10d::Store> make_tcp_store(const std::string& host, c10d::TC
 bool has_nccl();
 
 // A NCCL group of `world` ranks over `store` (every rank calls it; collectives then take CUDA
-// tensors, one GPU per rank). Throws std::runtime_error where has_nccl() is false.
+// tensors on `device`, one GPU per rank), its communicator connected here rather than at the first
+// collective, so that a failure to start is thrown by this call. Throws std::runtime_error where
+// has_nccl() is false, and what NCCL's start-up throws.
 c10::intrusive_ptr<Collectives> make_nccl_group(const c10::intrusive_ptr<c10d::Store>& store, int rank, int world,
-                                                std::chrono::milliseconds timeout);
+                                                std::chrono::milliseconds timeout, const at::Device& device);
 
 }  // namespace scaleinv::compat

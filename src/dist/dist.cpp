@@ -166,6 +166,7 @@ struct DataParallel::Impl {
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<compat::Collectives> pg;       // Gloo: start-up checks, the loss, files
   c10::intrusive_ptr<compat::Collectives> grad_pg;  // the gradients: pg, or a NCCL group
+  bool nccl = false;                                 // grad_pg is a NCCL group
   torch::Device bucket_device = torch::kCPU;        // where the buckets live (the GPU under NCCL)
   bool failed = false;
   BucketSettings settings;
@@ -195,18 +196,42 @@ struct DataParallel::Impl {
   // -- collectives with failure handling --
 
   // Waits for `work`; any error or a stall longer than the timeout becomes RankLost.
-  void wait(c10::intrusive_ptr<c10d::Work>& work, const char* during) {
+  // Gloo's wait(timeout) counts its timeout from the call, so it is waited on in 100 ms slices.
+  // NCCL's (`from_nccl`) counts from the collective's launch and, when that runs out, aborts the
+  // communicator and throws: a bucket launched early in backward would end the run. A NCCL work is
+  // therefore polled (isCompleted: an event query) and, once complete, waited on without a timeout,
+  // which only orders the current stream after it.
+  void wait(c10::intrusive_ptr<c10d::Work>& work, const char* during, bool from_nccl = false) {
     const auto t0 = Clock::now();
     for (;;) {
-      try {
-        if (work->wait(milliseconds(100))) return;
-      } catch (...) {
-        // Either the collective failed, or only this poll interval ran out ("Operation timed
-        // out!"), possibly just before the collective completed: ask the work itself.
+      bool done = false;
+      if (from_nccl) {
+        for (auto slice = Clock::now(); !done && Clock::now() - slice < milliseconds(100);) {
+          try {
+            done = work->isCompleted();
+          } catch (...) {
+            fail(during, one_line(std::current_exception()));
+          }
+          if (!done) std::this_thread::sleep_for(std::chrono::microseconds(50));
+        }
+      } else {
+        try {
+          done = work->wait(milliseconds(100));
+        } catch (...) {
+          // Either the collective failed, or only this poll interval ran out ("Operation timed
+          // out!"), possibly just before the collective completed: ask the work itself.
+        }
       }
-      if (work->isCompleted()) {
-        if (work->isSuccess()) return;
-        fail(during, one_line(work->exception()));
+      if (done || work->isCompleted()) {
+        if (work->exception()) fail(during, one_line(work->exception()));
+        if (from_nccl) {
+          try {
+            work->wait();
+          } catch (...) {
+            fail(during, one_line(std::current_exception()));
+          }
+        }
+        return;
       }
       // Not done yet: has another rank reported a failure, or has this one stalled too long?
       bool abort = false;
@@ -295,7 +320,9 @@ struct DataParallel::Impl {
     return lost;
   }
 
-  void run(c10::intrusive_ptr<c10d::Work> work, const char* during) { wait(work, during); }
+  void run(c10::intrusive_ptr<c10d::Work> work, const char* during, bool from_nccl = false) {
+    wait(work, during, from_nccl);
+  }
 
   // -- buckets --
 
@@ -350,7 +377,7 @@ struct DataParallel::Impl {
       std::vector<at::Tensor> t{b.flat};
       c10d::BroadcastOptions o;
       o.rootRank = 0;
-      run(grad_pg->broadcast(t, o), "the start-up broadcast of rank 0's parameters");
+      run(grad_pg->broadcast(t, o), "the start-up broadcast of rank 0's parameters", nccl);
       if (env.rank == 0) continue;
       for (int i : b.slots) slots[i].param.copy_(b.flat.narrow(0, slots[i].offset, slots[i].numel).view_as(slots[i].param));
     }
@@ -602,7 +629,8 @@ void DataParallel::replicate(const std::vector<torch::Tensor>& params) {
       if (p.is_cuda()) m.bucket_device = p.device();
     try {
       m.grad_pg = compat::make_nccl_group(c10::make_intrusive<c10d::PrefixStore>("nccl", m.store), rank(), world(),
-                                          m.timeout);
+                                          m.timeout, m.bucket_device);
+      m.nccl = true;
     } catch (...) {
       m.failed = true;
       throw RankLost(fmt::format("rank {}: the NCCL group did not start: {} (fix: SCALEINV_DIST_BACKEND=gloo trains "
@@ -637,7 +665,7 @@ void DataParallel::average_gradients() {
   }
   torch::NoGradGuard ng;
   for (auto& b : m.buckets) {
-    m.wait(b.work, "the gradient all-reduce");
+    m.wait(b.work, "the gradient all-reduce", m.nccl);
     (b.from_hook ? overlapped_ : not_overlapped_) += 1;
     b.flat.div_(static_cast<double>(world()));
     for (int i : b.slots) {

@@ -108,6 +108,16 @@ class Adam final : public Optimizer {
     const int64_t t = states_.front().t + 1;
     for (const GroupState& st : states_)
       if (st.t + 1 != t) return false;
+    // Every tensor is asked before any set is stepped: a set that fell back after another was
+    // stepped by the kernel would step that one twice. The moments take the param's layout.
+    for (size_t i = 0; i < groups_.size(); ++i) {
+      const torch::Tensor& p = groups_[i].param;
+      torch::Tensor& m = states_[i].buf["m"];
+      if (!m.defined()) m = torch::zeros_like(p);
+      torch::Tensor& v = states_[i].buf["v"];
+      if (!v.defined()) v = torch::zeros_like(p);
+      if (!compat::fused_adam_takes(p, p.grad(), m, v)) return false;
+    }
     struct Set {
       std::vector<torch::Tensor> p, g, m, v;
       double lr = 0, wd = 0, eps = 0;
@@ -124,14 +134,10 @@ class Adam final : public Optimizer {
       s.lr = lr;
       s.wd = l2_ ? wd_t : (frac == 0 ? 0.0 : frac / lr);
       s.eps = cfg_.eps * g.eps_mult;
-      torch::Tensor& m = st.buf["m"];
-      if (!m.defined()) m = torch::zeros_like(g.param, torch::MemoryFormat::Contiguous);
-      torch::Tensor& v = st.buf["v"];
-      if (!v.defined()) v = torch::zeros_like(g.param, torch::MemoryFormat::Contiguous);
       s.p.push_back(g.param);
       s.g.push_back(g.param.grad());
-      s.m.push_back(m);
-      s.v.push_back(v);
+      s.m.push_back(st.buf.at("m"));
+      s.v.push_back(st.buf.at("v"));
     }
     for (auto& [key, s] : sets)
       if (!compat::fused_adam(l2_ ? compat::WeightDecay::Coupled : compat::WeightDecay::Decoupled, s.p, s.g, s.m, s.v,

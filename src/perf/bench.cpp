@@ -95,9 +95,12 @@ double measured_ensemble_seconds(std::vector<TrainConfig> members, int64_t warmu
   EnsembleOptions eo;
   eo.batching = Batching::On;  // the batched path itself, whatever Auto would pick on this device
   const auto E = static_cast<int64_t>(members.size());
+  // On CUDA the host runs ahead of the device: a timestamp is taken once the device has finished
+  // the steps it bounds (the ensemble reads its losses back only every log_every steps).
+  const std::string device = members.front().train.device;
   eo.on_step = [&](int64_t member_steps) {  // (batched: steps x members)
-    if (member_steps == warmup * E) t_warm = Clock::now();
-    if (member_steps == (warmup + steps) * E) t_end = Clock::now();
+    if (member_steps == warmup * E) sync(device), t_warm = Clock::now();
+    if (member_steps == (warmup + steps) * E) sync(device), t_end = Clock::now();
   };
   const auto t0 = Clock::now();
   train_ensemble(members, eo);

@@ -43,9 +43,10 @@ struct SweepRunSummary {
 // for --shard i/N with N > 1, STEM.shard-i-of-N.db beside it.
 std::string default_db_path(const SweepSpec& spec, const Shard& shard);
 
-// How many chunks train at once when opts.jobs is 0: 1 where chunks are batched (a GPU), else
-// one per core (threads.h), each worker on one thread, since one-by-one points on a CPU keep the
-// cores busier side by side than one run on all of them (measured; see the definition).
+// How many chunks train at once when opts.jobs is 0: 1 where chunks are batched or the points
+// train on CUDA (one device's memory and queue), else one per core (threads.h), each worker on one
+// thread, since one-by-one points on a CPU keep the cores busier side by side than one run on all
+// of them (measured; see the definition).
 int sweep_jobs(const SweepSpec& spec, const SweepRunOptions& opts);
 
 SweepRunSummary run_sweep(const SweepSpec& spec, const SweepRunOptions& opts);

@@ -145,7 +145,7 @@ RunSummary train_run(const TrainConfig& cfg, const RunOptions& opts) {
   // then found at the read-back: the run ends as diverged at that step, the steps after it are
   // dropped, and no checkpoint is written after it (a read-back precedes every save). Elsewhere
   // each loss is read at once and a diverged step takes no update, as before.
-  const bool deferred = dev.is_cuda() && !dp.active() && !opts.on_step;
+  const bool deferred = dev.is_cuda() && !dp.active();
   std::vector<torch::Tensor> pending;  // device losses of the steps since the last read-back
   const auto t0 = std::chrono::steady_clock::now();
   double val = std::numeric_limits<double>::quiet_NaN();
@@ -251,7 +251,10 @@ RunSummary train_run(const TrainConfig& cfg, const RunOptions& opts) {
     if (deferred && (log_now || save_now || done == end) && !read_back(done - static_cast<int64_t>(pending.size()))) {
       return false;
     }
-    if (deferred && !log_now && !save_now) return true;  // nothing to report until the next read-back
+    if (deferred && !log_now && !save_now) {  // nothing to report until the next read-back
+      if (opts.on_step) opts.on_step(done);  // (a step count: a sweep's bar)
+      return true;
+    }
     const double lv = s.losses.back();
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const double rate = static_cast<double>((done - start) * items_per_step) / std::max(elapsed, 1e-9);
