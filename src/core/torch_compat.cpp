@@ -4,6 +4,7 @@
 #include <ATen/autocast_mode.h>
 #include <torch/version.h>
 
+#include <atomic>
 #include <cstdio>
 #include <limits>
 #include <optional>
@@ -90,6 +91,12 @@ bool fused_adam_takes(const torch::Tensor& p, const torch::Tensor& g, const torc
 #endif
 }
 
+namespace {
+std::atomic<int64_t> g_fused_adam_launches{0};
+}  // namespace
+
+int64_t fused_adam_launches() { return g_fused_adam_launches.load(); }
+
 bool fused_adam(WeightDecay decay, const std::vector<torch::Tensor>& params, const std::vector<torch::Tensor>& grads,
                 const std::vector<torch::Tensor>& exp_avgs, const std::vector<torch::Tensor>& exp_avg_sqs, int64_t t,
                 double lr, double beta1, double beta2, double weight_decay, double eps) {
@@ -107,6 +114,7 @@ bool fused_adam(WeightDecay decay, const std::vector<torch::Tensor>& params, con
     at::_fused_adam_(params, grads, exp_avgs, exp_avg_sqs, /*max_exp_avg_sqs=*/{}, steps, lr, beta1, beta2,
                      weight_decay, eps, /*amsgrad=*/false, /*maximize=*/false);
   }
+  g_fused_adam_launches.fetch_add(1);
   return true;
 #else
   return false;

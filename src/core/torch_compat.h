@@ -58,6 +58,9 @@ enum class WeightDecay { Decoupled, Coupled };
 // 2.4), all four fp32 on one CUDA device, dense, with the same sizes and strides (the kernel
 // throws otherwise).
 bool fused_adam_takes(const torch::Tensor& p, const torch::Tensor& g, const torch::Tensor& m, const torch::Tensor& v);
+// How many fused Adam/AdamW kernels this process has launched (fused_adam calls that returned
+// true with tensors): lets a test tell the fused path from the loop's, which give the same curve.
+int64_t fused_adam_launches();
 bool fused_adam(WeightDecay decay, const std::vector<torch::Tensor>& params, const std::vector<torch::Tensor>& grads,
                 const std::vector<torch::Tensor>& exp_avgs, const std::vector<torch::Tensor>& exp_avg_sqs, int64_t t,
                 double lr, double beta1, double beta2, double weight_decay, double eps);

@@ -12,9 +12,11 @@
 
 #include <fmt/format.h>
 
+#include "core/device.h"
 #include "core/errors.h"
 #include "core/progress.h"
 #include "core/threads.h"
+#include "core/torch_compat.h"
 #include "data/data.h"
 #include "sweep/sweep_store.h"
 #include "train/ensemble.h"
@@ -35,9 +37,9 @@ int sweep_jobs(const SweepSpec& spec, const SweepRunOptions& opts) {
   if (spec.points.empty()) return 1;
   const TrainConfig& c = spec.points.front().config;
   // On a GPU, one job: its chunks batch where they can, and where they cannot (a vit, adafactor,
-  // clipping, a unit-scaled table, --batch off) its points still share one device's memory and
-  // queue, so one job per core would multiply the memory and contend for the queue (unmeasured
-  // either way; --jobs overrides). On a CPU, where chunks run one point after another
+  // clipping, a unit-scaled table, --batch off) its points still share one device's memory, so
+  // one job per core would multiply the memory. --jobs N overrides, each job on a CUDA stream of
+  // its own (run_sweep): whether that pays for small, launch-bound chunks is not measured yet. On a CPU, where chunks run one point after another
   // (batching_pays), one point per core: measured (README, Speed) two width-512 runs at 1 thread
   // each made 3.2k tok/s together against 2.3k for one run on both cores, because a run on both
   // cores leaves one idle through every elementwise op.
@@ -110,8 +112,17 @@ SweepRunSummary run_sweep(const SweepSpec& spec, const SweepRunOptions& opts) {
     for (int64_t f : in_flight) d += f;
     if (bar) bar->update(static_cast<long>(d), status());
   };
+  // On CUDA with several jobs each worker queues its chunks on a stream of its own, so that the
+  // chunks' kernels (small ones, for the widths a sweep starts from) can run side by side on the
+  // device instead of one after another on its default stream. Checked first: a CUDA sweep on a
+  // machine without one is the one-line device error, not a stream's.
+  const TrainConfig* first = spec.points.empty() ? nullptr : &spec.points.front().config;
+  const bool own_streams = first && first->train.device == "cuda" && sum.jobs > 1;
+  const torch::Device stream_device =
+      own_streams ? resolve_device(first->train.device, first->source, "train.device") : torch::Device(torch::kCPU);
   auto worker = [&](size_t slot) {
     try {
+      const compat::CudaSideStream stream(own_streams, stream_device);
       for (size_t c = next++; c < chunks.size() && !failed; c = next++) {
         std::vector<TrainConfig> members;
         std::vector<const SweepPoint*> pts;

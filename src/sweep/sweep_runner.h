@@ -23,7 +23,7 @@ struct SweepRunOptions {
   bool resume = false;        // skip the points already in the store
   bool show_progress = true;  // a bar over the shard's points on stderr
   Batching batching = Batching::Auto;  // EnsembleOptions::batching
-  int jobs = 0;               // chunks trained at once, one core each; 0: sweep_jobs decides
+  int jobs = 0;               // chunks trained at once, one core each (on CUDA, one stream each); 0: sweep_jobs decides
   std::string bar_label;      // the progress bar's title ("": "sweep NAME")
 };
 
