@@ -4,12 +4,16 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <string>
+#include <vector>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "cli_util.h"
 #include "fixtures.h"
 #include "core/errors.h"
+#include "optim/optimizer.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
 
@@ -107,6 +111,81 @@ TEST(Train, CheckpointCarriesTheTableAndLoadingAppliesNothingTwice) {
   torch::Tensor x = torch::randint(0, 32, {2, 16}, torch::kLong);
   torch::NoGradGuard ng;
   EXPECT_TRUE(torch::equal(m1->forward(x), m2->forward(x)));
+}
+
+// The deferred loss read-back (the default on one CUDA process, RunOptions::loss_readback) checked
+// on the CPU, where both modes run the same kernels. Read-backs at logged (6), checkpointed (8) and
+// evaluated (12) steps. A run that trains through: the same losses bit for bit, the same metrics
+// rows but for the clock, the same checkpoint, every step reported to on_step. A run whose SGD
+// warm-up sends it to NaN mid-run (step 14 on the machines tried), between two read-backs: it ends
+// as diverged at the same step with the same rows, and the updates the deferred mode ran past the
+// NaN leave no trace (its last checkpoint is the one before the divergence, as without deferral).
+TEST(Train, DeferredLossReadBackIsTheSameRun) {
+  auto rows = [](const std::string& path) {
+    std::vector<nlohmann::json> out;
+    std::ifstream in(path);
+    for (std::string line; std::getline(in, line);) {
+      nlohmann::json j = nlohmann::json::parse(line);
+      j.erase("elapsed_s");
+      j.erase("items_per_s");
+      out.push_back(j);
+    }
+    return out;
+  };
+  for (const bool diverging : {false, true}) {
+    SCOPED_TRACE(diverging ? "diverging run" : "run that trains through");
+    std::vector<std::string> sets = {"train.steps=24", "train.log_every=6", "train.checkpoint_every=8",
+                                     "train.eval_every=12"};
+    if (diverging) sets.insert(sets.end(), {"optim.kind=\"sgd\"", "optim.lr=10", "optim.warmup_steps=20"});
+    RunSummary out[2];
+    std::string dir[2];
+    std::vector<int64_t> calls[2];
+    for (int k = 0; k < 2; ++k) {
+      dir[k] = temp_dir(fmt::format("deferred_{}_{}", diverging, k));
+      std::vector<std::string> s = sets;
+      s.push_back("train.out_dir=\"" + dir[k] + "\"");
+      RunOptions o;
+      o.show_progress = false;
+      o.data_parallel = false;
+      o.loss_readback = k == 0 ? RunOptions::LossReadBack::EveryStep : RunOptions::LossReadBack::AtReports;
+      o.on_step = [&calls, k](int64_t done) { calls[k].push_back(done); };
+      out[k] = train_run(small_gpt(s), o);
+    }
+    EXPECT_EQ(out[1].losses, out[0].losses);
+    EXPECT_EQ(out[1].diverged, out[0].diverged);
+    EXPECT_EQ(out[1].diverged_step, out[0].diverged_step);
+    EXPECT_EQ(out[1].steps_done, out[0].steps_done);
+    EXPECT_EQ(out[1].final_loss, out[0].final_loss);
+    EXPECT_EQ(std::isnan(out[1].final_val_loss), std::isnan(out[0].final_val_loss));
+    if (!std::isnan(out[0].final_val_loss)) {
+      EXPECT_EQ(out[1].final_val_loss, out[0].final_val_loss);
+    }
+    EXPECT_EQ(rows(dir[1] + "/metrics.jsonl"), rows(dir[0] + "/metrics.jsonl"));
+    const CheckpointMeta a = read_checkpoint_meta(dir[0] + "/checkpoint.pt"),
+                         b = read_checkpoint_meta(dir[1] + "/checkpoint.pt");
+    EXPECT_EQ(b.step, a.step);
+    EXPECT_EQ(b.losses, a.losses);
+    const TrainConfig cfg = small_gpt(sets);
+    ScaleContext ctx{a.table, optimizer_family(cfg.optim.kind), cfg.model.width, cfg.model.depth};
+    auto ma = build_model(cfg.model, ctx, cfg.hp), mb = build_model(cfg.model, ctx, cfg.hp);
+    load_checkpoint(dir[0] + "/checkpoint.pt", *ma, nullptr);
+    load_checkpoint(dir[1] + "/checkpoint.pt", *mb, nullptr);
+    const auto pa = ma->tagged_parameters(), pb = mb->tagged_parameters();
+    ASSERT_EQ(pa.size(), pb.size());
+    for (size_t i = 0; i < pa.size(); ++i) EXPECT_TRUE(torch::equal(pa[i].tensor, pb[i].tensor)) << pa[i].name;
+    if (diverging) {
+      ASSERT_TRUE(out[0].diverged) << "the SGD warm-up did not diverge: pick a larger optim.lr";
+      EXPECT_GT(out[0].diverged_step, 0);
+      EXPECT_LT(a.step, out[0].diverged_step + 1);  // no checkpoint at or after the NaN step
+      // The deferred run ran past the NaN up to its next read-back; the other stopped at it.
+      EXPECT_GE(calls[1].size(), calls[0].size());
+    } else {
+      EXPECT_FALSE(out[0].diverged);
+      EXPECT_EQ(a.step, 24);
+      ASSERT_EQ(calls[1].size(), 24u);
+      EXPECT_EQ(calls[1], calls[0]);
+    }
+  }
 }
 
 TEST(Train, DivergenceIsRecordedNotACrash) {

@@ -23,6 +23,16 @@ struct RunOptions {
   bool data_parallel = true;
   // Called after every step with the number of steps done (e.g. a sweep's bar over many runs).
   std::function<void(int64_t steps_done)> on_step;
+  // When the training losses come back to the host. EveryStep: each step's loss is read at once (a
+  // device sync per step on CUDA); a non-finite loss stops the run before that step's update.
+  // AtReports: they stay on the device and are read back at logged, evaluated, checkpointed and
+  // last steps only; a non-finite loss is found there, the run ends as diverged at its step, the
+  // updates after it are dropped and no checkpoint is written after it. Both give the same summary,
+  // metrics rows and checkpoints (Train.DeferredLossReadBackIsTheSameRun). Auto: AtReports on one
+  // CUDA process, EveryStep elsewhere; a data-parallel run always reads every step (its logged
+  // loss is a collective over the ranks).
+  enum class LossReadBack { Auto, EveryStep, AtReports };
+  LossReadBack loss_readback = LossReadBack::Auto;
 };
 
 struct RunSummary {
