@@ -16,6 +16,7 @@
 #if defined(SCALEINV_CUDA)
 #include <ATen/cuda/CUDAEvent.h>
 #include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #endif
@@ -136,6 +137,14 @@ bool has_cuda_graphs() {
   return true;
 #else
   return false;
+#endif
+}
+
+void use_device(const torch::Device& dev) {
+#if defined(SCALEINV_CUDA)
+  if (dev.is_cuda() && dev.has_index()) c10::cuda::set_device(dev.index());
+#else
+  (void)dev;
 #endif
 }
 

@@ -77,6 +77,11 @@ void set_tf32(bool on);
 // True in a build against a CUDA libtorch (CUDA graphs and side streams compiled in).
 bool has_cuda_graphs();
 
+// Makes `dev` this thread's current CUDA device, where CUDA calls that name no tensor go (a new
+// context, a stream or event without a device): a data-parallel rank on GPU LOCAL_RANK would
+// otherwise also open a context on GPU 0. A no-op for the CPU and in a build without CUDA.
+void use_device(const torch::Device& dev);
+
 // For its lifetime, the CUDA work of this thread goes to a side stream of `dev` (a CUDA graph is
 // captured on a non-default stream, and PyTorch warms up on the stream it captures on); the
 // destructor waits for that stream and restores the previous one. A no-op when `on` is false.

@@ -70,6 +70,7 @@ RunSummary train_run(const TrainConfig& cfg, const RunOptions& opts) {
   const OptFamily family = optimizer_family(cfg.optim.kind);
   ScaleContext ctx{table, family, cfg.model.width, cfg.model.depth};
   const torch::Device dev = resolve_device(cfg.train.device, cfg.source, "train.device", dp.local_rank());
+  if (dp.active()) compat::use_device(dev);  // this rank's GPU for CUDA calls that name no tensor (NCCL's)
   std::shared_ptr<Model> model = build_model_seeded(static_cast<uint64_t>(cfg.train.seed), cfg.model, ctx,
                                                      cfg.hp);  // validates model.*
   auto data = make_data(cfg.data);
