@@ -39,10 +39,11 @@ int sweep_jobs(const SweepSpec& spec, const SweepRunOptions& opts) {
   // On a GPU, one job: its chunks batch where they can, and where they cannot (a vit, adafactor,
   // clipping, a unit-scaled table, --batch off) its points still share one device's memory, so
   // one job per core would multiply the memory. --jobs N overrides, each job on a CUDA stream of
-  // its own (run_sweep): whether that pays for small, launch-bound chunks is not measured yet. On a CPU, where chunks run one point after another
-  // (batching_pays), one point per core: measured (README, Speed) two width-512 runs at 1 thread
-  // each made 3.2k tok/s together against 2.3k for one run on both cores, because a run on both
-  // cores leaves one idle through every elementwise op.
+  // its own (run_sweep): whether that pays for small, launch-bound chunks is not measured yet.
+  // On a CPU, where chunks run one point after another (batching_pays), one point per core:
+  // measured (README, Speed) two width-512 runs at 1 thread each made 3.2k tok/s together against
+  // 2.3k for one run on both cores, because a run on both cores leaves one idle through every
+  // elementwise op.
   if (c.train.device == "cuda") return 1;
   return will_batch(c, opts.batching) ? 1 : std::max(1, thread_plan().cores);
 }
