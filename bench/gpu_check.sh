@@ -9,7 +9,8 @@
 # STAGES picks what runs, in this order (default "build cuda-tests curves speed", which fits one
 # 10-minute device call). Name build in every call: it is incremental where build-cuda/ survived,
 # and a device machine that went idle comes back bare.
-#   build       scripts/build_cuda.sh --tests (about 2.5 min on 16 cores from scratch)
+#   build       scripts/build_cuda.sh (about 2.5 min on 16 cores from scratch with the tests, which
+#               are built only where cuda-tests or suite is among the stages)
 #   cuda-tests  tests/test_cuda.cpp (CUDA vs CPU, fused attention, Adam and AdamW, bf16, CUDA graphs,
 #               batched ensembles, NCCL at world size 1 and two ranks sharing a GPU, demo, bench)
 #   suite       the rest of this build's test suite (the CPU paths under libtorch 2.x; ctest -j 4:
@@ -53,7 +54,8 @@ summary="$OUT/summary.txt"; : >"$summary"
 echo "stages: $STAGES" | tee -a "$summary"
 if stage build; then
   t0=$(date +%s)
-  if ! bash scripts/build_cuda.sh "${debs[@]}" --tests >"$OUT/build.log" 2>&1; then
+  tests=(); { stage cuda-tests || stage suite; } && tests=(--tests)
+  if ! bash scripts/build_cuda.sh "${debs[@]}" "${tests[@]}" >"$OUT/build.log" 2>&1; then
     grep -E "error|Error" "$OUT/build.log" | head -40; tail -20 "$OUT/build.log"; exit 1
   fi
   echo "build: $(( $(date +%s) - t0 )) s" | tee -a "$summary"
@@ -69,7 +71,7 @@ ctest_stage() {  # NAME CTEST-ARGS...
     [ $? -ne 124 ] || echo "$name: cut at ${STAGE_TIMEOUT:-420} s (STAGE_TIMEOUT); the log ends at the test that was running" | tee -a "$summary"
   echo "$name: $(grep -E "tests passed|tests failed" "$OUT/ctest_$name.log") ($(( $(date +%s) - t0 )) s)" | tee -a "$summary"
   grep -E "^\s+[0-9]+ - " "$OUT/ctest_$name.log" | head -40 | tee -a "$summary"
-  grep -E "(CUDA fp32 vs|bf16 vs fp32|CUDA graph vs|vs 1 process on CUDA)" "$OUT/ctest_$name.log" | head -20 | tee -a "$summary"
+  grep -E "(CUDA fp32 vs|bf16 vs fp32|CUDA graph vs|vs 1 process on CUDA|coordcheck on CUDA vs|sweep on CUDA)" "$OUT/ctest_$name.log" | head -20 | tee -a "$summary"
 }
 stage cuda-tests && ctest_stage cuda-tests -R '^Cuda' -j 1 -V
 stage suite && ctest_stage suite -E '^Cuda' -j 4
