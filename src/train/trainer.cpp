@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -22,14 +23,22 @@ namespace scaleinv {
 
 namespace {
 
-// Validation loss of the global batches; each rank evaluates its slice.
+// Validation loss of the global batches; each rank evaluates its slice. The batches' losses stay
+// on the device until all are computed (one read-back, not one device sync per batch) and are
+// summed on the host in batch order, in double, as they always were.
 double evaluate(Model& model, const DataSource& data, const TrainConfig& cfg, torch::Device dev, DataParallel& dp) {
   torch::NoGradGuard ng;
   const compat::CudaAutocast autocast(dev.is_cuda() && cfg.train.autocast == "bf16");
-  double total = 0;
+  std::vector<torch::Tensor> losses;
   for (int64_t i = 0; i < cfg.train.eval_batches; ++i) {
     Batch b = data.batch(Split::Val, i, cfg.train.batch_size, dp.rank(), dp.world());
-    total += model.loss(b.x.to(dev), b.y.to(dev)).item<double>();
+    losses.push_back(model.loss(compat::to_device_async(b.x, dev), compat::to_device_async(b.y, dev)).detach());
+  }
+  double total = 0;
+  if (!losses.empty()) {
+    const torch::Tensor host = torch::stack(losses).to(torch::kCPU, torch::kFloat64).contiguous();
+    const double* v = host.data_ptr<double>();
+    for (int64_t i = 0; i < host.numel(); ++i) total += v[i];
   }
   return dp.mean(total / static_cast<double>(std::max<int64_t>(1, cfg.train.eval_batches)));
 }
