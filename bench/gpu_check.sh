@@ -45,7 +45,7 @@ debs=(); [ -d .deps/debs ] && debs=(--debs .deps/debs)
 fashion=/usr/share/datasets/fashion-mnist
 if [ ! -e "$fashion/train-images-idx3-ubyte.gz" ] && compgen -G ".deps/debs/dataset-fashion-mnist_*.deb" >/dev/null; then
   tmpx="$(mktemp -d)"; dpkg -x .deps/debs/dataset-fashion-mnist_*.deb "$tmpx"
-  mkdir -p "$(dirname "$fashion")" 2>/dev/null && cp -r "$tmpx$fashion" "$fashion" 2>/dev/null ||
+  mkdir -p "$fashion" 2>/dev/null && cp "$tmpx$fashion"/* "$fashion"/ 2>/dev/null ||
     echo "gpu_check: cannot write $fashion (not root?): the Fashion-MNIST tests and the demo test skip" | tee -a "$OUT/gpu.txt"
   rm -rf "$tmpx"
 fi

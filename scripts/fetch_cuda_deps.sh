@@ -4,7 +4,7 @@
 # DIR there and run scripts/build_cuda.sh --debs DIR. Needs apt (run 'apt-get update' once first).
 # libtorch 2.x brings its own fmt (header-only) and gloo runtime; libgloo-dev gives gloo's headers.
 # dataset-fashion-mnist (31 MB, data only) is for the demo and the Fashion-MNIST tests there
-# (bench/gpu_check.sh links it where scaleinv looks). Also caches the KJV text into .deps/data
+# (bench/gpu_check.sh unpacks it where scaleinv looks). Also caches the KJV text into .deps/data
 # (below). Carry .deps/debs and .deps/data (39 MB together).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
