@@ -103,15 +103,15 @@ class Adam final : public Optimizer {
   // libtorch 1.13): the loop runs.
   bool fused_step(double lr_factor) {
     if (sign_ || !(cfg_.beta1 > 0) || !(cfg_.eps > 0) || groups_.empty()) return false;
-    for (const ParamGroup& g : groups_)
-      if (g.member_lr.defined() || !g.param.defined() || !g.param.is_cuda() || !g.param.grad().defined()) return false;
     const int64_t t = states_.front().t + 1;
     for (const GroupState& st : states_)
       if (st.t + 1 != t) return false;
     // Every tensor is asked before any set is stepped: a set that fell back after another was
-    // stepped by the kernel would step that one twice. The moments take the param's layout.
+    // stepped by the kernel would step that one twice. The moments (CUDA only: the loop keeps its
+    // own on the CPU) take the param's layout; fused_adam_takes also asks for a defined gradient.
     for (size_t i = 0; i < groups_.size(); ++i) {
       const torch::Tensor& p = groups_[i].param;
+      if (groups_[i].member_lr.defined() || !p.defined() || !p.is_cuda()) return false;
       torch::Tensor& m = states_[i].buf["m"];
       if (!m.defined()) m = torch::zeros_like(p);
       torch::Tensor& v = states_[i].buf["v"];

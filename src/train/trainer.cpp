@@ -23,6 +23,14 @@ namespace scaleinv {
 
 namespace {
 
+// Device scalars (losses) as host doubles, in order: one copy back, so one device sync.
+std::vector<double> to_host(const std::vector<torch::Tensor>& scalars) {
+  if (scalars.empty()) return {};
+  const torch::Tensor host = torch::stack(scalars).to(torch::kCPU, torch::kFloat64).contiguous();
+  const double* v = host.data_ptr<double>();
+  return {v, v + host.numel()};
+}
+
 // Validation loss of the global batches; each rank evaluates its slice. The batches' losses stay
 // on the device until all are computed (one read-back, not one device sync per batch) and are
 // summed on the host in batch order, in double, as they always were.
@@ -35,11 +43,7 @@ double evaluate(Model& model, const DataSource& data, const TrainConfig& cfg, to
     losses.push_back(model.loss(compat::to_device_async(b.x, dev), compat::to_device_async(b.y, dev)).detach());
   }
   double total = 0;
-  if (!losses.empty()) {
-    const torch::Tensor host = torch::stack(losses).to(torch::kCPU, torch::kFloat64).contiguous();
-    const double* v = host.data_ptr<double>();
-    for (int64_t i = 0; i < host.numel(); ++i) total += v[i];
-  }
+  for (const double l : to_host(losses)) total += l;
   return dp.mean(total / static_cast<double>(std::max<int64_t>(1, cfg.train.eval_batches)));
 }
 
@@ -163,14 +167,12 @@ RunSummary train_run(const TrainConfig& cfg, const RunOptions& opts) {
   double val = std::numeric_limits<double>::quiet_NaN();
   // Appends the pending losses to s.losses; false (and s.diverged set) at the first non-finite one.
   auto read_back = [&](int64_t first_step) {
-    if (pending.empty()) return true;
-    const torch::Tensor host = torch::stack(pending).to(torch::kCPU, torch::kFloat64).contiguous();
+    const std::vector<double> v = to_host(pending);
     pending.clear();
-    const double* v = host.data_ptr<double>();
-    for (int64_t i = 0; i < host.numel(); ++i) {
+    for (size_t i = 0; i < v.size(); ++i) {
       if (!std::isfinite(v[i])) {
         s.diverged = true;
-        s.diverged_step = first_step + i;
+        s.diverged_step = first_step + static_cast<int64_t>(i);
         return false;
       }
       s.losses.push_back(v[i]);
