@@ -240,7 +240,11 @@ TEST(CudaEnsemble, BatchedMembersAreTheirOwnRunsAndReadBackChangesNothing) {
   EnsembleOptions o;
   o.batching = Batching::On;
   o.readback_every = 1;
+  const int64_t launches = compat::fused_adam_launches();
   const auto every = train_ensemble(members, o);
+  // Each member's slices step on the fused kernel, in its own set (three LRs), every one of the 20
+  // steps: the loop gives the same runs, so only the count tells the paths apart.
+  EXPECT_GE(compat::fused_adam_launches() - launches, 20 * 3);
   o.readback_every = 7;
   const auto seventh = train_ensemble(members, o);
   ASSERT_EQ(every.size(), 3u);

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "core/torch_compat.h"
 #include "fixtures.h"
 #include "train/ensemble.h"
 #include "train/trainer.h"
@@ -74,6 +75,24 @@ TEST(Ensemble, GptMembersReproduceSeparateRuns) {
   const auto ref = separate(ms);
   expect_same_runs(batched, ref, 1e-4);
   // The members really differ (the comparison above is not vacuous).
+  EXPECT_GT(std::abs(ref[0].losses.back() - ref[2].losses.back()), 1e-2);
+}
+
+// The same with the fused AdamW kernels (CUDA's path; on the CPU of a libtorch >= 2.4 build inside
+// compat::FusedAdamOnCpu): each member's slices of the stacked tensors step in the set of that
+// member's LR and decay, and reproduce the member's separate (fused) run to the tolerance above.
+TEST(Ensemble, FusedAdamMembersReproduceSeparateRuns) {
+  if (!compat::has_fused_adam()) GTEST_SKIP() << "no fused Adam kernels in libtorch " << compat::torch_version();
+  const compat::FusedAdamOnCpu on_cpu;
+  std::vector<TrainConfig> ms = {cfg({"optim.lr=0.003"}),
+                                 cfg({"optim.lr=0.01", "train.seed=1"}),
+                                 cfg({"optim.lr=0.03", "optim.weight_decay=0.0", "data.seed=7"})};
+  const int64_t before = compat::fused_adam_launches();
+  const auto batched = train_ensemble(ms, batched_opts());
+  // At least one kernel per member and step (three LRs: three sets or more each step).
+  EXPECT_GE(compat::fused_adam_launches() - before, 15 * 3);
+  const auto ref = separate(ms);
+  expect_same_runs(batched, ref, 1e-4);
   EXPECT_GT(std::abs(ref[0].losses.back() - ref[2].losses.back()), 1e-2);
 }
 

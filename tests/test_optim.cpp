@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/errors.h"
+#include "core/torch_compat.h"
 #include "models/model.h"
 #include "optim/optimizer.h"
 #include "param/table.h"
@@ -523,6 +524,89 @@ TEST(OptimCheckpoint, SaveLoadContinuesBitForBit) {
     ar.load_from(ss);
     expect_user_error([&] { wrong->load(ar); }, "optim.kind");
   }
+}
+
+// The fused Adam/AdamW path (CUDA's multi-tensor kernels; on the CPU only inside
+// compat::FusedAdamOnCpu, libtorch >= 2.4) against the per-tensor loop: plain groups, and ensemble
+// groups ([E, ...] with per-member LR and weight decay) whose member slices go into per-member sets.
+// Both paths compute the same float32 formulas in another order, so they differ by rounding only:
+// a few ulps of |p| per step plus a few ulps of the update, i.e. below steps x 16 x 2^-24 x
+// (max |p| + max step size) with |p| <= 2 and step sizes <= 0.1 here. A wrong member LR or decay
+// moves p by at least lr x wd >= 1e-3 a step, far above that.
+TEST(OptimAdam, FusedPathIsTheLoopsUpdate) {
+  if (!compat::has_fused_adam()) GTEST_SKIP() << "no fused Adam kernels in libtorch " << compat::torch_version();
+  const int steps = 5;
+  const int64_t E = 3;
+  const std::vector<double> member_lr = {0.01, 0.03, 0.01}, member_wd = {0.1, 0.1, 0.3};
+  auto per_member = [&](const std::vector<double>& v, int64_t dims) {
+    std::vector<int64_t> shape(static_cast<size_t>(dims), 1);
+    shape[0] = E;
+    return torch::tensor(v, torch::kFloat64).to(torch::kFloat32).view(shape);
+  };
+  const double tol = steps * 16 * std::ldexp(1.0, -24) * (2.0 + 0.1);
+  for (const bool ensemble : {false, true})
+    for (const std::string kind : {"adam", "adamw"})
+      for (const std::string mode : {"coupled", "independent"}) {
+        SCOPED_TRACE(kind + " " + mode + (ensemble ? " ensemble" : " plain"));
+        OptimConfig c;
+        c.kind = kind;
+        c.lr = 0.02;
+        c.weight_decay = 0.2;
+        c.wd_mode = mode;
+        torch::manual_seed(11);
+        // (shape, lr_mult, wd_mult, eps_mult): plain "a" and "c" share a set; "b" is another.
+        struct Spec {
+          const char* name;
+          std::vector<int64_t> shape;
+          double lr, wd, eps;
+        };
+        const std::vector<Spec> specs =
+            ensemble ? std::vector<Spec>{{"x", {E, 4, 5}, 1.0, 1.0, 1.0}, {"y", {E, 6}, 0.5, 1.0, 10.0}}
+                     : std::vector<Spec>{{"a", {4, 5}, 1.0, 1.0, 1.0}, {"b", {6}, 2.0, 0.5, 1.0}, {"c", {3}, 1.0, 1.0, 1.0}};
+        std::vector<torch::Tensor> p0;
+        std::vector<std::vector<torch::Tensor>> grads(specs.size());
+        for (size_t i = 0; i < specs.size(); ++i) {
+          p0.push_back(torch::rand(specs[i].shape) * 2 - 1);
+          for (int s = 0; s < steps; ++s) grads[i].push_back(torch::randn(specs[i].shape));
+        }
+        auto make = [&](std::vector<torch::Tensor>* ps) {
+          std::vector<ParamGroup> groups;
+          for (size_t i = 0; i < specs.size(); ++i) {
+            ps->push_back(leaf(p0[i]));
+            ParamGroup g = group(specs[i].name, ps->back(), specs[i].lr, specs[i].wd, specs[i].eps);
+            if (ensemble) {
+              g.member_lr = per_member(member_lr, ps->back().dim());
+              g.member_wd = per_member(member_wd, ps->back().dim());
+            }
+            groups.push_back(std::move(g));
+          }
+          return make_optimizer(c, std::move(groups));
+        };
+        const std::vector<double> lr_factor = {1.0, 0.5, 0.5, 0.25, 1.0};  // a schedule's factors
+        std::vector<torch::Tensor> loop_p, fused_p;
+        auto loop = make(&loop_p);
+        auto fused = make(&fused_p);
+        const int64_t before = compat::fused_adam_launches();
+        for (int s = 0; s < steps; ++s) {
+          for (size_t i = 0; i < specs.size(); ++i) {
+            loop_p[i].mutable_grad() = grads[i][size_t(s)].clone();
+            fused_p[i].mutable_grad() = grads[i][size_t(s)].clone();
+          }
+          loop->step(lr_factor[size_t(s)]);
+          const compat::FusedAdamOnCpu on_cpu;
+          fused->step(lr_factor[size_t(s)]);
+        }
+        // One kernel per set and step: plain {a, c} and {b}; ensemble, per tensor, members 0 and 2
+        // share an LR but not a decay, so 3 sets each (for Adam's L2 too: the coefficient differs).
+        EXPECT_EQ(compat::fused_adam_launches() - before, steps * (ensemble ? 6 : 2));
+        EXPECT_EQ(loop->steps_taken(), steps);
+        EXPECT_EQ(fused->steps_taken(), steps);
+        for (size_t i = 0; i < specs.size(); ++i) {
+          const double diff = (fused_p[i] - loop_p[i]).abs().max().item<double>();
+          EXPECT_LT(diff, tol) << specs[i].name;
+          EXPECT_GT((loop_p[i] - p0[i]).abs().max().item<double>(), 1e-3) << specs[i].name;  // it moved
+        }
+      }
 }
 
 TEST(OptimStep, SkipsParamsWithoutGradAndZeroGradClears) {

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include <algorithm>
 #include <map>
 #include <tuple>
 
@@ -95,23 +96,27 @@ class Adam final : public Optimizer {
   }
 
   // AdamW and Adam on CUDA: one fused multi-tensor kernel per set of tensors that share LR, weight
-  // decay and epsilon multipliers (a handful of roles), the same update as the loop below. AdamW's
-  // decoupled decay fraction (coupled mode: base LR x schedule x wd; independent: wd) is passed as
+  // decay and epsilon (a handful of roles), the same update as the loop below. AdamW's decoupled
+  // decay fraction (coupled mode: base LR x schedule x wd; independent: wd) is passed as
   // weight_decay divided by the tensor's LR, since the kernel multiplies the two; Adam's L2
-  // coefficient (group_wd) goes in as it is, the kernel adding it times p to the gradient as the
-  // loop does. False where it does not apply (sign descent, ensembles, the CPU, beta1 = 0, eps = 0,
-  // libtorch 1.13): the loop runs.
+  // coefficient goes in as it is, the kernel adding it times p to the gradient as the loop does.
+  // An ensemble group ([E, ...], per-member LR and weight decay) goes in member by member: its
+  // slice p[e] joins the set of member e's LR and decay, so an ensemble of E members steps in about
+  // E x roles launches instead of a dozen or more per tensor. False where it does not apply (sign
+  // descent, the CPU outside compat::FusedAdamOnCpu, beta1 = 0, eps = 0, libtorch 1.13): the loop
+  // runs.
   bool fused_step(double lr_factor) {
     if (sign_ || !(cfg_.beta1 > 0) || !(cfg_.eps > 0) || groups_.empty()) return false;
     const int64_t t = states_.front().t + 1;
     for (const GroupState& st : states_)
       if (st.t + 1 != t) return false;
     // Every tensor is asked before any set is stepped: a set that fell back after another was
-    // stepped by the kernel would step that one twice. The moments (CUDA only: the loop keeps its
-    // own on the CPU) take the param's layout; fused_adam_takes also asks for a defined gradient.
+    // stepped by the kernel would step that one twice. The moments (allocated here only on a
+    // device the kernel takes: the loop keeps its own elsewhere) take the param's layout;
+    // fused_adam_takes also asks for a defined gradient.
     for (size_t i = 0; i < groups_.size(); ++i) {
       const torch::Tensor& p = groups_[i].param;
-      if (groups_[i].member_lr.defined() || !p.defined() || !p.is_cuda()) return false;
+      if (!p.defined() || !compat::fused_adam_takes(p, p.grad(), p, p)) return false;
       torch::Tensor& m = states_[i].buf["m"];
       if (!m.defined()) m = torch::zeros_like(p);
       torch::Tensor& v = states_[i].buf["v"];
@@ -120,28 +125,55 @@ class Adam final : public Optimizer {
     }
     struct Set {
       std::vector<torch::Tensor> p, g, m, v;
-      double lr = 0, wd = 0, eps = 0;
     };
-    std::map<std::tuple<double, double, double>, Set> sets;
+    std::map<std::tuple<double, double, double>, Set> sets;  // (lr, weight_decay, eps) -> tensors
+    // The kernel's (lr, weight_decay) for a tensor of LR lr whose decay is wd_t (decoupled_decay's
+    // fraction for AdamW, the L2 coefficient for Adam), or false where AdamW would decay a tensor
+    // whose LR is 0 (frac / lr undefined): the loop runs then.
+    auto kernel_lr_wd = [&](double lr, double wd_t, double base_lr_t, double* wd) {
+      const double frac = cfg_.wd_mode == "independent" ? wd_t : base_lr_t * wd_t;
+      if (!l2_ && frac != 0 && !(lr > 0)) return false;
+      *wd = l2_ ? wd_t : (frac == 0 ? 0.0 : frac / lr);
+      return true;
+    };
     for (size_t i = 0; i < groups_.size(); ++i) {
       ParamGroup& g = groups_[i];
       GroupState& st = states_[i];
-      const double lr = group_lr(g, lr_factor);
-      const double wd_t = group_wd(g);
-      const double frac = cfg_.wd_mode == "independent" ? wd_t : cfg_.lr * lr_factor * wd_t;  // decoupled_decay's
-      if (!l2_ && frac != 0 && !(lr > 0)) return false;
-      Set& s = sets[{g.lr_mult, g.wd_mult, g.eps_mult}];
-      s.lr = lr;
-      s.wd = l2_ ? wd_t : (frac == 0 ? 0.0 : frac / lr);
-      s.eps = cfg_.eps * g.eps_mult;
-      s.p.push_back(g.param);
-      s.g.push_back(g.param.grad());
-      s.m.push_back(st.buf.at("m"));
-      s.v.push_back(st.buf.at("v"));
+      const double eps = cfg_.eps * g.eps_mult;
+      if (!g.member_lr.defined()) {
+        const double lr = group_lr(g, lr_factor);
+        double wd = 0;
+        if (!kernel_lr_wd(lr, group_wd(g), cfg_.lr * lr_factor, &wd)) return false;
+        Set& s = sets[{lr, wd, eps}];
+        s.p.push_back(g.param);
+        s.g.push_back(g.param.grad());
+        s.m.push_back(st.buf.at("m"));
+        s.v.push_back(st.buf.at("v"));
+        continue;
+      }
+      // member_decay's and the loop's per-member values, from host copies read once
+      MemberSlices& ms = members_[i];
+      if (ms.lr.empty()) {
+        ms.lr = host_values(g.member_lr);
+        ms.wd = host_values(g.member_wd);
+      }
+      ms.refresh(g.param, st.buf.at("m"), st.buf.at("v"));
+      const std::vector<torch::Tensor> grads = g.param.grad().unbind(0);
+      if (grads.size() != ms.lr.size() || ms.wd.size() != ms.lr.size()) return false;
+      for (size_t e = 0; e < ms.lr.size(); ++e) {
+        const double lr = ms.lr[e] * lr_factor * g.lr_mult;
+        double wd = 0;
+        if (!kernel_lr_wd(lr, ms.wd[e] * g.wd_mult, ms.lr[e] * lr_factor, &wd)) return false;
+        Set& s = sets[{lr, wd, eps}];
+        s.p.push_back(ms.p[e]);
+        s.g.push_back(grads[e]);
+        s.m.push_back(ms.m[e]);
+        s.v.push_back(ms.v[e]);
+      }
     }
     for (auto& [key, s] : sets)
       if (!compat::fused_adam(l2_ ? compat::WeightDecay::Coupled : compat::WeightDecay::Decoupled, s.p, s.g, s.m, s.v,
-                              t, s.lr, cfg_.beta1, cfg_.beta2, s.wd, s.eps))
+                              t, std::get<0>(key), cfg_.beta1, cfg_.beta2, std::get<1>(key), std::get<2>(key)))
         return false;
     for (GroupState& st : states_) st.t = t;
     ++steps_;
@@ -161,9 +193,32 @@ class Adam final : public Optimizer {
     return std::numeric_limits<float>::min();  // float32, bfloat16
   }
 
+  // An ensemble group's member slices for the fused path: views p[e], m[e], v[e], rebuilt when
+  // the memory behind them is replaced (a checkpoint's load assigns new moments); the views keep
+  // the old memory alive, so a new tensor cannot reuse its address. With them, the members' base
+  // LR and weight decay as doubles (the [E, 1, ...] tensors' values: fixed for a run).
+  struct MemberSlices {
+    std::vector<double> lr, wd;
+    std::vector<torch::Tensor> p, m, v;
+    const void* of[3] = {nullptr, nullptr, nullptr};
+    void refresh(const torch::Tensor& param, const torch::Tensor& mb, const torch::Tensor& vb) {
+      const void* now[3] = {param.data_ptr(), mb.data_ptr(), vb.data_ptr()};
+      if (std::equal(now, now + 3, of)) return;
+      p = param.unbind(0);
+      m = mb.unbind(0);
+      v = vb.unbind(0);
+      std::copy(now, now + 3, of);
+    }
+  };
+  static std::vector<double> host_values(const torch::Tensor& member) {
+    const torch::Tensor h = member.detach().to(torch::kCPU, torch::kFloat64).contiguous().flatten();
+    return {h.data_ptr<double>(), h.data_ptr<double>() + h.numel()};
+  }
+
   bool l2_;    // adam: wd*p is added to the gradient
   bool sign_;  // sign descent
   std::vector<GroupState> states_;
+  std::map<size_t, MemberSlices> members_;  // by group index, ensemble groups on the fused path
 };
 
 }  // namespace
