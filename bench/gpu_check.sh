@@ -16,7 +16,8 @@
 #   suite       the rest of this build's test suite (the CPU paths under libtorch 2.x; ctest -j 4:
 #               every test process uses all cores, so more parallel jobs only contend)
 #   curves      a 30-step CUDA fp32 and bf16 curve against the CPU's (README's figures)
-#   speed       tokens/s against the peer (gpt_peer_gpu.py), one after the other in this run
+#   speed       tokens/s against the peer (gpt_peer_gpu.py), one after the other in this run, and
+#               a batched ensemble with the fused optimizer against its per-tensor loop
 #   settle      examples/sweeps/gpt_kjv_width_settle.toml (144 runs of 1000 steps) on CUDA with
 #               batched ensembles, timed (issue 14's target: <= 60 s) at --jobs 1 and 4
 #               (SETTLE_JOBS), and its transfer reports
@@ -111,6 +112,19 @@ if stage speed; then
   run_pair 512 4 128 16 50 bf16 1
   run_pair 512 4 128 16 50 bf16 1 --cuda-graph
   run_pair 2048 8 512 16 10 off 0
+  # Batched ensembles (8 members at width 64, the settle sweep's depth, sequence and batch, fp32 +
+  # TF32 as there) stepped by the fused optimizer and by its per-tensor loop, in one run.
+  $B bench --device cuda --quick --quiet --widths 64 --depth 2 --seq-len 32 --batch 8 --steps 50 --autocast off \
+    --json "$OUT/bench_ensemble.json" >"$OUT/bench_ensemble.txt" 2>&1
+  python3 - "$OUT/bench_ensemble.json" <<'PY' 2>&1 | tee -a "$summary"
+import json, sys
+try:
+    e = json.load(open(sys.argv[1]))["ensemble"]
+    print(f"ensemble x{e['members']} width {e['width']}: {e['time_ratio']:.2f}x the time of one member; optimizer "
+          f"fused {e['all_s']:.3f} s, per-tensor loop {e.get('loop_all_s', float('nan')):.3f} s")
+except Exception as err:
+    print(f"ensemble bench: no result ({err!r}; see bench_ensemble.txt)")
+PY
 fi
 if stage settle; then
   # The same file with every run on CUDA (fp32 + TF32; batched ensembles are the default there).

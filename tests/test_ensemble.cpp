@@ -79,11 +79,12 @@ TEST(Ensemble, GptMembersReproduceSeparateRuns) {
 }
 
 // The same with the fused AdamW kernels (CUDA's path; on the CPU of a libtorch >= 2.4 build inside
-// compat::FusedAdamOnCpu): each member's slices of the stacked tensors step in the set of that
-// member's LR and decay, and reproduce the member's separate (fused) run to the tolerance above.
+// a compat::FusedAdamScope of AlsoCpu): each member's slices of the stacked tensors step in the set
+// of that member's LR and decay, and reproduce the member's separate (fused) run to the tolerance
+// above.
 TEST(Ensemble, FusedAdamMembersReproduceSeparateRuns) {
   if (!compat::has_fused_adam()) GTEST_SKIP() << "no fused Adam kernels in libtorch " << compat::torch_version();
-  const compat::FusedAdamOnCpu on_cpu;
+  const compat::FusedAdamScope on_cpu(compat::FusedAdamUse::AlsoCpu);
   std::vector<TrainConfig> ms = {cfg({"optim.lr=0.003"}),
                                  cfg({"optim.lr=0.01", "train.seed=1"}),
                                  cfg({"optim.lr=0.03", "optim.weight_decay=0.0", "data.seed=7"})};

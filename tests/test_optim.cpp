@@ -526,9 +526,10 @@ TEST(OptimCheckpoint, SaveLoadContinuesBitForBit) {
   }
 }
 
-// The fused Adam/AdamW path (CUDA's multi-tensor kernels; on the CPU only inside
-// compat::FusedAdamOnCpu, libtorch >= 2.4) against the per-tensor loop: plain groups, and ensemble
-// groups ([E, ...] with per-member LR and weight decay) whose member slices go into per-member sets.
+// The fused Adam/AdamW path (CUDA's multi-tensor kernels; on the CPU only inside a
+// compat::FusedAdamScope of AlsoCpu, libtorch >= 2.4) against the per-tensor loop: plain groups,
+// and ensemble groups ([E, ...] with per-member LR and weight decay) whose member slices go into
+// per-member sets. With a scope of Off, the same groups take the loop: no kernel is launched.
 // Both paths compute the same float32 formulas in another order, so they differ by rounding only:
 // a few ulps of |p| per step plus a few ulps of the update, i.e. below steps x 16 x 2^-24 x
 // (max |p| + max step size) with |p| <= 2 and step sizes <= 0.1 here. A wrong member LR or decay
@@ -592,12 +593,16 @@ TEST(OptimAdam, FusedPathIsTheLoopsUpdate) {
             loop_p[i].mutable_grad() = grads[i][size_t(s)].clone();
             fused_p[i].mutable_grad() = grads[i][size_t(s)].clone();
           }
-          loop->step(lr_factor[size_t(s)]);
-          const compat::FusedAdamOnCpu on_cpu;
-          fused->step(lr_factor[size_t(s)]);
+          const compat::FusedAdamScope on_cpu(compat::FusedAdamUse::AlsoCpu);
+          {
+            const compat::FusedAdamScope off(compat::FusedAdamUse::Off);  // inner scope: the loop
+            loop->step(lr_factor[size_t(s)]);
+          }
+          fused->step(lr_factor[size_t(s)]);  // AlsoCpu again
         }
-        // One kernel per set and step: plain {a, c} and {b}; ensemble, per tensor, members 0 and 2
-        // share an LR but not a decay, so 3 sets each (for Adam's L2 too: the coefficient differs).
+        // One kernel per set and step, none for the loop: plain {a, c} and {b}; ensemble, per
+        // tensor, members 0 and 2 share an LR but not a decay, so 3 sets each (for Adam's L2 too:
+        // the coefficient differs).
         EXPECT_EQ(compat::fused_adam_launches() - before, steps * (ensemble ? 6 : 2));
         EXPECT_EQ(loop->steps_taken(), steps);
         EXPECT_EQ(fused->steps_taken(), steps);

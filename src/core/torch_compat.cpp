@@ -78,11 +78,11 @@ CudaAutocast::~CudaAutocast() {
 }
 
 namespace {
-thread_local bool t_fused_adam_on_cpu = false;
+thread_local FusedAdamUse t_fused_adam_use = FusedAdamUse::Auto;
 }  // namespace
 
-FusedAdamOnCpu::FusedAdamOnCpu() : previous_(t_fused_adam_on_cpu) { t_fused_adam_on_cpu = true; }
-FusedAdamOnCpu::~FusedAdamOnCpu() { t_fused_adam_on_cpu = previous_; }
+FusedAdamScope::FusedAdamScope(FusedAdamUse use) : previous_(t_fused_adam_use) { t_fused_adam_use = use; }
+FusedAdamScope::~FusedAdamScope() { t_fused_adam_use = previous_; }
 
 bool has_fused_adam() { return SCALEINV_TORCH_AT_LEAST(2, 4); }
 
@@ -90,8 +90,10 @@ bool fused_adam_takes(const torch::Tensor& p, const torch::Tensor& g, const torc
 #if SCALEINV_TORCH_AT_LEAST(2, 4)
   // The kernels' fast-path check (check_fast_path_restrictions) throws unless the four tensors
   // share sizes and strides and are dense; it is asked here first, so nothing throws mid-step.
+  const FusedAdamUse use = t_fused_adam_use;
+  if (use == FusedAdamUse::Off) return false;
   for (const torch::Tensor* x : {&p, &g, &m, &v})
-    if (!x->defined() || !(x->is_cuda() || (t_fused_adam_on_cpu && x->is_cpu())) ||
+    if (!x->defined() || !(x->is_cuda() || (use == FusedAdamUse::AlsoCpu && x->is_cpu())) ||
         x->scalar_type() != torch::kFloat32 || x->sizes() != p.sizes() || x->strides() != p.strides() ||
         !x->is_non_overlapping_and_dense() || x->device() != p.device())
       return false;

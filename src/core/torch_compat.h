@@ -55,26 +55,31 @@ class CudaAutocast {
 // tensor first, so that no set is stepped twice (fused, then again by its fallback).
 enum class WeightDecay { Decoupled, Coupled };
 // Whether the fused kernel takes param p, gradient g and moments m, v: compiled in (libtorch >=
-// 2.4), all four fp32 on one CUDA device (or the CPU inside FusedAdamOnCpu), dense, with the same
+// 2.4), all four fp32 on one CUDA device (or as a FusedAdamScope says), dense, with the same
 // sizes and strides (the kernel throws otherwise). Views qualify: an ensemble's member slices
 // p[e] of a contiguous [E, ...] tensor are dense.
 bool fused_adam_takes(const torch::Tensor& p, const torch::Tensor& g, const torch::Tensor& m, const torch::Tensor& v);
 // True where the fused kernels are compiled in (libtorch >= 2.4).
 bool has_fused_adam();
-// For its lifetime (this thread), fused_adam_takes also accepts CPU tensors, where libtorch >= 2.4
-// has CPU kernels of the same update: lets the CPU suite of a libtorch 2.x build check the
-// optimizers' fused path (which tensors go into which set, with which LR and decay) against their
-// loop. For tests only: a CPU run otherwise keeps the loop, the path that CPU results (and their
-// bit-for-bit claims) are measured on. A no-op where has_fused_adam() is false.
-class FusedAdamOnCpu {
+// Where fused_adam_takes accepts tensors, for the lifetime of a FusedAdamScope (this thread):
+//   Auto     on CUDA (the default, without a scope)
+//   Off      nowhere: the optimizers' per-tensor loop everywhere (`bench` times what the fused
+//            kernels save, in the same run)
+//   AlsoCpu  on CUDA and on the CPU, where libtorch >= 2.4 has CPU kernels of the same update: lets
+//            the CPU suite of a libtorch 2.x build check the fused path (which tensors go into
+//            which set, with which LR and decay) against the loop. For tests only: a CPU run
+//            otherwise keeps the loop, the path CPU results (and their bit-for-bit claims) are
+//            measured on.
+enum class FusedAdamUse { Auto, Off, AlsoCpu };
+class FusedAdamScope {
  public:
-  FusedAdamOnCpu();
-  ~FusedAdamOnCpu();
-  FusedAdamOnCpu(const FusedAdamOnCpu&) = delete;
-  FusedAdamOnCpu& operator=(const FusedAdamOnCpu&) = delete;
+  explicit FusedAdamScope(FusedAdamUse use);
+  ~FusedAdamScope();
+  FusedAdamScope(const FusedAdamScope&) = delete;
+  FusedAdamScope& operator=(const FusedAdamScope&) = delete;
 
  private:
-  bool previous_;
+  FusedAdamUse previous_;
 };
 // How many fused Adam/AdamW kernels this process has launched (fused_adam calls that returned
 // true with tensors): lets a test tell the fused path from the loop's, which give the same curve.

@@ -103,8 +103,8 @@ class Adam final : public Optimizer {
   // An ensemble group ([E, ...], per-member LR and weight decay) goes in member by member: its
   // slice p[e] joins the set of member e's LR and decay, so an ensemble of E members steps in about
   // E x roles launches instead of a dozen or more per tensor. False where it does not apply (sign
-  // descent, the CPU outside compat::FusedAdamOnCpu, beta1 = 0, eps = 0, libtorch 1.13): the loop
-  // runs.
+  // descent, beta1 = 0, eps = 0, libtorch 1.13, the CPU unless a compat::FusedAdamScope asks for it,
+  // anywhere inside one that says Off): the loop runs.
   bool fused_step(double lr_factor) {
     if (sign_ || !(cfg_.beta1 > 0) || !(cfg_.eps > 0) || groups_.empty()) return false;
     const int64_t t = states_.front().t + 1;

@@ -5,6 +5,8 @@
 //   - GPT training throughput through train_run at the peer's shapes (../shared/peer/gpt_peer.py):
 //     widths 64..512, depth 4, sequence 128, batch 16, AdamW, warm-up steps excluded;
 //   - the batched-ensemble time ratio: 8 members at width 64 through train_ensemble against one;
+//     where the optimizer's fused kernels apply (CUDA, libtorch >= 2.4), the same 8 members again
+//     with the per-tensor loop (compat::FusedAdamScope Off), so the run says what fusing saves;
 //   - the time per coordinate-check step.
 //
 // The GPT is configured like the peer's: vocab 256, learned position embedding, head_dim 64
@@ -71,6 +73,7 @@ struct BenchResult {
   int ensemble_members = 8, ensemble_width = 64;
   double ensemble_one_s = 0, ensemble_all_s = 0;  // measured steps of 1 member / all members
   double ensemble_ratio = 0;    // ensemble_all_s / ensemble_one_s
+  double ensemble_loop_s = 0;   // all members with the optimizer's per-tensor loop (0: not measured)
   bool ensemble_batched = false;  // ensemble_supported(): the batched path, not one run per member
   double coordcheck_step_ms = 0;
   std::string coordcheck_setup; // what the coordcheck timing ran
@@ -92,7 +95,7 @@ BenchResult run_bench(const BenchConfig& cfg);
 // The summary table printed at the end.
 std::string render_bench(const BenchResult& r);
 // {"sgemm_gflops", "gpt": [{"width", "tokens_per_s", "gflops", ...}], "ensemble": {"members", "width",
-// "time_ratio", ...}, "coordcheck_step_ms", plus "device", "threads", ...}
+// "time_ratio", ..., "loop_all_s" where measured}, "coordcheck_step_ms", plus "device", "threads", ...}
 nlohmann::json bench_to_json(const BenchResult& r);
 
 }  // namespace scaleinv
