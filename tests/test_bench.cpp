@@ -40,8 +40,14 @@ TEST(Bench, QuickJsonHasTheDocumentedKeys) {
     const double tps = g["tokens_per_s"].get<double>(), gf = g["gflops"].get<double>();
     EXPECT_TRUE(std::isfinite(tps) && tps > 0);
     EXPECT_TRUE(std::isfinite(gf) && gf > 0);
-    // gflops is tokens/s times the documented flops per token.
-    const double fpt = gpt_train_flops_per_token(g.at("params").get<int64_t>(), 4, 128, g["width"].get<int>());
+    // gflops is tokens/s times the documented flops per token, 6 N + 12 L T d (bench.h), written
+    // out here rather than through gpt_train_flops_per_token, which bench itself uses; N is the
+    // peer's count less the LayerNorm biases (Bench.ParamsMatchThePeersModel), at this width.
+    const int64_t d = g["width"].get<int64_t>(), L = 4, T = 128;
+    const int64_t n = L * 12 * d * d + 256 * d + T * d + 256 * d + (2 * L + 1) * d;
+    EXPECT_EQ(g.at("params").get<int64_t>(), n);
+    const double fpt = 6.0 * static_cast<double>(n) + 12.0 * static_cast<double>(L * T * d);
+    EXPECT_DOUBLE_EQ(g.at("flops_per_token").get<double>(), fpt);
     EXPECT_NEAR(gf, tps * fpt / 1e9, 1e-6 * gf);
   }
 

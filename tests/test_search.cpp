@@ -19,6 +19,7 @@
 #include "core/sqlite_db.h"
 #include "sweep/search_runner.h"
 #include "sweep/search_space.h"
+#include "sweep/shard.h"
 #include "sweep/sweep_spec.h"
 
 using namespace scaleinv;
@@ -284,9 +285,24 @@ TEST(SearchCli, RandomSearchShardsAndMergesIntoTheWholeRanking) {
     EXPECT_EQ(merged[i].seeds, 2);
     EXPECT_DOUBLE_EQ(merged[i].mean_loss, whole[i].mean_loss);  // one thread per point: bit for bit
   }
-  // A single shard's store ranks only what it ran; the rest says "not run" (NaN), last.
+  // A single shard's store ranks only what it ran: each trial with the seeds shard 0 holds of it
+  // (shard_points), the mean over those; a trial with none says "not run" (NaN), after every
+  // trial that ran.
+  std::map<int, int> held;  // trial -> its points (seeds) in shard 0
+  const std::vector<size_t> mine = shard_points(spec, Shard{0, 2});
+  ASSERT_LT(mine.size(), spec.points.size());
+  for (size_t i : mine) ++held[spec.points[i].axes.at("search.trial").get<int>()];
   const auto part = rank_search(spec, dir + "/r0.db");
-  EXPECT_TRUE(std::isnan(part.back().mean_loss) || part.back().seeds < 2);
+  ASSERT_EQ(part.size(), 6u);
+  bool seen_nan = false;
+  for (const TrialResult& t : part) {
+    SCOPED_TRACE("trial " + std::to_string(t.trial));
+    const int n = held.count(t.trial) ? held[t.trial] : 0;
+    EXPECT_EQ(t.seeds, n);
+    EXPECT_EQ(std::isnan(t.mean_loss), n == 0);
+    if (n > 0) EXPECT_FALSE(seen_nan) << "a trial that ran is listed after one that did not";
+    seen_nan = seen_nan || std::isnan(t.mean_loss);
+  }
 }
 
 // Hyperband end to end, grown from a finished halving search's store: the brackets run
