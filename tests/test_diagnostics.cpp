@@ -223,9 +223,15 @@ TEST(DiagAlignment, HiddenExponentsInTheSeedRangeAndReadoutFindingReported) {
   EXPECT_NEAR(sp.pred_logit_omega1, 0.5, 1e-12);
   EXPECT_NEAR(sp.pred_logit_omega_half, 0.0, 1e-12);
   EXPECT_NEAR(mup.pred_logit_omega1, 0.0, 1e-12);
-  // sp's readout (a + b = 1/2) passes W dh through with a factor d^(omega - 1/2) more than mup's (a + b = 1):
-  // its logit update grows faster with width whatever omega_readout is.
-  EXPECT_GT(sp.logit_update.slope, mup.logit_update.slope + 0.25);
+  // The readout is aligned here (omega_readout above 1/2 beyond its interval and the finite-size
+  // allowance), where those predictions put sp's logit update above mup's (by 1/2 at omega = 1; the
+  // gap closes only at omega = 1/2). So the measured difference of the two slopes must exceed its
+  // own interval, t_{2S-2} sqrt(se_sp^2 + se_mup^2), plus both slopes' finite-size allowance.
+  EXPECT_GT(sp.layers.back().omega.lo - fs, 0.5) << fit_text(sp.layers.back().omega);
+  const double gap = sp.logit_update.slope - mup.logit_update.slope;
+  const double gap_half =
+      student_t_quantile(0.975, 2 * o.seeds - 2) * std::hypot(sp.logit_update.se, mup.logit_update.se);
+  EXPECT_GT(gap, gap_half + 2 * fs) << "sp " << fit_text(sp.logit_update) << " mup " << fit_text(mup.logit_update);
   const std::string table = alignment_table(r);
   EXPECT_NE(table.find("finding: readout omega"), std::string::npos);
   const nlohmann::json j = alignment_json(r);

@@ -435,6 +435,11 @@ TEST(ModelsScaling, MupMultipliersKeepEmbeddingsAndShrinkLogitsAsTheTableSays) {
     h_rms[i] = hs;
     l_rms[i] = ls;
   }
+  // Tolerances: an RMS over n = 32 d unit-variance entries has relative sd 1/sqrt(2n) (1.6% at
+  // d = 64), 0.8% over 4 seeds, so 0.1 is over 10 sd. The logits' RMS adds the readout's random
+  // projection of each token's h (32 tokens x vocab 32 outputs: a relative sd of about
+  // 1/sqrt(2 x 1024) = 2.2% per seed, 1.1% over 4), so 15% is over 10 sd of the ratio; a wrong
+  // exponent (ratio 1, 1/16 or 4) misses it by 75% or more.
   EXPECT_NEAR(h_rms[0], 1.0, 0.1);
   EXPECT_NEAR(h_rms[1] / h_rms[0], 1.0, 0.1);
   EXPECT_NEAR(l_rms[1] / l_rms[0], 0.25, 0.25 * 0.15);

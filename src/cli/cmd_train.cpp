@@ -103,7 +103,9 @@ void add_train_command(CLI::App& app, int& exit_code) {
     auto model = build_model(meta.config.model, ctx, meta.config.hp);
     load_checkpoint(o->checkpoint, *model, nullptr);
     std::string text = sample_text(*model, o->prompt, o->tokens, o->temperature, o->seed);
-    std::printf("%s%s\n", o->prompt.c_str(), text.c_str());
+    // The bytes as generated (a byte-level model may emit NUL, which %s would stop at).
+    const std::string line = o->prompt + text + "\n";
+    std::fwrite(line.data(), 1, line.size(), stdout);
     exit_code = 0;
   });
 }
