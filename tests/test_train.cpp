@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -14,6 +15,7 @@
 #include "cli_util.h"
 #include "fixtures.h"
 #include "core/errors.h"
+#include "core/torch_compat.h"
 #include "optim/optimizer.h"
 #include "data/data.h"
 #include "models/model.h"
@@ -76,6 +78,55 @@ TEST(Train, ResumeReproducesTheUninterruptedRun) {
   EXPECT_EQ(lf, lp);  // bit for bit
   // Without --resume an existing checkpoint is refused rather than overwritten.
   EXPECT_THROW(train_run(part, o), UserError);
+}
+
+// A checkpoint holds the same moments whichever path stepped them: a run trained on the fused Adam
+// kernels (the GPU's path; here the CPU kernels of libtorch >= 2.4, inside a FusedAdamScope of
+// AlsoCpu) resumes on the per-tensor loop (the CPU's path), and the reverse, and follows the
+// uninterrupted loop run. The two paths differ by float32 rounding of the update only (~1e-7
+// relative a step, see OptimAdam.FusedPathIsTheLoopsUpdate), which 20 steps of Adam keep far below
+// 1e-5 of the loss; a step count or moment lost at the switch changes Adam's bias correction by a
+// factor of up to 10 and the loss by far more.
+TEST(Train, FusedAndLoopCheckpointsResumeEachOther) {
+  if (!compat::has_fused_adam()) GTEST_SKIP() << "no fused Adam kernels in libtorch " << compat::torch_version();
+  const std::string dir = temp_dir("resume_fused");
+  const std::vector<std::string> adamw = {"optim.kind=\"adamw\"", "optim.weight_decay=0.1"};
+  auto cfg = [&](const std::string& out) {
+    std::vector<std::string> sets = adamw;
+    sets.push_back("train.out_dir=\"" + dir + "/" + out + "\"");
+    return small(sets);
+  };
+  RunOptions o;
+  o.show_progress = false;
+  train_run(cfg("loop"), o);
+  const auto want = losses_in(dir + "/loop/metrics.jsonl");
+  ASSERT_EQ(want.size(), 20u);
+  for (const bool fused_first : {true, false}) {
+    SCOPED_TRACE(fused_first ? "fused, then the loop" : "the loop, then fused");
+    const TrainConfig part = cfg(fused_first ? "fused_loop" : "loop_fused");
+    auto leg = [&](bool fused, const RunOptions& ro, int64_t steps) {
+      std::optional<compat::FusedAdamScope> scope;
+      if (fused) scope.emplace(compat::FusedAdamUse::AlsoCpu);
+      const int64_t before = compat::fused_adam_launches();
+      train_run(part, ro);
+      const int64_t launched = compat::fused_adam_launches() - before;
+      if (fused) {
+        EXPECT_GE(launched, steps);  // the kernel stepped every step of this leg
+      } else {
+        EXPECT_EQ(launched, 0);
+      }
+    };
+    RunOptions first = o;
+    first.stop_after = 12;
+    leg(fused_first, first, 12);
+    RunOptions again = o;
+    again.resume = true;
+    leg(!fused_first, again, 8);
+    const auto got = losses_in(part.train.out_dir + "/metrics.jsonl");
+    ASSERT_EQ(got.size(), 20u);
+    EXPECT_LT(max_rel_diff(got, want), 1e-5);
+    EXPECT_NE(got, want);  // (the paths did differ: the comparison is not of one path with itself)
+  }
 }
 
 TEST(Train, KilledRunResumesWithoutLosingACheckpoint) {
