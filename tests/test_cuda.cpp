@@ -27,9 +27,15 @@
 #include "cli_util.h"
 #include "core/sqlite_db.h"
 #include "core/torch_compat.h"
+#include "data/data.h"
 #include "fixtures.h"
+#include "models/model.h"
+#include "optim/optimizer.h"
+#include "param/table.h"
 #include "sweep/sweep_runner.h"
 #include "sweep/sweep_spec.h"
+#include "train/checkpoint.h"
+#include "train/config.h"
 #include "train/ensemble.h"
 #include "train/trainer.h"
 
@@ -231,6 +237,37 @@ TEST(CudaTrain, AStepCallbackKeepsTheDeferredReadBack) {
   for (size_t i = 0; i < calls.size(); ++i) EXPECT_EQ(calls[i], static_cast<int64_t>(i) + 1);
   ASSERT_EQ(with.losses.size(), 20u);
   EXPECT_LT(max_rel_diff(with.losses, without.losses), 1e-4);
+}
+
+// A checkpoint written by a CUDA run holds CUDA tensors; it must load where there is no GPU (the
+// CPU model of `sample`, an export): loaded onto the CPU, the weights reproduce the run's final
+// validation loss (computed on CUDA in fp32 with TF32 off: reassociation only, 1e-4 relative as
+// above), and `sample` reads it.
+TEST(CudaTrain, ACheckpointWrittenOnTheGpuLoadsIntoACpuModel) {
+  REQUIRE_GPU();
+  const std::string dir = temp_dir("cuda_ckpt");
+  const TrainConfig c = gpt_on("cuda", {"train.out_dir=\"" + dir + "\""});
+  RunOptions ro;
+  ro.show_progress = false;
+  ro.data_parallel = false;
+  const RunSummary s = train_run(c, ro);
+  ASSERT_TRUE(std::isfinite(s.final_val_loss));
+  auto model = build_model(c.model, ScaleContext{resolve_param(c), optimizer_family(c.optim.kind), c.model.width, c.model.depth},
+                           c.hp);
+  load_checkpoint(dir + "/checkpoint.pt", *model, nullptr);
+  model->eval();
+  const auto data = make_data(c.data);
+  double total = 0;
+  {
+    torch::NoGradGuard ng;
+    for (int64_t i = 0; i < c.train.eval_batches; ++i) {
+      const Batch b = data->batch(Split::Val, i, c.train.batch_size);
+      total += model->loss(b.x, b.y).item<double>();
+    }
+  }
+  EXPECT_NEAR(total / static_cast<double>(c.train.eval_batches), s.final_val_loss, 1e-4 * s.final_val_loss);
+  const auto r = run_cli("sample --checkpoint " + dir + "/checkpoint.pt --prompt ab --tokens 8 --temperature 0");
+  EXPECT_EQ(r.code, 0) << r.err;
 }
 
 TEST(CudaEnsemble, BatchedMembersAreTheirOwnRunsAndReadBackChangesNothing) {

@@ -75,7 +75,10 @@ torch::serialize::InputArchive open_archive(const std::string& path) {
     throw UserError(path, "checksum", "CRC-32 mismatch: the checkpoint's bytes changed after it was written", fix);
   torch::serialize::InputArchive ar;
   try {
-    ar.load_from(bytes.data(), static_cast<size_t>(len));
+    // Onto the CPU: a checkpoint written by a CUDA run holds CUDA tensors, which would otherwise be
+    // restored on a GPU (and fail where there is none: `sample` or an export on a laptop). The
+    // loaders copy each tensor to where the model and optimizer live.
+    ar.load_from(bytes.data(), static_cast<size_t>(len), torch::Device(torch::kCPU));
   } catch (const c10::Error& e) {
     throw UserError(path, "", "not a readable checkpoint", fix);
   }
