@@ -127,11 +127,11 @@ class Adam final : public Optimizer {
       std::vector<torch::Tensor> p, g, m, v;
     };
     std::map<std::tuple<double, double, double>, Set> sets;  // (lr, weight_decay, eps) -> tensors
-    // The kernel's (lr, weight_decay) for a tensor of LR lr whose decay is wd_t (decoupled_decay's
-    // fraction for AdamW, the L2 coefficient for Adam), or false where AdamW would decay a tensor
-    // whose LR is 0 (frac / lr undefined): the loop runs then.
+    // The kernel's weight_decay for a tensor of LR lr whose decay is wd_t (for AdamW the
+    // decoupled_fraction over lr, for Adam the L2 coefficient), or false where AdamW would decay a
+    // tensor whose LR is 0 (frac / lr undefined): the loop runs then.
     auto kernel_lr_wd = [&](double lr, double wd_t, double base_lr_t, double* wd) {
-      const double frac = cfg_.wd_mode == "independent" ? wd_t : base_lr_t * wd_t;
+      const double frac = decoupled_fraction(cfg_, base_lr_t, wd_t);
       if (!l2_ && frac != 0 && !(lr > 0)) return false;
       *wd = l2_ ? wd_t : (frac == 0 ? 0.0 : frac / lr);
       return true;

@@ -29,6 +29,8 @@ torch::Tensor& scratch_like(torch::Tensor& slot, const torch::Tensor& like);
 // and the equivalence shift (which moves the LR factor, not wd) leaves it unchanged; coupled decay still
 // follows the base LR and its schedule (seed 000 A.2.2).
 void decoupled_decay(const OptimConfig& cfg, torch::Tensor& p, double base_lr_t, double wd_t);
+// That per-step fraction (p *= 1 - fraction): base_lr_t * wd_t when coupled, wd_t when independent.
+double decoupled_fraction(const OptimConfig& cfg, double base_lr_t, double wd_t);
 // The same for an ensemble group (g.member_lr / g.member_wd defined): per-member fractions
 // coupled lr_factor * member_lr * member_wd * wd_mult, independent member_wd * wd_mult.
 void member_decay(const OptimConfig& cfg, const ParamGroup& g, torch::Tensor& p, double lr_factor);

@@ -124,10 +124,13 @@ torch::Tensor& scratch_like(torch::Tensor& slot, const torch::Tensor& like) {
   return slot;
 }
 
+double decoupled_fraction(const OptimConfig& cfg, double base_lr_t, double wd_t) {
+  return cfg.wd_mode == "independent" ? wd_t : base_lr_t * wd_t;
+}
+
 void decoupled_decay(const OptimConfig& cfg, torch::Tensor& p, double base_lr_t, double wd_t) {
   if (wd_t == 0) return;
-  const double frac = cfg.wd_mode == "independent" ? wd_t : base_lr_t * wd_t;
-  p.mul_(1.0 - frac);
+  p.mul_(1.0 - decoupled_fraction(cfg, base_lr_t, wd_t));
 }
 
 void member_decay(const OptimConfig& cfg, const ParamGroup& g, torch::Tensor& p, double lr_factor) {
