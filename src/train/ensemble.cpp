@@ -160,16 +160,23 @@ std::vector<RunSummary> train_ensemble(const std::vector<TrainConfig>& members, 
     }
     return std::make_pair(compat::to_device_async(torch::stack(xs), dev), compat::to_device_async(torch::stack(ys), dev));
   };
+  // The members' validation losses: every batch's [E] losses stay on the device until all are
+  // computed (one read-back, as train_run's evaluation), then each member's are summed on the host
+  // in batch order, in double.
   auto evaluate = [&] {
     torch::NoGradGuard ng;
     const compat::CudaAutocast autocast(bf16);
-    torch::Tensor total = torch::zeros({E}, torch::kFloat64);
+    std::vector<torch::Tensor> losses;
     for (int64_t i = 0; i < c0.train.eval_batches; ++i) {
       auto [x, y] = stacked(Split::Val, i, c0.train.batch_size);
-      total += model->member_losses(x, y).to(torch::kCPU, torch::kFloat64);
+      losses.push_back(model->member_losses(x, y).detach());
     }
-    total /= static_cast<double>(std::max<int64_t>(1, c0.train.eval_batches));
-    for (int64_t e = 0; e < E; ++e) val[size_t(e)] = alive[size_t(e)] ? total[e].item<double>() : val[size_t(e)];
+    const std::vector<double> v = to_host(losses);  // [batch][member]
+    for (int64_t e = 0; e < E; ++e) {
+      double total = 0;
+      for (size_t i = 0; i < losses.size(); ++i) total += v[i * static_cast<size_t>(E) + static_cast<size_t>(e)];
+      if (alive[size_t(e)]) val[size_t(e)] = total / static_cast<double>(std::max<int64_t>(1, c0.train.eval_batches));
+    }
   };
   std::unique_ptr<Progress> bar;
   if (opts.show_progress) bar = std::make_unique<Progress>(c0.train.steps, fmt::format("ensemble x{}", E), "steps");
@@ -186,13 +193,13 @@ std::vector<RunSummary> train_ensemble(const std::vector<TrainConfig>& members, 
   int64_t first_pending = 0;
   auto read_back = [&] {
     if (pending.empty()) return;
-    const torch::Tensor rows = torch::stack(pending).to(torch::kCPU, torch::kFloat64);
-    const auto r = rows.accessor<double, 2>();
-    for (int64_t i = 0; i < r.size(0); ++i) {
+    const std::vector<double> r = to_host(pending);  // [step][member]
+    const auto rows = static_cast<int64_t>(pending.size());
+    for (int64_t i = 0; i < rows; ++i) {
       const int64_t step = first_pending + i;
       for (int64_t e = 0; e < E; ++e) {
         if (!alive[size_t(e)]) continue;
-        const double l = r[i][e];
+        const double l = r[static_cast<size_t>(i * E + e)];
         if (!std::isfinite(l)) {  // diverged: recorded at this step (its loss left the sum then)
           alive[size_t(e)] = false;
           out[size_t(e)].diverged = true;
@@ -204,7 +211,7 @@ std::vector<RunSummary> train_ensemble(const std::vector<TrainConfig>& members, 
         out[size_t(e)].losses.push_back(l);
       }
     }
-    first_pending += r.size(0);
+    first_pending += rows;
     pending.clear();
   };
   StepHooks hooks;

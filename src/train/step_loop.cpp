@@ -22,4 +22,11 @@ int64_t run_steps(Optimizer& opt, int64_t first, int64_t end, const StepHooks& h
   return end;
 }
 
+std::vector<double> to_host(const std::vector<torch::Tensor>& tensors) {
+  if (tensors.empty()) return {};
+  const torch::Tensor host = torch::stack(tensors).to(torch::kCPU, torch::kFloat64).contiguous();
+  const double* v = host.data_ptr<double>();
+  return {v, v + host.numel()};
+}
+
 }  // namespace scaleinv

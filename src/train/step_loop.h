@@ -20,6 +20,7 @@
 // Throws whatever the hooks and the optimizer throw; writes nothing itself.
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 #include <torch/types.h>
 
@@ -35,5 +36,10 @@ struct StepHooks {
 };
 
 int64_t run_steps(Optimizer& opt, int64_t first, int64_t end, const StepHooks& hooks);
+
+// The values of equally shaped tensors on any device (losses kept there between read-backs), as
+// host doubles: one stack and one copy back, so one device sync. Row-major: tensor i's elements
+// (e.g. an ensemble's [E] member losses) at i * numel .. (i + 1) * numel. Empty in, empty out.
+std::vector<double> to_host(const std::vector<torch::Tensor>& tensors);
 
 }  // namespace scaleinv

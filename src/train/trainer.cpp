@@ -23,14 +23,6 @@ namespace scaleinv {
 
 namespace {
 
-// Device scalars (losses) as host doubles, in order: one copy back, so one device sync.
-std::vector<double> to_host(const std::vector<torch::Tensor>& scalars) {
-  if (scalars.empty()) return {};
-  const torch::Tensor host = torch::stack(scalars).to(torch::kCPU, torch::kFloat64).contiguous();
-  const double* v = host.data_ptr<double>();
-  return {v, v + host.numel()};
-}
-
 // Validation loss of the global batches; each rank evaluates its slice. The batches' losses stay
 // on the device until all are computed (one read-back, not one device sync per batch) and are
 // summed on the host in batch order, in double, as they always were.
