@@ -13,7 +13,10 @@
 #include "core/errors.h"
 #include "core/threads.h"
 #include "core/toml_reader.h"
+#include "data/data.h"
+#include "optim/optimizer.h"
 #include "sweep/sweep_spec.h"
+#include "train/checkpoint.h"
 
 namespace scaleinv::testing {
 
@@ -70,6 +73,25 @@ std::string user_error_of(const std::function<void()>& f) {
 
 std::string sweep_error_of(const std::string& text) {
   return user_error_of([&] { sweep_from_toml_text(text, "bad.toml", "."); });
+}
+
+std::shared_ptr<Model> model_from_checkpoint(const TrainConfig& c, const ParamTable& table, const std::string& path) {
+  auto model =
+      build_model(c.model, ScaleContext{table, optimizer_family(c.optim.kind), c.model.width, c.model.depth}, c.hp);
+  load_checkpoint(path, *model, nullptr);
+  model->eval();
+  return model;
+}
+
+double validation_loss(Model& model, const TrainConfig& c) {
+  const auto data = make_data(c.data);
+  torch::NoGradGuard ng;
+  double total = 0;
+  for (int64_t i = 0; i < c.train.eval_batches; ++i) {
+    const Batch b = data->batch(Split::Val, i, c.train.batch_size);
+    total += model.loss(b.x, b.y).item<double>();
+  }
+  return total / static_cast<double>(c.train.eval_batches);
 }
 
 }  // namespace scaleinv::testing

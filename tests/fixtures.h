@@ -2,9 +2,11 @@
 // Shared test fixtures (tests/fixtures/*.toml), so a configuration used by several test files is
 // written once and each test states only what it changes.
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "models/model.h"
 #include "train/config.h"
 
 namespace scaleinv::testing {
@@ -18,6 +20,12 @@ TrainConfig small_gpt(const std::vector<std::string>& sets = {});
 std::vector<double> losses_in(const std::string& metrics_jsonl);
 // max over i of |a_i - b_i| / |b_i| (a failed expectation when the sizes differ).
 double max_rel_diff(const std::vector<double>& a, const std::vector<double>& b);
+
+// Run c's model on the CPU, built under `table` (the config's own: resolve_param(c)) with the
+// weights of the checkpoint at `path`, in eval mode; and a model's mean loss over c's validation
+// batches (c.train.eval_batches of c.train.batch_size, as train_run evaluates on one process).
+std::shared_ptr<Model> model_from_checkpoint(const TrainConfig& c, const ParamTable& table, const std::string& path);
+double validation_loss(Model& model, const TrainConfig& c);
 
 // What a user's mistake says: the message of the UserError `f` throws, or "(no error)".
 std::string user_error_of(const std::function<void()>& f);

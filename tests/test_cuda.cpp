@@ -27,14 +27,9 @@
 #include "cli_util.h"
 #include "core/sqlite_db.h"
 #include "core/torch_compat.h"
-#include "data/data.h"
 #include "fixtures.h"
-#include "models/model.h"
-#include "optim/optimizer.h"
-#include "param/table.h"
 #include "sweep/sweep_runner.h"
 #include "sweep/sweep_spec.h"
-#include "train/checkpoint.h"
 #include "train/config.h"
 #include "train/ensemble.h"
 #include "train/trainer.h"
@@ -42,6 +37,7 @@
 using namespace scaleinv;
 using scaleinv::testing::losses_in;
 using scaleinv::testing::max_rel_diff;
+using scaleinv::testing::model_from_checkpoint;
 using scaleinv::testing::run_cli;
 using scaleinv::testing::ScopedEnv;
 using scaleinv::testing::slurp;
@@ -49,6 +45,7 @@ using scaleinv::testing::small_gpt;
 using scaleinv::testing::small_gpt_toml;
 using scaleinv::testing::temp_dir;
 using scaleinv::testing::train_args;
+using scaleinv::testing::validation_loss;
 
 namespace {
 
@@ -252,20 +249,8 @@ TEST(CudaTrain, ACheckpointWrittenOnTheGpuLoadsIntoACpuModel) {
   ro.data_parallel = false;
   const RunSummary s = train_run(c, ro);
   ASSERT_TRUE(std::isfinite(s.final_val_loss));
-  auto model = build_model(c.model, ScaleContext{resolve_param(c), optimizer_family(c.optim.kind), c.model.width, c.model.depth},
-                           c.hp);
-  load_checkpoint(dir + "/checkpoint.pt", *model, nullptr);
-  model->eval();
-  const auto data = make_data(c.data);
-  double total = 0;
-  {
-    torch::NoGradGuard ng;
-    for (int64_t i = 0; i < c.train.eval_batches; ++i) {
-      const Batch b = data->batch(Split::Val, i, c.train.batch_size);
-      total += model->loss(b.x, b.y).item<double>();
-    }
-  }
-  EXPECT_NEAR(total / static_cast<double>(c.train.eval_batches), s.final_val_loss, 1e-4 * s.final_val_loss);
+  const auto model = model_from_checkpoint(c, resolve_param(c), dir + "/checkpoint.pt");
+  EXPECT_NEAR(validation_loss(*model, c), s.final_val_loss, 1e-4 * s.final_val_loss);
   const auto r = run_cli("sample --checkpoint " + dir + "/checkpoint.pt --prompt ab --tokens 8 --temperature 0");
   EXPECT_EQ(r.code, 0) << r.err;
 }

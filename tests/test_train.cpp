@@ -17,8 +17,6 @@
 #include "core/errors.h"
 #include "core/torch_compat.h"
 #include "optim/optimizer.h"
-#include "data/data.h"
-#include "models/model.h"
 #include "param/table.h"
 #include "train/checkpoint.h"
 #include "train/config.h"
@@ -27,9 +25,11 @@
 using namespace scaleinv;
 using scaleinv::testing::losses_in;
 using scaleinv::testing::max_rel_diff;
+using scaleinv::testing::model_from_checkpoint;
 using scaleinv::testing::run_cli;
 using scaleinv::testing::small_gpt;
 using scaleinv::testing::temp_dir;
+using scaleinv::testing::validation_loss;
 
 namespace {
 
@@ -353,27 +353,11 @@ TEST(TrainCli, TrainThenSampleAppliesTheTrainingMultipliers) {
   ASSERT_EQ(r.code, 0) << r.err;
 
   const TrainConfig cfg = load_train_config("", sets);
-  auto rebuilt = [&](const ParamTable& table) {
-    auto model = build_model(cfg.model, ScaleContext{table, optimizer_family(cfg.optim.kind), cfg.model.width, cfg.model.depth},
-                             cfg.hp);
-    load_checkpoint(dir + "/checkpoint.pt", *model, nullptr);
-    model->eval();
-    return model;
-  };
-  const auto data = make_data(cfg.data);
-  auto val_loss = [&](Model& model) {
-    torch::NoGradGuard ng;
-    double total = 0;
-    for (int64_t i = 0; i < cfg.train.eval_batches; ++i) {
-      const Batch b = data->batch(Split::Val, i, cfg.train.batch_size);
-      total += model.loss(b.x, b.y).item<double>();
-    }
-    return total / static_cast<double>(cfg.train.eval_batches);
-  };
+  const std::string ckpt = dir + "/checkpoint.pt";
   const double recorded = nlohmann::json::parse(scaleinv::testing::slurp(dir + "/run.json")).at("final_val_loss").get<double>();
-  auto model = rebuilt(resolve_param(cfg));
-  EXPECT_NEAR(val_loss(*model), recorded, 1e-5 * recorded);
-  EXPECT_GT(std::abs(val_loss(*rebuilt(preset("standard"))) - recorded), 1e-3);
+  auto model = model_from_checkpoint(cfg, resolve_param(cfg), ckpt);
+  EXPECT_NEAR(validation_loss(*model, cfg), recorded, 1e-5 * recorded);
+  EXPECT_GT(std::abs(validation_loss(*model_from_checkpoint(cfg, preset("standard"), ckpt), cfg) - recorded), 1e-3);
 
   std::vector<int64_t> ids = {'a', 'b', 'c'};
   std::string want = "abc";
