@@ -218,6 +218,26 @@ TEST(CudaTrain, GraphReplayUnderBf16AutocastIsTheEagerBf16Run) {
               fell(graph.losses), fell(eager.losses));
 }
 
+// A capture that fails (here a host read-back, which cannot be captured) throws and leaves the
+// allocator as it was: libtorch's capture_end throws before it ends the routing to the graph's
+// pool, and without compat::CudaGraph's clean-up emptyCache (what the allocator also runs before it
+// reports out of memory) would fail its no-capture-underway assert for the rest of the process.
+// Then a capture on the same stream still records and replays.
+TEST(CudaGraphs, AFailedCaptureLeavesTheAllocatorAsItWas) {
+  REQUIRE_GPU();
+  ASSERT_TRUE(compat::has_cuda_graphs());
+  const torch::Device dev("cuda");
+  const compat::CudaSideStream side(true, dev);
+  torch::Tensor x = torch::ones({256}, torch::TensorOptions().device(dev));
+  EXPECT_ANY_THROW(compat::CudaGraph([&] { (void)(x * 2).sum().item<float>(); }));
+  EXPECT_NO_THROW(compat::empty_cuda_cache());
+  torch::Tensor y;
+  compat::CudaGraph graph([&] { y = x * 2; });
+  x.fill_(3);
+  graph.replay();
+  EXPECT_EQ(y.sum().item<float>(), 6.0f * 256);  // the replay read the refilled input
+}
+
 // A step callback (a sweep's progress bar when its points run one by one) gets every step while
 // the losses stay on the device between read-backs: the same curve, every step counted.
 TEST(CudaTrain, AStepCallbackKeepsTheDeferredReadBack) {

@@ -16,6 +16,7 @@
 #if defined(SCALEINV_CUDA)
 #include <ATen/cuda/CUDAEvent.h>
 #include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -207,19 +208,38 @@ CudaSideStream::~CudaSideStream() {
 CudaGraph::CudaGraph(const std::function<void()>& body) {
 #if defined(SCALEINV_CUDA)
   impl_ = std::make_unique<Impl>();
-  // Thread-local capture mode: only this thread's unsafe calls (a cudaMalloc outside the graph's
-  // pool, a sync) end the capture; other threads on the same device (a sweep's jobs) go on.
-  impl_->graph.capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
+  // The graph's memory pool is named here (a pool of its own, as capture_begin would make), so a
+  // failed capture can end the allocator's routing to it. libtorch 2.4-2.11's capture_end checks
+  // cudaStreamEndCapture's result before it calls endAllocateToPool: a capture that an uncapturable
+  // operation invalidated throws there, and the allocator goes on believing a capture is underway.
+  // Its next emptyCache, and the cache release it tries before reporting out of memory, then fail
+  // an internal assert, in whatever run the process does next (a sweep's later points).
+  const c10::DeviceIndex device = c10::cuda::current_device();
+  const auto pool = at::cuda::graph_pool_handle();
   try {
+    // Thread-local capture mode: only this thread's unsafe calls (a cudaMalloc outside the graph's
+    // pool, a sync) end the capture; other threads on the same device (a sweep's jobs) go on.
+    impl_->graph.capture_begin(pool, cudaStreamCaptureModeThreadLocal);
     body();
+    impl_->graph.capture_end();
   } catch (...) {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(c10::cuda::getCurrentCUDAStream(device).stream(), &status) == cudaSuccess &&
+        status != cudaStreamCaptureStatusNone) {
+      try {
+        impl_->graph.capture_end();  // the body threw: leave the stream out of capture mode
+      } catch (...) {
+      }
+    }
+    (void)cudaGetLastError();  // a failed end of capture is not the next CUDA call's error
     try {
-      impl_->graph.capture_end();  // leave the stream out of capture mode before unwinding
+      // Throws "not currently recording" where capture_end got that far (or a libtorch that ends
+      // the routing before it checks): nothing left to end then.
+      c10::cuda::CUDACachingAllocator::endAllocateToPool(device, pool);
     } catch (...) {
     }
     throw;
   }
-  impl_->graph.capture_end();
 #else
   (void)body;
   throw std::runtime_error("CUDA graphs need a CUDA build of libtorch");
@@ -227,6 +247,12 @@ CudaGraph::CudaGraph(const std::function<void()>& body) {
 }
 
 CudaGraph::~CudaGraph() = default;
+
+void empty_cuda_cache() {
+#if defined(SCALEINV_CUDA)
+  if (torch::cuda::is_available()) c10::cuda::CUDACachingAllocator::emptyCache();
+#endif
+}
 
 void CudaGraph::replay() {
 #if defined(SCALEINV_CUDA)

@@ -126,7 +126,8 @@ class CudaSideStream {
 // reads must stay where it is (static inputs refilled in place between replays) and whatever it
 // writes is rewritten by every replay (its outputs, the .grad a backward inside it created).
 // Throws std::runtime_error in a build without CUDA, and whatever capture throws (an operation
-// that cannot be captured: a host read-back, a pageable copy).
+// that cannot be captured: a host read-back, a pageable copy). A capture that fails leaves the
+// stream and the CUDA allocator as they were before it (nothing routed to the graph's pool).
 class CudaGraph {
  public:
   explicit CudaGraph(const std::function<void()>& body);
@@ -139,5 +140,10 @@ class CudaGraph {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// Hands the CUDA allocator's cached, unused blocks back to the driver (c10's emptyCache; the
+// allocator does the same itself before it reports out of memory). Throws (an internal assert) while
+// the allocator believes a graph capture is underway. A no-op without CUDA.
+void empty_cuda_cache();
 
 }  // namespace scaleinv::compat

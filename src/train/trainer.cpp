@@ -1,10 +1,12 @@
 // The training loop. Read top to bottom: set up, (resume), step loop, finish.
 #include "train/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include <fmt/format.h>
@@ -231,11 +233,19 @@ RunSummary train_run(const TrainConfig& cfg, const RunOptions& opts) {
         gx = x;
         gy = y;
         opt->zero_grad();
-        graph = std::make_unique<compat::CudaGraph>([&] {
-          torch::Tensor l = forward(gx, gy);
-          l.backward();
-          gloss = l.detach();
-        });
+        try {
+          graph = std::make_unique<compat::CudaGraph>([&] {
+            torch::Tensor l = forward(gx, gy);
+            l.backward();
+            gloss = l.detach();
+          });
+        } catch (const c10::Error& e) {  // ours, not the user's (exit 1), with the way around it
+          std::string what = e.what_without_backtrace();
+          what.resize(std::min(what.size(), what.find('\n')));
+          throw std::runtime_error(fmt::format("{}: train.cuda_graph: capturing step {} failed ({}); set "
+                                               "train.cuda_graph = false to train without CUDA graphs",
+                                               cfg.source, step + 1, what));
+        }
       } else {
         gx.copy_(x, /*non_blocking=*/true);
         gy.copy_(y, /*non_blocking=*/true);
