@@ -103,6 +103,8 @@ TEST(PrecisionCounting, UnderflowAndSaturationAreCounted) {
   torch::Tensor x = torch::tensor({1.0f, std::ldexp(1.0f, -12), -std::ldexp(1.0f, -11), 0.0f, 1000.0f, NAN});
   QuantStats st;
   torch::Tensor q = round_and_count(x, Format::E4M3, true, &st);
+  EXPECT_EQ(st.nonzero, 0);  // the value-dependent counts wait on the device until settled
+  st.settle();
   EXPECT_EQ(st.total, 6);
   EXPECT_EQ(st.nonzero, 4);
   EXPECT_EQ(st.underflow, 2);
@@ -110,6 +112,32 @@ TEST(PrecisionCounting, UnderflowAndSaturationAreCounted) {
   EXPECT_DOUBLE_EQ(st.underflow_fraction(), 0.5);
   EXPECT_DOUBLE_EQ(st.saturated_fraction(), 0.25);
   EXPECT_EQ(q[4].item<float>(), 448.0f);
+}
+
+// Over calls the counts add and the worst fractions are per call: E4M3 on [1, 2^-12] (1 of 2
+// underflows: 0.5), on [1, 1, 1000, 2^-12] (1 of 4 underflows, 1 of 4 saturates: 0.25 each) and on
+// zeros only (nothing nonzero, fractions 0). A settle after more calls adds to what an earlier one
+// folded in; a second settle changes nothing.
+TEST(PrecisionCounting, CountsAddOverCallsAndTheWorstFractionIsPerCall) {
+  const float tiny = std::ldexp(1.0f, -12);
+  QuantStats st;
+  round_and_count(torch::tensor({1.0f, tiny}), Format::E4M3, true, &st);
+  round_and_count(torch::tensor({1.0f, 1.0f, 1000.0f, tiny}), Format::E4M3, true, &st);
+  st.settle();
+  EXPECT_EQ(st.calls, 2);
+  EXPECT_EQ(st.nonzero, 6);
+  EXPECT_EQ(st.underflow, 2);
+  EXPECT_EQ(st.saturated, 1);
+  EXPECT_DOUBLE_EQ(st.worst_underflow, 0.5);  // not the pooled 2/6
+  EXPECT_DOUBLE_EQ(st.worst_saturated, 0.25);
+  round_and_count(torch::zeros({2}), Format::E4M3, true, &st);
+  st.settle();
+  st.settle();
+  EXPECT_EQ(st.calls, 3);
+  EXPECT_EQ(st.total, 8);
+  EXPECT_EQ(st.nonzero, 6);
+  EXPECT_DOUBLE_EQ(st.worst_underflow, 0.5);
+  EXPECT_DOUBLE_EQ(st.underflow_fraction(), 2.0 / 6.0);
 }
 
 TEST(PrecisionHooks, QuantizeIsStraightThroughAndQuantizeGradRoundsTheGradient) {

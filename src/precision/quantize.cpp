@@ -1,6 +1,7 @@
 // Simulated low precision: rounding to bf16 / fp8 and its counters (src/precision/quantize.h).
 #include "precision/quantize.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -129,21 +130,40 @@ torch::Tensor round_and_count(const torch::Tensor& x, Format f, bool saturate, Q
                    q);
   q = torch::where(torch::isnan(xd), xd, torch::copysign(q, xd));
   if (stats) {
+    // This call's [nonzero, underflow, saturated] and its fractions [underflow, saturated] / nonzero
+    // (0 when nothing was nonzero: both counts are then 0), added to the pending sums and maxima
+    // on the device; QuantStats::settle reads them back.
     const torch::Tensor nz = (ax != 0).logical_and(finite);
-    const int64_t nonzero = nz.sum().item<int64_t>();
-    const int64_t under = nz.logical_and(q == 0).sum().item<int64_t>();
-    const int64_t sat = over.sum().item<int64_t>();
+    const torch::Tensor counts = torch::stack({nz.sum(), nz.logical_and(q == 0).sum(), over.sum()}).to(torch::kDouble);
+    const torch::Tensor fractions = counts.slice(0, 1, 3) / counts[0].clamp_min(1.0);
+    if (!stats->pending.defined()) {
+      stats->pending = torch::cat({counts, fractions});
+    } else {
+      stats->pending.slice(0, 0, 3).add_(counts);
+      torch::Tensor worst = stats->pending.slice(0, 3, 5);
+      at::maximum_out(worst, worst, fractions);
+    }
     stats->calls += 1;
     stats->total += x.numel();
-    stats->nonzero += nonzero;
-    stats->underflow += under;
-    stats->saturated += sat;
-    if (nonzero > 0) {
-      stats->worst_underflow = std::max(stats->worst_underflow, static_cast<double>(under) / nonzero);
-      stats->worst_saturated = std::max(stats->worst_saturated, static_cast<double>(sat) / nonzero);
-    }
   }
   return q.to(x.scalar_type());
+}
+
+void QuantStats::settle() {
+  if (!pending.defined()) return;
+  const torch::Tensor h = pending.to(torch::kCPU).contiguous();
+  const double* v = h.data_ptr<double>();
+  nonzero += static_cast<int64_t>(v[0]);
+  underflow += static_cast<int64_t>(v[1]);
+  saturated += static_cast<int64_t>(v[2]);
+  worst_underflow = std::max(worst_underflow, v[3]);
+  worst_saturated = std::max(worst_saturated, v[4]);
+  pending = torch::Tensor();
+}
+
+const std::map<std::string, QuantStats>& Scope::all_stats() {
+  for (auto& [point, st] : stats_) st.settle();
+  return stats_;
 }
 
 Scope::Scope(Format f, bool saturate) : format_(f), saturate_(saturate), previous_(g_active) { g_active = this; }

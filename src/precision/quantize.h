@@ -55,7 +55,10 @@ FormatSpec format_spec(Format f);  // (FP8: the forward format's)
 // +-inf (e4m3 always saturates finite values; it has no inf).
 torch::Tensor round_to_format(const torch::Tensor& x, Format f, bool saturate = false);
 
-// Counts of one tensor's roundings, accumulated over calls.
+// Counts of one tensor's roundings, accumulated over calls. The counts that depend on the values
+// stay on the tensors' device until settle() reads them back (once, not once per rounding: on CUDA
+// a read-back waits for the device), so nonzero, underflow, saturated and the worst fractions are
+// complete only after settle(); calls and total always are.
 struct QuantStats {
   int64_t calls = 0;
   int64_t total = 0;        // elements seen
@@ -64,10 +67,14 @@ struct QuantStats {
   int64_t saturated = 0;    // of those, beyond the largest finite value
   double worst_underflow = 0;  // the largest per-call underflow fraction
   double worst_saturated = 0;
+  // Not yet read back: [nonzero, underflow, saturated] summed and [worst_underflow,
+  // worst_saturated] maxed over calls, float64 (exact for counts below 2^53) on the device.
+  torch::Tensor pending;
+  void settle();  // folds `pending` into the fields above (one read-back) and empties it
   double underflow_fraction() const { return nonzero ? static_cast<double>(underflow) / nonzero : 0.0; }
   double saturated_fraction() const { return nonzero ? static_cast<double>(saturated) / nonzero : 0.0; }
 };
-// Rounds and counts in one pass (what the training hooks use).
+// Rounds and counts in one pass (what the training hooks use); the counts go to stats->pending.
 torch::Tensor round_and_count(const torch::Tensor& x, Format f, bool saturate, QuantStats* stats);
 
 // The active simulated precision of this thread (RAII). Tensors are named through name_tensor
@@ -83,7 +90,8 @@ class Scope {
   void name_tensor(const torch::Tensor& t, const std::string& name);
   std::string name_of(const torch::Tensor& t) const;
   QuantStats& stats(const std::string& point) { return stats_[point]; }
-  const std::map<std::string, QuantStats>& all_stats() const { return stats_; }
+  // Every point's counts, settled (one read-back per point).
+  const std::map<std::string, QuantStats>& all_stats();
   void clear_stats() { stats_.clear(); }
 
  private:

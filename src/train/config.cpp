@@ -226,7 +226,7 @@ void read_train(const TomlReader& r, TrainSettings& t) {
   if (t.cuda_graph && t.device != "cuda")
     r.fail("cuda_graph", "CUDA graphs need device = \"cuda\"", "set train.device = \"cuda\" or cuda_graph = false");
   if (t.cuda_graph && t.precision != "fp32")
-    r.fail("cuda_graph", "simulated precision records statistics on the host in every forward pass",
+    r.fail("cuda_graph", "simulated precision counts its roundings call by call on the host, which a replayed graph skips",
            "set cuda_graph = false or precision = \"fp32\"");
 }
 
