@@ -90,6 +90,9 @@ std::vector<BadCase> cases() {
       {"train", "precision", "\"fp4\""}, {"train", "autocast", "\"fp16\""}, {"train", "autocast", "\"bf16\""},
       {"train", "tf32", "\"yes\""},      {"train", "cuda_graph", "\"yes\""}, {"train", "cuda_graph", "true"},      {"train", "dist_timeout_s", "0"},  {"train", "seed", "\"x\""},
       {"hp", "init_scale", "nan"},       {"hp", "output_mult", "inf"},      {"hp", "attn_mult", "\"big\""},
+      {"hp", "init_scale", "0"},         {"hp", "output_mult", "-1"},       {"hp", "embed_mult", "0"},
+      {"hp", "branch_mult", "-2"},       {"hp", "attn_mult", "0"},          {"data", "val_fraction", "2"},
+      {"data", "val_fraction", "-0.5"},  {"data", "val_fraction", "0"},     {"train", "batch_size", "2000000000"},
   };
   for (const auto& [sec, key, value] : fields) {
     const std::string field = sec + "." + key;
@@ -120,6 +123,9 @@ std::vector<BadCase> cases() {
            {"a_div_zero", "a = \"1/0\"\nb = 0\nlr = { sgd = 0, adam = 1, adafactor = 0 }", "roles.hidden.a"},
            {"a_word", "a = \"half\"\nb = 0\nlr = { sgd = 0, adam = 1, adafactor = 0 }", "roles.hidden.a"},
            {"missing_b", "a = 0\nlr = { sgd = 0, adam = 1, adafactor = 0 }", "roles.hidden.b"},
+           {"a_1e300", "a = 1e300\nb = 0\nlr = { sgd = 0, adam = 1, adafactor = 0 }", "roles.hidden.a"},
+           {"b_17_string", "a = 0\nb = \"17\"\nlr = { sgd = 0, adam = 1, adafactor = 0 }", "roles.hidden.b"},
+           {"lr_adam_minus_40", "a = 0\nb = 0\nlr = { sgd = 0, adam = -40, adafactor = 0 }", "roles.hidden.lr.adam"},
        }) {
     out.push_back({"table_show_" + n, {{"p.toml", table_file(hidden)}}, "param show {D}/p.toml", "{D}/p.toml", field});
     out.push_back({"table_theory_" + n, {{"p.toml", table_file(hidden)}}, "theory --param {D}/p.toml", "{D}/p.toml", field});
@@ -165,6 +171,13 @@ std::vector<BadCase> cases() {
       {"diagnose alignment --param nosuch", "--param"},
       {"launch --nproc 0 -- train --config {D}/none.toml", "--nproc"},
       {"train --config {D}/none.toml --resume", ""},
+      {"train --config {D}/none.toml --stop-after -5", "--stop-after"},
+      {"param shift sp --theta hidden=1e300", "--theta"},
+      {"param shift sp --theta hidden=1/2 --theta hidden=1", "--theta"},
+      {"coordcheck --model bigram --param mup --steps 2000000000", "--steps"},
+      {"coordcheck --model bigram --param mup --seeds 2000000000", "--seeds"},
+      {"launch --nproc 2 --grace nan -- train --config {D}/none.toml", "--grace"},
+      {"precision --config {D}/none.toml --rows -3", "--rows"},
   };
   // Flags name "command line", except where the mistake is a missing file, which is named.
   const std::set<std::string> names_file = {"sample --checkpoint {D}/none.pt", "sweep --config {D}/none.toml",
@@ -213,6 +226,13 @@ std::vector<BadCase> cases() {
                  "import --safetensors {D}/w.safetensors --out {D}/c.pt", "{D}/w.safetensors", "header"});
   out.push_back({"import_no_metadata", {{"w.safetensors", std::string("\x08\0\0\0\0\0\0\0{}      ", 16)}},
                  "import --safetensors {D}/w.safetensors --out {D}/c.pt", "{D}/w.safetensors", "__metadata__"});
+  // An output over the command's own input is refused before either is read.
+  out.push_back({"export_over_its_checkpoint", {{"c.pt", std::string(5000, 'j')}},
+                 "export --checkpoint {D}/c.pt --out {D}/c.pt", "{D}/c.pt", "--out"});
+  out.push_back({"import_over_its_file", {{"w.safetensors", "abc"}},
+                 "import --safetensors {D}/w.safetensors --out {D}/w.safetensors", "{D}/w.safetensors", "--out"});
+  out.push_back({"rank_not_a_sweep_db", {{"s.toml", sweep("lr_log2 = [-8, -6]")}, {"e.db", ""}},
+                 "sweep rank --config {D}/s.toml --db {D}/e.db", "{D}/e.db", ""});
   out.push_back({"sample_junk_checkpoint", {{"c.pt", std::string(5000, 'j')}}, "sample --checkpoint {D}/c.pt", "{D}/c.pt",
                  "checksum"});
   return out;

@@ -327,4 +327,9 @@ TEST(DistLaunch, AFailingRankEndsTheLaunchWithItsCode) {
   EXPECT_NE(r.err.find("[rank 1] error:"), std::string::npos) << r.err;  // rank 1's lines are prefixed
   r = run_cli("launch --nproc 2 -- sample --checkpoint x");
   EXPECT_EQ(r.code, UserError::kExitCode) << r.err;
+  // Only rank 0 writes, so only it finds that out_dir cannot be created (2), and rank 1 then loses
+  // it (4): the launch ends with the mistake's code, the one the user has to act on.
+  r = run_cli("launch --nproc 2 -- " + train_args(config_file(dir), "/proc/scaleinv_no_such_dir/run"));
+  EXPECT_EQ(r.code, UserError::kExitCode) << r.err;
+  EXPECT_NE(r.err.find("train.out_dir"), std::string::npos) << r.err;
 }

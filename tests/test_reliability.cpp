@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <chrono>
 #include <cmath>
@@ -199,6 +200,17 @@ TEST(Resume, AChangedFieldThatAltersTheRunIsRefusedByName) {
       EXPECT_NE(msg.find("fix:"), std::string::npos) << msg;
     }
   }
+  // The run's length may not fall below the checkpoint's step (a summary would then claim steps
+  // it does not hold): refused naming train.steps, the checkpoint and its files left as they were.
+  const std::string before = slurp(dir + "/r/metrics.jsonl");
+  try {
+    train_run(small(dir + "/r", {"train.steps=3"}), again);
+    ADD_FAILURE() << "train.steps=3 below the checkpoint's step 5 was accepted";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("train.steps"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("step 5"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(slurp(dir + "/r/metrics.jsonl"), before);
   // Where files go, how often they are written and the run's length may change.
   const RunSummary s = train_run(small(dir + "/r", {"train.log_every=2", "train.steps=8"}), again);
   EXPECT_EQ(s.steps_done, 8);
@@ -244,6 +256,51 @@ TEST(Checkpoint, DamagedBytesAreRefusedNotLoaded) {
   // A truncated one too.
   write(ckpt, bytes.substr(0, bytes.size() / 3));
   EXPECT_EQ(run_cli("sample --checkpoint " + ckpt + " --tokens 4").code, 2);
+}
+
+// Intact bytes (the checksum holds) around contents that are not a usable checkpoint, as another
+// tool or version could write: one line naming the part (meta, params), exit 2, not a library's
+// exception. The trailer is written out here as checkpoint.cpp documents it.
+TEST(Checkpoint, IntactBytesWithUnusableContentsAreRefusedByPart) {
+  const std::string dir = temp_dir("ckpt_contents");
+  auto write_archive = [&](const std::string& name, const std::string& meta, int64_t steps, bool with_params) {
+    torch::serialize::OutputArchive ar;
+    ar.write("meta", c10::IValue(meta));
+    ar.write("losses", torch::zeros({steps}, torch::kFloat64), /*is_buffer=*/true);
+    torch::serialize::OutputArchive params;
+    if (with_params) ar.write("params", params);
+    std::ostringstream os;
+    ar.save_to(os);
+    std::string bytes = os.str();
+    const uint64_t len = bytes.size();
+    const uint32_t crc = static_cast<uint32_t>(crc32(crc32(0L, Z_NULL, 0), reinterpret_cast<const Bytef*>(bytes.data()),
+                                                     static_cast<uInt>(bytes.size())));
+    bytes += "SCIVCRC1";
+    for (int i = 0; i < 8; ++i) bytes.push_back(static_cast<char>((len >> (8 * i)) & 0xff));
+    for (int i = 0; i < 4; ++i) bytes.push_back(static_cast<char>((crc >> (8 * i)) & 0xff));
+    write(dir + "/" + name, bytes);
+    return dir + "/" + name;
+  };
+  auto refused = [](const std::string& ckpt, const std::string& part) {
+    const auto r = run_cli("sample --checkpoint " + ckpt + " --tokens 4");
+    EXPECT_EQ(r.code, 2) << ckpt << ": " << r.err;
+    EXPECT_NE(r.err.find(ckpt + ": field '" + part + "'"), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  };
+  // No "step" in the metadata; metadata that is not JSON at all.
+  refused(write_archive("nostep.pt", "{\"stex\": 1}", 0, true), "meta");
+  refused(write_archive("notjson.pt", "{step", 0, true), "meta");
+  // A real run's metadata (and loss history) without the parameters.
+  RunOptions first = quiet();
+  first.stop_after = 2;
+  train_run(small(dir + "/r"), first);
+  const std::string real = slurp(dir + "/r/checkpoint.pt");
+  std::istringstream archive(real.substr(0, real.size() - 20));  // the torch archive, trailer cut
+  torch::serialize::InputArchive in;
+  in.load_from(archive);
+  c10::IValue meta;
+  ASSERT_TRUE(in.try_read("meta", meta));
+  refused(write_archive("noparams.pt", meta.toStringRef(), 2, false), "params");
 }
 
 // A killed sweep's finished points live in the database file itself (the WAL is checkpointed after

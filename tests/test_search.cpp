@@ -254,6 +254,13 @@ TEST(SearchCli, HalvingKeepsTheBestTrialsResumesAndRanks) {
   auto rank = run_cli("sweep rank --config " + f + " --db " + db);
   ASSERT_EQ(rank.code, 0) << rank.err;
   EXPECT_NE(rank.out.find(fmt::format("{:>5}     3     40", *rung2.begin())), std::string::npos) << rank.out;
+  // Another search's file (other trials drawn) does not rank this database: its points would all
+  // read as "not run" and the winner be made up. Refused, naming the fingerprint.
+  const std::string other = dir + "/other.toml";
+  std::ofstream(other) << replace(kSearch, "seed = 7", "seed = 8");
+  auto mismatch = run_cli("sweep rank --config " + other + " --db " + db);
+  EXPECT_EQ(mismatch.code, 2) << mismatch.out;
+  EXPECT_NE(mismatch.err.find("meta.fingerprint"), std::string::npos) << mismatch.err;
   auto tr = run_cli("transfer-report --db " + db + " --out " + dir + "/rep");
   EXPECT_EQ(tr.code, 2);
   EXPECT_NE(tr.err.find("sweep rank"), std::string::npos) << tr.err;

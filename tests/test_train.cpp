@@ -371,4 +371,11 @@ TEST(TrainCli, TrainThenSampleAppliesTheTrainingMultipliers) {
     }
   }
   EXPECT_EQ(r.out, want + "\n");
+  // A vanishing temperature sharpens sampling to that same continuation (the logits are shifted
+  // to a maximum of 0 first; unshifted, 1e-320 turned them into inf and the softmax into NaN).
+  for (const char* t : {"1e-300", "1e-320"}) {
+    const auto cold = run_cli("sample --checkpoint " + ckpt + " --prompt abc --tokens 20 --temperature " + t);
+    ASSERT_EQ(cold.code, 0) << cold.err;
+    EXPECT_EQ(cold.out, r.out) << "temperature " << t;
+  }
 }

@@ -107,8 +107,10 @@ void add_coordcheck_command(CLI::App& app, int& exit_code) {
         throw UserError("command line", "--lr", fmt::format("{} is not positive", o->lr), "give e.g. --lr 0.01");
       sets.push_back(fmt::format("optim.lr={:.17g}", o->lr));
     }
-    if (o->steps < 1)
-      throw UserError("command line", "--steps", fmt::format("{} steps", o->steps), "use at least 1 step");
+    // Upper bounds: every quantity is kept for every step, seed and shape (memory before any work),
+    // and a coordinate check reads the first few steps (seed 000 judges the first).
+    if (o->steps < 1 || o->steps > 10000)
+      throw UserError("command line", "--steps", fmt::format("{} steps", o->steps), "use from 1 to 10000 steps");
     sets.push_back(fmt::format("train.steps={}", o->steps));
     if (!o->device.empty()) sets.push_back("train.device=" + toml_quote(o->device));
     sets.insert(sets.end(), o->sets.begin(), o->sets.end());
@@ -125,8 +127,8 @@ void add_coordcheck_command(CLI::App& app, int& exit_code) {
     if (!o->widths.empty()) cc.widths = parse_int_list("--widths", o->widths);
     if (!o->depths.empty()) cc.depths = parse_int_list("--depths", o->depths);
     cc.steps = o->steps;
-    if (o->seeds < 2)  // the interval over seeds needs two
-      throw UserError("command line", "--seeds", fmt::format("{} seed(s)", o->seeds), "use at least 2 seeds");
+    if (o->seeds < 2 || o->seeds > 1000)  // the interval over seeds needs two
+      throw UserError("command line", "--seeds", fmt::format("{} seed(s)", o->seeds), "use from 2 to 1000 seeds");
     cc.seeds.clear();
     for (int s = 0; s < o->seeds; ++s) cc.seeds.push_back(s);
     cc.train_batches = o->train_batches;

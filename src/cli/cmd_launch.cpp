@@ -1,6 +1,7 @@
 // `scaleinv launch --nproc N [--master-port P] [--grace S] -- train ...`: the command line of
 // dist/launch.h's supervisor (what the ranks get, how failures end, the exit codes: see there).
 #include <algorithm>
+#include <cmath>
 #include <memory>
 #include <string>
 #include <thread>
@@ -34,6 +35,8 @@ void add_launch_command(CLI::App& app, int& exit_code) {
   cmd->add_option("command", o->command, "the scaleinv command every rank runs, after --: -- train --config ...")
       ->required();
   cmd->callback([cmd, o, &exit_code] {
+    if (!std::isfinite(o->grace))  // (CLI::Range lets NaN through)
+      throw UserError("command line", "--grace", "is not a number", "give seconds from 0 to 3600, e.g. --grace 5");
     // The ranks share the cores: cores/N each (--threads), unless --threads was given.
     int threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / o->nproc);
     if (const CLI::Option* t = cmd->get_parent()->get_option_no_throw("--threads"); t && t->count() > 0)

@@ -1,5 +1,6 @@
 // `scaleinv param show NAME|FILE [--json PATH] [--toml PATH]`
 // `scaleinv param shift NAME|FILE --theta ROLE=VALUE... [--json PATH] [--toml PATH]`
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <string>
@@ -106,6 +107,13 @@ void add_param_command(CLI::App& app, int& exit_code) {
         throw UserError("command line", "--theta", fmt::format("cannot read '{}'", kv),
                         "write ROLE=VALUE with ROLE one of embedding, hidden, readout, vector, attn_q, attn_k, "
                         "attn_v, attn_o and VALUE a number or fraction");
+      if (std::fabs(v) > kMaxExponent)
+        throw UserError("command line", "--theta", fmt::format("'{}' shifts by more than {}", kv, kMaxExponent),
+                        fmt::format("use a shift between -{0} and {0}", kMaxExponent));
+      for (const std::string& other : opts->theta)
+        if (&other != &kv && other.substr(0, other.find('=')) == kv.substr(0, eq))
+          throw UserError("command line", "--theta", fmt::format("role '{}' is given twice", kv.substr(0, eq)),
+                          "give each role once");
       theta[static_cast<int>(role)] = v;
       // Shifting "hidden" moves the attention projections with it unless they are named.
       if (role == Role::Hidden)

@@ -31,7 +31,7 @@ void add_precision_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--formats", o->formats,
                   "comma-separated: bf16, e4m3, e5m2, fp8 = E4M3 forward + E5M2 gradients (fp32 always runs first)");
   cmd->add_option("--json", o->json, "write losses and per-tensor counts as JSON");
-  cmd->add_option("--rows", o->rows, "tensors listed per format (default 40, worst first)");
+  cmd->add_option("--rows", o->rows, "tensors listed per format (default 40, worst first)")->check(CLI::Range(0, 100000));
   cmd->add_flag("--quiet", o->quiet, "no progress bars");
   cmd->callback([o, &exit_code] {
     const TrainConfig base = load_train_config(o->config, o->sets);

@@ -67,6 +67,11 @@ void add_sweep_command(CLI::App& app, int& exit_code) {
     SweepSpec spec = load_sweep(o->config);
     if (!std::filesystem::exists(o->out))
       throw UserError(o->out, "--db", "no such database", "give the file written by scaleinv sweep (--out)");
+    if (const std::string fp = sweep_db_fingerprint(o->out); fp != spec.fingerprint)
+      throw UserError(o->out, "meta.fingerprint",
+                      fmt::format("holds another sweep or grid (fingerprint {}; {} has {})", fp, o->config,
+                                  spec.fingerprint),
+                      "rank a database with the sweep file that wrote it");
     SearchRunSummary s;
     s.ranking = rank_search(spec, o->out);
     s.json_path = "(not written by rank)";

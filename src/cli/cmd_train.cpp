@@ -17,7 +17,9 @@ namespace scaleinv {
 namespace {
 
 // Autoregressive sampling through Model::forward: the very multipliers used in training.
-std::string sample_text(Model& model, const std::string& prompt, int tokens, double temperature, uint64_t seed) {
+// checkpoint: the file the model came from (named by the error for a non-finite output).
+std::string sample_text(Model& model, const std::string& checkpoint, const std::string& prompt, int tokens,
+                        double temperature, uint64_t seed) {
   const ModelConfig& cfg = model.config();
   torch::NoGradGuard ng;
   model.eval();
@@ -30,11 +32,16 @@ std::string sample_text(Model& model, const std::string& prompt, int tokens, dou
     const int64_t ctx = std::min<int64_t>(static_cast<int64_t>(ids.size()), cfg.seq_len);
     torch::Tensor x = torch::tensor(std::vector<int64_t>(ids.end() - ctx, ids.end()), torch::kLong).unsqueeze(0);
     torch::Tensor logits = model.forward(x).index({0, -1}).to(torch::kDouble);
+    if (!torch::isfinite(logits).all().item<bool>())
+      throw UserError(checkpoint, "params", "the model's output is not finite (NaN or inf weights)",
+                      "sample a checkpoint of a run that did not diverge");
     int64_t next;
     if (temperature <= 0) {
       next = logits.argmax().item<int64_t>();
     } else {
-      torch::Tensor p = torch::softmax(logits / temperature, 0);
+      // Shifted so the largest logit is 0: a tiny temperature then sharpens toward greedy instead
+      // of overflowing to inf / inf.
+      torch::Tensor p = torch::softmax((logits - logits.max()) / temperature, 0);
       next = at::multinomial(p, 1, false, gen).item<int64_t>();
     }
     ids.push_back(next);
@@ -65,6 +72,9 @@ void add_train_command(CLI::App& app, int& exit_code) {
   train->add_option("--stop-after", o->stop_after, "stop (with a checkpoint) after this many steps in total");
   train->add_flag("--quiet", o->quiet, "no progress bar");
   train->callback([o, &exit_code] {
+    if (o->stop_after < -1 || o->stop_after == 0)
+      throw UserError("command line", "--stop-after", fmt::format("{} steps", o->stop_after),
+                      "give a step count of at least 1 (or leave it out to train to train.steps)");
     TrainConfig cfg = load_train_config(o->config, o->sets);
     RunOptions ro;
     ro.resume = o->resume;
@@ -102,7 +112,7 @@ void add_train_command(CLI::App& app, int& exit_code) {
                      meta.config.model.depth};
     auto model = build_model(meta.config.model, ctx, meta.config.hp);
     load_checkpoint(o->checkpoint, *model, nullptr);
-    std::string text = sample_text(*model, o->prompt, o->tokens, o->temperature, o->seed);
+    std::string text = sample_text(*model, o->checkpoint, o->prompt, o->tokens, o->temperature, o->seed);
     // The bytes as generated (a byte-level model may emit NUL, which %s would stop at).
     const std::string line = o->prompt + text + "\n";
     std::fwrite(line.data(), 1, line.size(), stdout);

@@ -62,6 +62,12 @@ void write_file_atomic(const std::string& path, const std::string& contents) {
   }
 }
 
+void refuse_same_file(const std::string& input, const std::string& out, const std::string& field) {
+  std::error_code ec;
+  if (std::filesystem::exists(out, ec) && std::filesystem::equivalent(input, out, ec))
+    throw UserError(input, field, fmt::format("is also the output ({})", out), "write the output to another path");
+}
+
 void remove_tree(const std::string& path) {
   auto rm = [](const char* p, const struct stat*, int, struct FTW*) { return ::remove(p); };
   ::nftw(path.c_str(), rm, 16, FTW_DEPTH | FTW_PHYS);

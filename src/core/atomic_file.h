@@ -18,6 +18,9 @@ std::string unique_temp_path(const std::string& path);
 // parent is not a directory.
 void ensure_parent_dir(const std::string& path, const std::string& field = "");
 std::string read_file(const std::string& path);  // UserError naming the path if unreadable
+// UserError naming INPUT (field `field`) when OUT is the same file as INPUT (a link or another
+// spelling of it included): a command must not write its output over what it reads.
+void refuse_same_file(const std::string& input, const std::string& out, const std::string& field);
 // Removes PATH and everything under it (like rm -rf; no error when it does not exist). Use this,
 // not std::filesystem::remove_all: pip's libtorch 2.x exports its own copy of that symbol, which
 // the dynamic linker binds ahead of libstdc++'s and which crashes (a call through a null pointer).

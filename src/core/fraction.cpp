@@ -28,6 +28,7 @@ bool parse_fraction(const std::string& s, double* out) {
 
 std::string format_fraction(double x) {
   if (!std::isfinite(x)) return x > 0 ? "inf" : (x < 0 ? "-inf" : "nan");
+  if (std::fabs(x) > 1e12) return fmt::format("{:.3g}", x);  // beyond what lround below may take
   for (int q = 1; q <= 12; ++q) {
     const double p = x * q;
     if (std::fabs(p - std::round(p)) < 1e-9) {

@@ -84,13 +84,17 @@ void TomlReader::get(const char* key, std::string* dst) const {
 void TomlReader::get_exponent(const char* key, double* dst) const {
   const toml::node* n = node(key);
   if (!n) return;
-  if (auto v = n->value<double>()) {
-    if (!std::isfinite(*v)) fail(key, fmt::format("exponent {} is not a finite number", *v), "use a finite number such as 0.5 or \"-1/2\"");
-    *dst = *v;
-    return;
+  double v = 0;
+  if (auto d = n->value<double>()) {
+    if (!std::isfinite(*d)) fail(key, fmt::format("exponent {} is not a finite number", *d), "use a finite number such as 0.5 or \"-1/2\"");
+    v = *d;
+  } else if (auto str = n->value_exact<std::string>(); !str || !parse_fraction(*str, &v)) {
+    fail(key, "expected a finite number (or a fraction such as \"-1/2\")", fmt::format("write e.g. {} = 0.5", key));
   }
-  if (auto str = n->value_exact<std::string>(); str && parse_fraction(*str, dst)) return;
-  fail(key, "expected a finite number (or a fraction such as \"-1/2\")", fmt::format("write e.g. {} = 0.5", key));
+  if (std::fabs(v) > kMaxExponent)
+    fail(key, fmt::format("exponent {} is out of range", v),
+         fmt::format("use an exponent between -{0} and {0} (published parameterizations stay within 2)", kMaxExponent));
+  *dst = v;
 }
 
 TomlReader TomlReader::sub(const char* key) const {

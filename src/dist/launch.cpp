@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -213,14 +214,26 @@ struct Supervisor {
   }
 
   // Exits: the first failure starts the grace period.
+  // A rank lost (killed, or RankLost) is the launch's result only where it is the first failure:
+  // a rank that stops on its own error (a mistake in its config: 2) makes the others lose it, and
+  // that error is what the user has to fix. Exits reaped together count the ranks' own errors first.
   void reap_exits(double grace_s) {
+    std::vector<std::pair<Rank*, int>> ended;  // (rank, wait status)
     for (auto& r : ranks) {
       if (!r.running) continue;
       int status = 0;
       if (waitpid(r.pid, &status, WNOHANG) != r.pid) continue;
       r.running = false;
       r.code = exit_code_of(status);
-      if ((WIFSIGNALED(status) && !terminated) || r.code == RankLost::kExitCode) lost = true;
+      ended.emplace_back(&r, status);
+    }
+    auto was_lost = [&](const Rank& r, int status) {
+      return (WIFSIGNALED(status) && !terminated) || r.code == RankLost::kExitCode;
+    };
+    std::stable_partition(ended.begin(), ended.end(), [&](const auto& e) { return !was_lost(*e.first, e.second); });
+    for (auto& [rp, status] : ended) {
+      Rank& r = *rp;
+      if (was_lost(r, status) && first_failure == 0) lost = true;
       if (r.code != 0 && first_failure == 0 && !terminated) {
         first_failure = r.code;
         deadline = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(grace_s * 1000));

@@ -5,9 +5,9 @@
 // --threads cores/N unless --threads was given). Rank 0 keeps the terminal; the other ranks'
 // lines are prefixed "[rank r] ". If a rank fails, the others get --grace seconds to end on their
 // own (they notice the lost rank and say so), then SIGTERM, then SIGKILL. launch exits with 4
-// (RankLost::kExitCode) when a rank was lost: killed by a signal launch did not send, or ended
-// with 4 itself; else with the first failing rank's code; 128 + signal when launch itself was
-// stopped. The code does not depend on whether the survivors noticed the loss before the grace
+// (RankLost::kExitCode) when the first failure was a lost rank: killed by a signal launch did not
+// send, or ended with 4 itself; else with the first failing rank's code (a rank's mistake, 2,
+// stays 2 though the others then lose that rank); 128 + signal when launch itself was stopped. The code does not depend on whether the survivors noticed the loss before the grace
 // period ended.
 #include <string>
 #include <vector>

@@ -80,11 +80,17 @@ double estimated_parameters(const ModelConfig& c) {
   return L * d * d + 2.0 * c.vocab * d;  // bigram
 }
 
-void check_fits_in_memory(const ModelConfig& cfg) {
+// This machine's memory in bytes (0 where the system does not say).
+double physical_memory() {
   const double pages = static_cast<double>(::sysconf(_SC_PHYS_PAGES)), page = static_cast<double>(::sysconf(_SC_PAGESIZE));
-  if (!(pages > 0 && page > 0)) return;
+  return pages > 0 && page > 0 ? pages * page : 0.0;
+}
+
+void check_fits_in_memory(const ModelConfig& cfg) {
+  const double have = physical_memory();
+  if (!(have > 0)) return;
   // Training holds each parameter about 4 times (value, gradient, two Adam moments) in float32.
-  const double need = 16.0 * estimated_parameters(cfg), have = pages * page;
+  const double need = 16.0 * estimated_parameters(cfg);
   if (need > have)
     throw UserError("config", "model.width",
                     fmt::format("a {} of width {} and depth {} needs about {:.0f} GB for its parameters alone; this "
@@ -94,6 +100,22 @@ void check_fits_in_memory(const ModelConfig& cfg) {
 }
 
 }  // namespace
+
+void check_batch_fits_in_memory(const ModelConfig& cfg, int64_t batch) {
+  const double have = physical_memory();
+  if (!(have > 0)) return;
+  // float32 values kept per item: one output per layer and the logits (language models: per token).
+  const bool language = cfg.kind == "gpt" || cfg.kind == "bigram";
+  const double items = static_cast<double>(batch) * (language ? cfg.seq_len : 1);
+  const double per_item = static_cast<double>(cfg.depth) * cfg.width + (language ? cfg.vocab : cfg.n_classes);
+  const double need = 4.0 * items * per_item;
+  if (need > have)
+    throw UserError("config", "train.batch_size",
+                    fmt::format("a batch of {} needs at least {:.0f} GB for one step's activations; this machine has "
+                                "{:.0f} GB",
+                                batch, need / 1e9, have / 1e9),
+                    "use a smaller train.batch_size (or model.seq_len)");
+}
 
 std::shared_ptr<Model> build_model(const ModelConfig& cfg, const ScaleContext& ctx, const Hyper& hp) {
   validate(cfg, ctx);

@@ -118,6 +118,10 @@ class Model : public TaggedModule {
 // Throws UserError (file "config", field "model.*") on an unknown kind or inconsistent shapes,
 // e.g. width not divisible by head_dim / n_heads.
 std::shared_ptr<Model> build_model(const ModelConfig& cfg, const ScaleContext& ctx, const Hyper& hp);
+// UserError (file "config", field "train.batch_size") when a batch of `batch` items (per process)
+// cannot fit in this machine's memory: a lower bound on what a training step holds (every layer's
+// output for backward, and the logits), so a batch that would fit is never refused.
+void check_batch_fits_in_memory(const ModelConfig& cfg, int64_t batch);
 // torch::manual_seed(seed), then build_model, under one process-wide lock: the init draws from
 // libtorch's global generator, so runs built on several threads at once (a sweep's --jobs) get
 // exactly the parameters they would get alone.

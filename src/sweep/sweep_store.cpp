@@ -185,27 +185,30 @@ void SweepStore::write_points(const SweepSpec& spec, const Shard& shard, const s
   db_->checkpoint_wal();  // the finished points now live in the database file itself
 }
 
+std::string sweep_db_fingerprint(const std::string& path) {
+  std::optional<std::string> f;
+  {  // read-only: the file is never written, converted to WAL or given -wal/-shm files
+    SqliteDb db(path, SqliteDb::Mode::ReadOnly);
+    db.check_integrity();
+    if (db.has_table("meta") && db.has_table("points")) f = read_meta(db, "fingerprint");
+  }
+  if (!f) throw UserError(path, "meta.fingerprint", "not a sweep database", "give a database written by scaleinv sweep");
+  return *f;
+}
+
 MergeSummary merge_sweep_dbs(const std::string& out, const std::vector<std::string>& inputs) {
   if (inputs.empty())
     throw UserError("command line", "sweep merge", "no input databases", "write scaleinv sweep merge OUT.db IN1.db IN2.db ...");
   std::string fp;
-  std::error_code ec;
   for (const auto& in : inputs) {
     if (!std::filesystem::exists(in))
       throw UserError(in, "", "no such database", "give the shard databases written by scaleinv sweep --shard");
-    if (std::filesystem::exists(out) && std::filesystem::equivalent(in, out, ec))
-      throw UserError(in, "", "is also the output", "give a new OUT.db as the first argument");
-    std::optional<std::string> f;
-    {  // read-only: an input is never written, converted to WAL or given -wal/-shm files
-      SqliteDb db(in, SqliteDb::Mode::ReadOnly);
-      db.check_integrity();
-      if (db.has_table("meta") && db.has_table("points")) f = read_meta(db, "fingerprint");
-    }
-    if (!f) throw UserError(in, "meta.fingerprint", "not a sweep database", "give databases written by scaleinv sweep");
-    if (fp.empty()) fp = *f;
-    else if (*f != fp)
+    refuse_same_file(in, out, "sweep merge");
+    const std::string f = sweep_db_fingerprint(in);
+    if (fp.empty()) fp = f;
+    else if (f != fp)
       throw UserError(in, "meta.fingerprint",
-                      fmt::format("belongs to another sweep or grid (fingerprint {}, first input {})", *f, fp),
+                      fmt::format("belongs to another sweep or grid (fingerprint {}, first input {})", f, fp),
                       "merge only the shards of one sweep file");
   }
   SweepStore dst(out);

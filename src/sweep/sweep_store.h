@@ -66,6 +66,10 @@ class SweepStore {
 
 // (A point's windowed loss is window_mean in train/trainer.h with the sweep's window.)
 
+// The grid fingerprint a sweep database holds (read-only). UserError naming the file when it is
+// not a sweep database (no meta and points tables, no fingerprint) or fails SQLite's integrity check.
+std::string sweep_db_fingerprint(const std::string& path);
+
 struct MergeSummary {
   int64_t rows_read = 0;     // rows in the inputs
   int64_t rows_added = 0;    // new rows in OUT

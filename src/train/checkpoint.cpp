@@ -109,12 +109,20 @@ CheckpointMeta read_checkpoint_meta(const std::string& path) {
   c10::IValue v;
   if (!ar.try_read("meta", v) || !v.isString())
     throw UserError(path, "meta", "missing metadata", "this is not a scaleinv checkpoint");
-  nlohmann::json j = nlohmann::json::parse(v.toStringRef());
   CheckpointMeta m;
-  m.step = j.at("step").get<int64_t>();
-  m.table = param_from_json(j.at("table"));
-  m.config = train_config_from_json(j.at("config"));
-  m.fingerprint = j.at("fingerprint").get<std::string>();
+  try {
+    const nlohmann::json j = nlohmann::json::parse(v.toStringRef());
+    m.step = j.at("step").get<int64_t>();
+    m.table = param_from_json(j.at("table"));
+    m.config = train_config_from_json(j.at("config"));
+    m.fingerprint = j.at("fingerprint").get<std::string>();
+  } catch (const nlohmann::json::exception& e) {  // intact bytes (the checksum held), unusable contents
+    throw UserError(path, "meta", fmt::format("unreadable metadata ({})", e.what()),
+                    "the file is damaged or not from this scaleinv: delete it to start over, or restore a copy");
+  }
+  if (m.step < 0)
+    throw UserError(path, "meta", fmt::format("step {} is negative", m.step),
+                    "the file is damaged: delete it to start over, or restore a copy");
   torch::Tensor losses;
   if (!ar.try_read("losses", losses, /*is_buffer=*/true) || losses.dim() != 1 || losses.size(0) != m.step)
     throw UserError(path, "losses", fmt::format("the loss history does not cover the {} steps done", m.step),
@@ -129,7 +137,9 @@ CheckpointMeta read_checkpoint_meta(const std::string& path) {
 void load_checkpoint(const std::string& path, Model& model, Optimizer* opt) {
   torch::serialize::InputArchive ar = open_archive(path);
   torch::serialize::InputArchive params;
-  ar.read("params", params);
+  if (!ar.try_read("params", params))
+    throw UserError(path, "params", "no parameters in the checkpoint",
+                    "the file is damaged: delete it to start over, or restore a copy");
   torch::NoGradGuard ng;
   for (const TaggedParam& p : model.tagged_parameters()) {
     torch::Tensor t;
@@ -144,7 +154,9 @@ void load_checkpoint(const std::string& path, Model& model, Optimizer* opt) {
   }
   if (opt) {
     torch::serialize::InputArchive os;
-    ar.read("optimizer", os);
+    if (!ar.try_read("optimizer", os))
+      throw UserError(path, "optimizer", "no optimizer state in the checkpoint",
+                      "the file is damaged: delete it to start over, or restore a copy");
     opt->load(os);
   }
 }

@@ -36,6 +36,9 @@ struct AtLeast1 {  // >= 1: "value V is below 1"
 struct NonNegative {  // >= 0: "value V is negative"
   const char* fix;
 };
+struct OpenUnit {  // in (0, 1): "value V is outside (0, 1)"
+  const char* fix;
+};
 struct NonEmpty {  // a non-empty string: "is empty"
   const char* fix;
 };
@@ -56,6 +59,10 @@ void check_rule(const TomlReader& r, const char* key, const T& v, const AtLeast1
 template <class T>
 void check_rule(const TomlReader& r, const char* key, const T& v, const NonNegative& rule) {
   if (v < 0) r.fail(key, fmt::format("value {} is negative", v), rule.fix);
+}
+template <class T>
+void check_rule(const TomlReader& r, const char* key, const T& v, const OpenUnit& rule) {
+  if (!(v > 0 && v < 1)) r.fail(key, fmt::format("value {} is outside (0, 1)", v), rule.fix);
 }
 inline void check_rule(const TomlReader& r, const char* key, const std::string& v, const NonEmpty& rule) {
   if (v.empty()) r.fail(key, "is empty", rule.fix);
@@ -96,11 +103,13 @@ void model_fields(X& x, F&& f) {
 // [hp]
 template <class X, class F>
 void hp_fields(X& x, F&& f) {
-  f("init_scale", x.init_scale);
-  f("output_mult", x.output_mult);
-  f("embed_mult", x.embed_mult);
-  f("branch_mult", x.branch_mult);
-  f("attn_mult", x.attn_mult);
+  // Scales of the table's init and multipliers: 0 cuts a part of the network off (nothing learns
+  // through a zero multiplier or from all-zero weights); a negative one is no parameterization.
+  f("init_scale", x.init_scale, Positive{"e.g. init_scale = 1 (the table's init)"});
+  f("output_mult", x.output_mult, Positive{"e.g. output_mult = 1"});
+  f("embed_mult", x.embed_mult, Positive{"e.g. embed_mult = 1"});
+  f("branch_mult", x.branch_mult, Positive{"e.g. branch_mult = 1"});
+  f("attn_mult", x.attn_mult, Positive{"e.g. attn_mult = 1"});
 }
 
 // [optim], every optimizer
@@ -144,7 +153,7 @@ template <class X, class F>
 void data_fields(X& x, F&& f) {
   f("source", x.source);
   f("path", x.path);
-  f("val_fraction", x.val_fraction);
+  f("val_fraction", x.val_fraction, OpenUnit{"e.g. val_fraction = 0.1"});
   f("vocab", x.vocab);
   f("markov_temperature", x.markov_temperature);
   f("markov_length", x.markov_length);
@@ -203,6 +212,7 @@ void read_model(const TomlReader& r, ModelConfig& m) {
 void read_hp(const TomlReader& r, Hyper& h) {
   hp_fields(h, read_from(r));
   r.reject_unknown();
+  hp_fields(h, check_with(r));
 }
 
 void read_optim(const TomlReader& r, OptimConfig& o) {
@@ -215,6 +225,7 @@ void read_optim(const TomlReader& r, OptimConfig& o) {
 void read_data(const TomlReader& r, DataConfig& d) {
   data_fields(d, read_from(r));
   r.reject_unknown();
+  data_fields(d, check_with(r));
 }
 
 void read_train(const TomlReader& r, TrainSettings& t) {

@@ -10,6 +10,14 @@ namespace scaleinv {
 
 RunLog::RunLog(const std::string& dir) : dir_(dir) {
   if (dir_.empty()) return;
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  for (fs::path d = fs::absolute(dir_, ec); !d.empty() && !fs::exists(d, ec); d = d.parent_path()) {
+    created_dirs_.push_back(d.string());
+    if (d == d.parent_path()) break;
+  }
+  for (const char* f : {"metrics.jsonl", "metrics.sqlite", "metrics.sqlite-wal", "metrics.sqlite-shm", "config.json"})
+    if (!fs::exists(dir_ + "/" + f, ec)) created_files_.push_back(dir_ + "/" + f);
   jsonl_path_ = dir_ + "/metrics.jsonl";
   ensure_parent_dir(jsonl_path_, "train.out_dir");
   db_ = std::make_unique<SqliteDb>(dir_ + "/metrics.sqlite");
@@ -17,6 +25,14 @@ RunLog::RunLog(const std::string& dir) : dir_(dir) {
       "CREATE TABLE IF NOT EXISTS metrics (step INTEGER PRIMARY KEY, loss REAL, lr REAL, val_loss REAL,"
       " elapsed_s REAL, items_per_s REAL);"
       "CREATE TABLE IF NOT EXISTS run (key TEXT PRIMARY KEY, value TEXT);");
+}
+
+RunLog::~RunLog() {
+  if (!enabled() || kept_) return;
+  db_.reset();  // closed (its WAL checkpointed away) before its files go
+  std::error_code ec;  // best effort: a file someone else removed or a directory they filled stays as it is
+  for (const std::string& f : created_files_) std::filesystem::remove(f, ec);
+  for (const std::string& d : created_dirs_) std::filesystem::remove(d, ec);  // only while empty
 }
 
 void RunLog::start(int64_t resume_step, const nlohmann::json& config) {
@@ -39,6 +55,7 @@ void RunLog::start(int64_t resume_step, const nlohmann::json& config) {
 
 void RunLog::log(const StepMetrics& m) {
   if (!enabled()) return;
+  keep();
   nlohmann::json j = {{"step", m.step}, {"loss", m.loss}, {"lr", m.lr}, {"elapsed_s", m.elapsed_s},
                       {"items_per_s", m.items_per_s}};
   if (m.val_loss) j["val_loss"] = *m.val_loss;
@@ -50,6 +67,7 @@ void RunLog::log(const StepMetrics& m) {
 
 void RunLog::finish(const nlohmann::json& summary) {
   if (!enabled()) return;
+  keep();
   write_file_atomic(dir_ + "/run.json", summary.dump(2) + "\n");
   db_->run("INSERT OR REPLACE INTO run(key, value) VALUES ('summary', ?)", {summary.dump()});
 }

@@ -124,6 +124,7 @@ SafeTensors read_safetensors(const std::string& path) {
 }
 
 size_t export_checkpoint(const std::string& checkpoint, const std::string& out) {
+  refuse_same_file(checkpoint, out, "--out");
   const CheckpointMeta meta = read_checkpoint_meta(checkpoint);
   ScaleContext ctx{meta.table, optimizer_family(meta.config.optim.kind), meta.config.model.width,
                    meta.config.model.depth};
@@ -142,6 +143,8 @@ size_t export_checkpoint(const std::string& checkpoint, const std::string& out) 
 }
 
 size_t import_safetensors(const std::string& file, const std::string& config_toml, const std::string& out_checkpoint) {
+  refuse_same_file(file, out_checkpoint, "--out");
+  if (!config_toml.empty()) refuse_same_file(config_toml, out_checkpoint, "--out");
   const SafeTensors st = read_safetensors(file);
   CheckpointMeta meta;
   if (config_toml.empty()) {
@@ -180,6 +183,8 @@ size_t import_safetensors(const std::string& file, const std::string& config_tom
                         fmt::format("shape {} in the file, {} in the model", fmt::join(it->second->sizes(), "x"),
                                     fmt::join(p.tensor.sizes(), "x")),
                         "use the config the file was exported with");
+      if (!torch::isfinite(*it->second).all().item<bool>())
+        throw UserError(file, p.name, "holds NaN or inf values", "export the weights of a run that did not diverge");
       p.tensor.copy_(*it->second);
       by_name.erase(it);
     }

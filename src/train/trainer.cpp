@@ -82,6 +82,7 @@ RunSummary train_run(const TrainConfig& cfg, const RunOptions& opts) {
                                                      cfg.hp);  // validates model.*
   auto data = make_data(cfg.data);
   check_data_fits(cfg, *data);
+  check_batch_fits_in_memory(cfg.model, cfg.train.batch_size / std::max(1, dp.world()));
   model->to(dev);
   // Simulated low precision (train.precision): active across every forward and backward pass.
   std::unique_ptr<precision::Scope> low_precision;
@@ -125,6 +126,11 @@ RunSummary train_run(const TrainConfig& cfg, const RunOptions& opts) {
                                   diff.size() > 1 ? fmt::format("; {} more field(s) differ", diff.size() - 1) : ""),
                       "resume with the config the run started with, or choose another out_dir");
     }
+    if (meta.step > cfg.train.steps)
+      throw UserError(cfg.source, "train.steps",
+                      fmt::format("is {} but the checkpoint in {} is already at step {}", cfg.train.steps,
+                                  cfg.train.out_dir, meta.step),
+                      fmt::format("set train.steps to at least {} to continue the run", meta.step));
     load_checkpoint(ckpt_in, *model, opt.get());
     start = meta.step;
     s.losses = meta.losses;  // the summary (final_loss) covers the whole run, not only this process's part
@@ -137,6 +143,7 @@ RunSummary train_run(const TrainConfig& cfg, const RunOptions& opts) {
   log.start(start, cfg_json);
   auto save = [&](int64_t steps_done) {
     if (!writes) return;
+    log.keep();  // a checkpoint makes the run resumable: its log stays with it
     save_checkpoint(ckpt, CheckpointMeta{steps_done, table, cfg, param_fingerprint(table), s.losses}, *model,
                     opt.get());
   };
