@@ -93,6 +93,7 @@ std::vector<BadCase> cases() {
       {"hp", "init_scale", "0"},         {"hp", "output_mult", "-1"},       {"hp", "embed_mult", "0"},
       {"hp", "branch_mult", "-2"},       {"hp", "attn_mult", "0"},          {"data", "val_fraction", "2"},
       {"data", "val_fraction", "-0.5"},  {"data", "val_fraction", "0"},     {"train", "batch_size", "2000000000"},
+      {"data", "vocab", "0"},            {"model", "seq_len", "0"},         {"data", "markov_length", "0"},
   };
   for (const auto& [sec, key, value] : fields) {
     const std::string field = sec + "." + key;
@@ -178,6 +179,7 @@ std::vector<BadCase> cases() {
       {"coordcheck --model bigram --param mup --seeds 2000000000", "--seeds"},
       {"launch --nproc 2 --grace nan -- train --config {D}/none.toml", "--grace"},
       {"precision --config {D}/none.toml --rows -3", "--rows"},
+      {"demo --quick --out ''", "--out"},
   };
   // Flags name "command line", except where the mistake is a missing file, which is named.
   const std::set<std::string> names_file = {"sample --checkpoint {D}/none.pt", "sweep --config {D}/none.toml",
@@ -226,6 +228,8 @@ std::vector<BadCase> cases() {
                  "import --safetensors {D}/w.safetensors --out {D}/c.pt", "{D}/w.safetensors", "header"});
   out.push_back({"import_no_metadata", {{"w.safetensors", std::string("\x08\0\0\0\0\0\0\0{}      ", 16)}},
                  "import --safetensors {D}/w.safetensors --out {D}/c.pt", "{D}/w.safetensors", "__metadata__"});
+  // An output file that is a directory (here the case's own directory).
+  out.push_back({"json_out_is_a_directory", {}, "theory --param mup --json {D}", "{D}", "directory"});
   // An output over the command's own input is refused before either is read.
   out.push_back({"export_over_its_checkpoint", {{"c.pt", std::string(5000, 'j')}},
                  "export --checkpoint {D}/c.pt --out {D}/c.pt", "{D}/c.pt", "--out"});

@@ -180,7 +180,7 @@ TEST(DataText, BadInputNamesFileAndField) {
   c.val_fraction = 0;
   expect_user_error([&] { make_data(c); }, {"data.val_fraction"});
   const std::string tiny = write_bytes(dir, "tiny.txt", [](int64_t) { return uint8_t('a'); }, 40);
-  expect_user_error([&] { make_data(text_cfg(tiny)); }, {tiny, "data.seq_len"});
+  expect_user_error([&] { make_data(text_cfg(tiny)); }, {tiny, "model.seq_len"});
 }
 
 TEST(DataKjv, LoadsTheRealTextIntoTheCache) {

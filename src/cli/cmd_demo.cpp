@@ -22,6 +22,7 @@
 #include "cli/commands.h"
 #include "core/atomic_file.h"
 #include "core/device.h"
+#include "core/errors.h"
 #include "core/toml_json.h"
 #include "core/toml_reader.h"
 #include "demo_sweeps.h"
@@ -229,6 +230,8 @@ void add_demo_command(CLI::App& app, int& exit_code) {
   demo->add_option("--device", o->device, "cpu (default) or cuda: where every run trains");
   demo->callback([o, &exit_code] {
     resolve_device(o->device, "command line", "--device");  // before anything is written
+    if (o->out.empty())
+      throw UserError("command line", "--out", "is empty", "give a directory for the report, e.g. --out runs/demo");
     const toml::table width = demo_sweep(kDemo_width_sweep, "width", o->quick, o->device);
     const toml::table depth_toml = demo_sweep(kDemo_depth_sweep, "depth", o->quick, o->device);
     std::filesystem::create_directories(o->out);

@@ -37,6 +37,11 @@ void ensure_parent_dir(const std::string& path, const std::string& field) {
 }
 
 void write_file_atomic(const std::string& path, const std::string& contents) {
+  std::error_code ec;
+  if (path.empty() || std::filesystem::is_directory(path, ec))
+    throw UserError(path.empty() ? "command line" : path, "",
+                    path.empty() ? "an output path is empty" : "is a directory, not a file to write",
+                    "give the path of a file (e.g. DIR/out.json)");
   ensure_parent_dir(path);
   const std::string tmp = unique_temp_path(path);
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);

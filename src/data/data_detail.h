@@ -75,7 +75,7 @@ class TokenWindows : public DataSource {
 };
 
 // Validates seq_len and split sizes against the sequences (UserError naming `where`).
-void check_windows(const std::string& where, int64_t n_train, int64_t n_val, int seq_len);
+void check_windows(const std::string& where, int64_t n_train, int64_t n_val, int seq_len, const std::string& length);
 
 std::unique_ptr<DataSource> make_text(const DataConfig& cfg);           // text_data.cpp
 std::unique_ptr<DataSource> make_kjv(const DataConfig& cfg);            // kjv.cpp

@@ -41,7 +41,7 @@ std::unique_ptr<DataSource> make_markov(const DataConfig& cfg) {
   if (!(cfg.markov_temperature > 0) || !std::isfinite(cfg.markov_temperature))
     throw UserError("config", "data.markov_temperature", fmt::format("value {} is not positive", cfg.markov_temperature),
                     "use a positive temperature (1 is the default; smaller is more predictable)");
-  check_windows("config", cfg.markov_length, cfg.markov_length, cfg.seq_len);
+  check_windows("config", cfg.markov_length, cfg.markov_length, cfg.seq_len, "data.markov_length");
 
   // Transition matrix P (row-stochastic) and its row CDFs.
   std::vector<double> P(static_cast<size_t>(V) * V), cdf(P.size());

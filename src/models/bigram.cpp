@@ -88,7 +88,7 @@ void check_tokens(const torch::Tensor& x, int64_t vocab, int64_t max_len, const 
   if (max_len > 0 && x.size(-1) > max_len)
     throw UserError("config", "model.seq_len",
                     fmt::format("input has {} tokens per row but the model's context is {}", x.size(-1), max_len),
-                    "set data.seq_len <= model.seq_len");
+                    "feed rows of at most model.seq_len tokens");
   if (x.is_cpu() && x.numel() > 0) {  // (skipped on GPU: it would synchronise every step)
     const int64_t lo = x.min().item<int64_t>(), hi = x.max().item<int64_t>();
     if (lo < 0 || hi >= vocab)

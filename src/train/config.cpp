@@ -272,7 +272,12 @@ TrainConfig train_config_from_toml_text(const std::string& text, const std::stri
   r.reject_unknown();
   // One source of truth for shapes shared by model and data.
   c.data.seq_len = c.model.seq_len;
-  if (c.data.source == "markov") c.model.vocab = c.data.vocab;
+  if (c.data.source == "markov") {  // the chain's vocabulary is the model's: checked here, under its own name
+    if (c.data.vocab < 2)
+      throw UserError(src, "data.vocab", fmt::format("value {} is below 2", c.data.vocab),
+                      "use a vocabulary of 2..2048 tokens for the markov source");
+    c.model.vocab = c.data.vocab;
+  }
   if (!r.has("optim") || !root["optim"].as_table()->contains("total_steps")) c.optim.total_steps = c.train.steps;
   return c;
 }
