@@ -228,6 +228,9 @@ std::vector<BadCase> cases() {
                  "import --safetensors {D}/w.safetensors --out {D}/c.pt", "{D}/w.safetensors", "header"});
   out.push_back({"import_no_metadata", {{"w.safetensors", std::string("\x08\0\0\0\0\0\0\0{}      ", 16)}},
                  "import --safetensors {D}/w.safetensors --out {D}/c.pt", "{D}/w.safetensors", "__metadata__"});
+  // launch reads the config before it starts any rank: one line, not one per rank.
+  out.push_back({"launch_bad_config", {{"c.toml", tiny()}},
+                 "launch --nproc 2 -- train --config {D}/c.toml --set model.width=-3", "{D}/c.toml", "model.width"});
   // An output file that is a directory (here the case's own directory).
   out.push_back({"json_out_is_a_directory", {}, "theory --param mup --json {D}", "{D}", "directory"});
   // An output over the command's own input is refused before either is read.

@@ -12,6 +12,7 @@
 #include "cli/commands.h"
 #include "core/errors.h"
 #include "dist/launch.h"
+#include "train/config.h"
 
 namespace scaleinv {
 
@@ -44,6 +45,19 @@ void add_launch_command(CLI::App& app, int& exit_code) {
     if (o->command.front() != "train")
       throw UserError("command line", "launch", fmt::format("'{}' is not a data-parallel command", o->command.front()),
                       "launch runs `train`: scaleinv launch --nproc 2 -- train --config FILE.toml");
+    // The config is read once here, before any rank starts: a mistake in it is one line, not one
+    // per rank with the launcher's own lines around them. (The ranks read it again, the same way.)
+    std::string config;
+    std::vector<std::string> sets;
+    for (size_t i = 1; i < o->command.size(); ++i) {
+      const std::string& a = o->command[i];
+      const bool next = i + 1 < o->command.size();
+      if (a == "--config" && next) config = o->command[++i];
+      else if (a.rfind("--config=", 0) == 0) config = a.substr(9);
+      else if (a == "--set" && next) sets.push_back(o->command[++i]);
+      else if (a.rfind("--set=", 0) == 0) sets.push_back(a.substr(6));
+    }
+    (void)load_train_config(config, sets);
     exit_code = launch_local_ranks(
         LaunchOptions().nproc(o->nproc).port(o->port).grace_s(o->grace).threads(threads).command(o->command));
   });
