@@ -33,6 +33,7 @@ struct BadCase {
   std::string args;                                        // "{D}" is the case directory
   std::string where;                                       // expected in the line ("{D}" expanded)
   std::string field;                                       // expected in the line
+  std::string env;                                         // VAR=value settings for the command
 };
 
 // A tiny bigram run on the Markov chain, with one TOML line added to `section`.
@@ -228,6 +229,8 @@ std::vector<BadCase> cases() {
                  "import --safetensors {D}/w.safetensors --out {D}/c.pt", "{D}/w.safetensors", "header"});
   out.push_back({"import_no_metadata", {{"w.safetensors", std::string("\x08\0\0\0\0\0\0\0{}      ", 16)}},
                  "import --safetensors {D}/w.safetensors --out {D}/c.pt", "{D}/w.safetensors", "__metadata__"});
+  out.push_back({"blas_threads_not_a_count", {}, "theory --param mup --json {D}/t.json", "environment",
+                 "SCALEINV_BLAS_THREADS", "SCALEINV_BLAS_THREADS=abc"});
   // launch reads the config before it starts any rank: one line, not one per rank.
   out.push_back({"launch_bad_config", {{"c.toml", tiny()}},
                  "launch --nproc 2 -- train --config {D}/c.toml --set model.width=-3", "{D}/c.toml", "model.width"});
@@ -283,8 +286,8 @@ TEST(BadInput, EveryMistakeIsOneLineNamingFileFieldAndFixWithExitCode2AndNothing
       }
       Outcome& o = res[i];
       o.before = listing(dir);
-      const std::string cmd = fmt::format("cd {0} && env HOME={3} SCALEINV_DATA_DIR={3} {1} {2} >{3}/out 2>{3}/err", dir,
-                                          SCALEINV_BIN, replace_all(c.args, "{D}", dir), io);
+      const std::string cmd = fmt::format("cd {0} && env HOME={3} SCALEINV_DATA_DIR={3} {4} {1} {2} >{3}/out 2>{3}/err",
+                                          dir, SCALEINV_BIN, replace_all(c.args, "{D}", dir), io, c.env);
       const int st = std::system(cmd.c_str());
       o.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
       o.err = slurp(io + "/err");

@@ -7,6 +7,10 @@
 #include <string>
 #include <thread>
 
+#include <fmt/format.h>
+
+#include "core/errors.h"
+
 namespace scaleinv {
 
 namespace {
@@ -23,9 +27,16 @@ namespace {
 // output, not its reduction, across threads: matmul results do not depend on this setting.
 ThreadPlan g_plan;
 
+// UserError (file "environment", field NAME) when set to anything but a count in 0..4096.
 int env_int(const char* name, int fallback) {
   const char* e = std::getenv(name);
-  return (e && *e) ? std::atoi(e) : fallback;
+  if (!e || !*e) return fallback;
+  char* end = nullptr;
+  const long v = std::strtol(e, &end, 10);
+  if (*end != '\0' || v < 0 || v > 4096)
+    throw UserError("environment", name, fmt::format("'{}' is not a thread count", e),
+                    fmt::format("unset {} or give a count from 0 to 4096", name));
+  return static_cast<int>(v);
 }
 }  // namespace
 

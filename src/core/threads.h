@@ -13,7 +13,8 @@ struct ThreadPlan {
 };
 
 // Applies the split for `requested` cores (<= 0: the machine's core count) and returns it.
-// Overrides: SCALEINV_TORCH_THREADS, SCALEINV_BLAS_THREADS (0 leaves OpenBLAS's default).
+// Overrides: SCALEINV_TORCH_THREADS, SCALEINV_BLAS_THREADS (0 leaves OpenBLAS's default); either
+// set to anything but a count in 0..4096 is a UserError naming it.
 ThreadPlan configure_threads(int requested = 0);
 // The split configure_threads last applied (the defaults before any call).
 const ThreadPlan& thread_plan();
