@@ -181,6 +181,14 @@ std::vector<BadCase> cases() {
       {"launch --nproc 2 --grace nan -- train --config {D}/none.toml", "--grace"},
       {"precision --config {D}/none.toml --rows -3", "--rows"},
       {"demo --quick --out ''", "--out"},
+      {"coordcheck --model bigram --param mup --optimizer rmsprop", "--optimizer"},
+      {"bench --profile 64 --depth 0", "--depth"},
+      {"bench --quick --quiet --cuda-graph", "--cuda-graph"},
+      {"diagnose alignment --model gpt --block foo", "--block"},
+      {"diagnose alignment --model gpt --head-dim 0", "--head-dim"},
+      {"diagnose init-stats --head-dim 0", "--head-dim"},
+      {"diagnose init-stats --seq-len 0", "--seq-len"},
+      {"diagnose diversity --eval-batch 0", "--eval-batch"},
   };
   // Flags name "command line", except where the mistake is a missing file, which is named.
   const std::set<std::string> names_file = {"sample --checkpoint {D}/none.pt", "sweep --config {D}/none.toml",

@@ -57,9 +57,6 @@ void add_bench_command(CLI::App& app, int& exit_code) {
       exit_code = 0;
       return;
     }
-    for (auto [name, v] : {std::pair<const char*, int>{"--depth", o->depth}, {"--seq-len", o->seq_len}, {"--batch", o->batch}})
-      if (v < 1 || v > 1 << 16)
-        throw UserError("command line", name, fmt::format("{} is out of range", v), "use a value from 1 to 65536");
     BenchConfig cfg;
     cfg.device = o->device;
     cfg.depth = o->depth;

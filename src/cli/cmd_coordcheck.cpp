@@ -101,7 +101,15 @@ void add_coordcheck_command(CLI::App& app, int& exit_code) {
     }
     if (!o->model.empty()) sets.push_back("model.kind=" + toml_quote(o->model));
     if (!o->param.empty()) sets.push_back("param.name=" + toml_quote(o->param));
-    if (!o->optimizer.empty()) sets.push_back("optim.kind=" + toml_quote(o->optimizer));
+    if (!o->optimizer.empty()) {
+      try {  // by the flag's name (the config would name optim.kind)
+        optimizer_family(o->optimizer);
+      } catch (const UserError&) {
+        throw UserError("command line", "--optimizer", fmt::format("unknown optimizer '{}'", o->optimizer),
+                        std::string("use one of ") + optimizer_kinds());
+      }
+      sets.push_back("optim.kind=" + toml_quote(o->optimizer));
+    }
     if (o->lr != 0) {
       if (!(o->lr > 0))
         throw UserError("command line", "--lr", fmt::format("{} is not positive", o->lr), "give e.g. --lr 0.01");
@@ -118,12 +126,6 @@ void add_coordcheck_command(CLI::App& app, int& exit_code) {
     CoordCheckConfig cc;
     cc.train = load_train_config(o->config, sets);
     if (o->config.empty()) cc.train.source = "command line";  // flags only: errors name the command line
-    try {
-      optimizer_family(cc.train.optim.kind);
-    } catch (const UserError&) {
-      throw UserError("command line", "--optimizer", fmt::format("unknown optimizer '{}'", cc.train.optim.kind),
-                      std::string("use one of ") + optimizer_kinds());
-    }
     if (!o->widths.empty()) cc.widths = parse_int_list("--widths", o->widths);
     if (!o->depths.empty()) cc.depths = parse_int_list("--depths", o->depths);
     cc.steps = o->steps;

@@ -24,6 +24,7 @@
 #include <fmt/format.h>
 
 #include "core/tensor_rms.h"
+#include "core/errors.h"
 #include "core/fraction.h"
 #include "measure/diag_detail.h"
 #include "measure/diagnostics.h"
@@ -91,18 +92,26 @@ void validate(const AlignmentOptions& o) {
   detail::require_grid(o.widths, "--widths");
   detail::require_activation(o.activation);
   require(o.depth >= 1, "--depth", fmt::format("depth {} < 1", o.depth), "give at least 1 hidden layer / block");
+  try {  // by the flag's name (the model would name model.block)
+    parse_placement(o.block);
+  } catch (const UserError&) {
+    require(false, "--block", fmt::format("unknown block placement '{}'", o.block), "use one of pre, post, keel");
+  }
   require(o.steps >= 1, "--steps", fmt::format("steps {} < 1", o.steps), "give at least 1 optimizer step");
   require(o.seeds >= 1, "--seeds", fmt::format("seeds {} < 1", o.seeds), "give at least 1 seed (3 for an interval)");
   require_lr(o.lr, "--lr 0.01");
   require(o.beta1 >= 0 && o.beta1 < 1, "--beta1", fmt::format("beta1 {} is outside [0, 1)", o.beta1), "e.g. 0.9");
-  require(o.batch >= 1 && o.seq_len >= 1, "--batch", "batch and seq-len must be positive", "e.g. --batch 16");
+  require(o.batch >= 1, "--batch", fmt::format("batch {} < 1", o.batch), "e.g. --batch 16");
+  require(o.seq_len >= 1, "--seq-len", fmt::format("seq-len {} < 1", o.seq_len), "e.g. --seq-len 32");
   require(o.vocab >= 2 && o.vocab <= 2048, "--vocab", fmt::format("vocab {} is outside [2, 2048]", o.vocab),
           "e.g. --vocab 64");
-  if (o.model == "gpt")
+  if (o.model == "gpt") {
+    require(o.head_dim > 0, "--head-dim", fmt::format("head_dim {} < 1", o.head_dim), "e.g. --head-dim 16");
     for (int w : o.widths)
-      require(o.head_dim > 0 && w % o.head_dim == 0, "--widths",
+      require(w % o.head_dim == 0, "--widths",
               fmt::format("width {} is not a multiple of head_dim {}", w, o.head_dim),
               "use widths divisible by --head-dim");
+  }
 }
 
 std::pair<int, int> top_pair(const AlignmentOptions& o) {

@@ -35,7 +35,8 @@ void validate(const DiversityOptions& o) {
   require(o.depth >= 8, "--depth", fmt::format("depth {} < 8", o.depth),
           "give L >= 8 so that eps = k/L spans at least two values up to 1/4");
   require(o.steps >= 0, "--steps", fmt::format("steps {} < 0", o.steps), "e.g. --steps 300");
-  require(o.batch >= 1 && o.eval_batch >= 1, "--batch", "batch sizes must be positive", "e.g. --batch 64");
+  require(o.batch >= 1, "--batch", fmt::format("batch {} < 1", o.batch), "e.g. --batch 64");
+  require(o.eval_batch >= 1, "--eval-batch", fmt::format("eval batch {} < 1", o.eval_batch), "e.g. --eval-batch 256");
   require(o.seeds >= 1, "--seeds", fmt::format("seeds {} < 1", o.seeds), "give at least 1 seed");
   detail::require_optimizer(o.optimizer);
   detail::require_activation(o.activation);

@@ -125,8 +125,9 @@ void validate(const InitStatsOptions& o) {
   for (const auto& m : o.models)
     require(m == "gpt" || m == "vit", "--models", fmt::format("unknown model '{}'", m), "use gpt and/or vit");
   detail::require_grid(o.widths, "--widths");
+  require(o.head_dim > 0, "--head-dim", fmt::format("head_dim {} < 1", o.head_dim), "e.g. --head-dim 16");
   for (int w : o.widths)
-    require(o.head_dim > 0 && w % o.head_dim == 0, "--widths",
+    require(w % o.head_dim == 0, "--widths",
             fmt::format("width {} is not a multiple of head_dim {}", w, o.head_dim), "use multiples of --head-dim");
   require(o.stream_width > 0 && o.stream_width % o.head_dim == 0, "--stream-width",
           fmt::format("width {} is not a multiple of head_dim {}", o.stream_width, o.head_dim), "e.g. 128");
@@ -137,8 +138,9 @@ void validate(const InitStatsOptions& o) {
   for (double s : o.init_scales)
     require(std::isfinite(s) && s > 0, "--init-scales", fmt::format("{} is not positive", s), "e.g. 0.5,1,2");
   require(o.seeds >= 1, "--seeds", fmt::format("seeds {} < 1", o.seeds), "give at least 1 seed");
-  require(o.batch >= 1 && o.seq_len >= 2 && o.vocab >= 2, "--batch", "batch, seq-len (>= 2) and vocab must be positive",
-          "e.g. --batch 4 --seq-len 32");
+  require(o.batch >= 1, "--batch", fmt::format("batch {} < 1", o.batch), "e.g. --batch 4");
+  require(o.seq_len >= 2, "--seq-len", fmt::format("seq-len {} < 2", o.seq_len), "e.g. --seq-len 32");
+  require(o.vocab >= 2, "vocab", fmt::format("vocab {} < 2", o.vocab), "use a vocabulary of at least 2 tokens");
 }
 
 }  // namespace

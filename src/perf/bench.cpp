@@ -40,6 +40,19 @@ void check_device(const std::string& device) {
   resolve_device(device, "command line", "--device");
 }
 
+// The GPT runs' flags, by their names (the config bench_gpt_config builds would name its fields).
+void check_gpt_flags(int depth, int seq_len, int batch, const std::string& device, const std::string& autocast,
+                     bool cuda_graph) {
+  if (autocast != "auto" && autocast != "bf16" && autocast != "off")
+    throw UserError("command line", "--autocast", fmt::format("unknown mode '{}'", autocast), "use auto, bf16 or off");
+  for (auto [name, v] : {std::pair<const char*, int>{"--depth", depth}, {"--seq-len", seq_len}, {"--batch", batch}})
+    if (v < 1 || v > 1 << 16)
+      throw UserError("command line", name, fmt::format("{} is out of range", v), "use a value from 1 to 65536");
+  check_device(device);
+  if (cuda_graph && device != "cuda")
+    throw UserError("command line", "--cuda-graph", "CUDA graphs need --device cuda", "add --device cuda or drop --cuda-graph");
+}
+
 void sync(const std::string& device) {
   if (device == "cuda") torch::cuda::synchronize();
 }
@@ -113,8 +126,7 @@ double measured_ensemble_seconds(std::vector<TrainConfig> members, int64_t warmu
 
 TrainConfig bench_gpt_config(int width, int depth, int seq_len, int batch, int64_t steps, const std::string& device,
                              const std::string& autocast, bool cuda_graph) {
-  if (autocast != "auto" && autocast != "bf16" && autocast != "off")
-    throw UserError("command line", "--autocast", fmt::format("unknown mode '{}'", autocast), "use auto, bf16 or off");
+  check_gpt_flags(depth, seq_len, batch, device, autocast, cuda_graph);
   const std::vector<std::string> sets = {
       "model.kind=\"gpt\"",
       fmt::format("model.width={}", width),
@@ -173,7 +185,7 @@ double sgemm_gflops(int n, int repeats, const std::string& device) {
 }
 
 BenchResult run_bench(const BenchConfig& in) {
-  check_device(in.device);
+  check_gpt_flags(in.depth, in.seq_len, in.batch, in.device, in.autocast, in.cuda_graph);
   BenchConfig cfg = in;
   if (cfg.widths.empty()) cfg.widths = cfg.quick ? std::vector<int>{64, 128} : std::vector<int>{64, 128, 256, 512};
   const int64_t warmup = cfg.warmup_steps >= 0 ? cfg.warmup_steps : (cfg.quick ? 1 : 4);
