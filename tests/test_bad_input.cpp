@@ -189,6 +189,7 @@ std::vector<BadCase> cases() {
       {"diagnose init-stats --head-dim 0", "--head-dim"},
       {"diagnose init-stats --seq-len 0", "--seq-len"},
       {"diagnose diversity --eval-batch 0", "--eval-batch"},
+      {"sweep --config {D}/none.toml --jobs 2000", "--jobs"},
   };
   // Flags name "command line", except where the mistake is a missing file, which is named.
   const std::set<std::string> names_file = {"sample --checkpoint {D}/none.pt", "sweep --config {D}/none.toml",
@@ -244,6 +245,8 @@ std::vector<BadCase> cases() {
                  "launch --nproc 2 -- train --config {D}/c.toml --set model.width=-3", "{D}/c.toml", "model.width"});
   // An output file that is a directory (here the case's own directory).
   out.push_back({"json_out_is_a_directory", {}, "theory --param mup --json {D}", "{D}", "directory"});
+  out.push_back({"sweep_out_is_a_directory", {{"s.toml", sweep("lr_log2 = [-8, -6]")}},
+                 "sweep --config {D}/s.toml --out {D}", "{D}", "directory"});
   // An output over the command's own input is refused before either is read.
   out.push_back({"export_over_its_checkpoint", {{"c.pt", std::string(5000, 'j')}},
                  "export --checkpoint {D}/c.pt --out {D}/c.pt", "{D}/c.pt", "--out"});

@@ -369,6 +369,9 @@ TEST(SweepFaults, ASecondProcessOnTheSameDatabaseIsRefused) {
   // Once the first is gone (killed: the lock goes with it), the database resumes.
   auto third = run_cli("--threads 1 sweep --quiet --config " + kTiny + " --out " + db + " --resume");
   EXPECT_EQ(third.code, 0) << third.err;
+  // The killed sweep left its lock file (unlocked); the third took it over and, ending normally,
+  // removed it.
+  EXPECT_FALSE(fs::exists(db + ".lock"));
 }
 
 TEST(SweepFaults, ADamagedDatabaseIsRefusedOnResume) {

@@ -40,8 +40,8 @@ void add_sweep_command(CLI::App& app, int& exit_code) {
                     "slower), on, or off");
   sweep->add_flag("--no-batch", o->no_batch, "the same as --batch off");
   sweep->add_option("--jobs", o->jobs,
-                    "chunks trained at once, one core each (default: 1 when chunks batch, else one per core)")
-      ->check(CLI::NonNegativeNumber);
+                    "chunks trained at once, one core each (0-1024; default: 1 when chunks batch, else one per core)")
+      ->check(CLI::Range(0, 1024));
   sweep->add_flag("--quiet", o->quiet, "no progress bar");
   sweep->require_subcommand(0, 1);
   auto* merge = sweep->add_subcommand("merge", "Combine shard databases of one sweep: merge OUT.db IN1.db IN2.db ...");

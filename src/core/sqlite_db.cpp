@@ -41,6 +41,8 @@ std::string fix_for(int rc) {
 
 SqliteDb::SqliteDb(const std::string& path, Mode mode) : path_(path) {
   std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw UserError(path, "", "is a directory, not a database file", "give a file path such as runs/sweeps/NAME.db");
   if (mode == Mode::ReadOnly && !std::filesystem::is_regular_file(path, ec))
     throw UserError(path, "", "no such database file", "give the path of a database written by scaleinv");
   // Read-only: where no -wal file exists no writer is active and the file holds every committed

@@ -17,8 +17,9 @@
 // -wal file afterwards loses nothing. The grid's fingerprint (sweep_spec.h) guards --resume and
 // merge. Opening runs SQLite's quick_check: a damaged database is refused (UserError naming it).
 // One process writes a database at a time: begin_sweep takes an exclusive lock on PATH.lock
-// (flock, released when the process ends, however it ends); a second sweep on the same database
-// is refused naming the holder's pid.
+// (flock, released when the process ends, however it ends; the store removes the file when it is
+// destroyed, a killed process leaves it unlocked); a second sweep on the same database is refused
+// naming the holder's pid.
 #include <cstdint>
 #include <memory>
 #include <optional>
