@@ -46,17 +46,14 @@ void add_launch_command(CLI::App& app, int& exit_code) {
       throw UserError("command line", "launch", fmt::format("'{}' is not a data-parallel command", o->command.front()),
                       "launch runs `train`: scaleinv launch --nproc 2 -- train --config FILE.toml");
     // The config is read once here, before any rank starts: a mistake in it is one line, not one
-    // per rank with the launcher's own lines around them. (The ranks read it again, the same way.)
+    // per rank with the launcher's own lines around them. train's own --config/--set declarations
+    // pick it out of the command (its other options are left to the ranks); the ranks read it again.
+    CLI::App train_args;
+    train_args.allow_extras();
     std::string config;
     std::vector<std::string> sets;
-    for (size_t i = 1; i < o->command.size(); ++i) {
-      const std::string& a = o->command[i];
-      const bool next = i + 1 < o->command.size();
-      if (a == "--config" && next) config = o->command[++i];
-      else if (a.rfind("--config=", 0) == 0) config = a.substr(9);
-      else if (a == "--set" && next) sets.push_back(o->command[++i]);
-      else if (a.rfind("--set=", 0) == 0) sets.push_back(a.substr(6));
-    }
+    add_train_config_options(&train_args, &config, &sets);
+    train_args.parse(std::vector<std::string>(o->command.rbegin(), o->command.rend() - 1));  // (CLI11: reversed)
     (void)load_train_config(config, sets);
     exit_code = launch_local_ranks(
         LaunchOptions().nproc(o->nproc).port(o->port).grace_s(o->grace).threads(threads).command(o->command));

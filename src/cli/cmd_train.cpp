@@ -52,6 +52,11 @@ std::string sample_text(Model& model, const std::string& checkpoint, const std::
 
 }  // namespace
 
+void add_train_config_options(CLI::App* cmd, std::string* config, std::vector<std::string>* sets) {
+  cmd->add_option("--config", *config, "TOML config (sections model, param, hp, optim, data, train)");
+  cmd->add_option("--set", *sets, "override a field: section.key=value (repeatable)");
+}
+
 void add_train_command(CLI::App& app, int& exit_code) {
   struct Opts {
     std::string config;
@@ -66,8 +71,7 @@ void add_train_command(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<Opts>();
 
   auto* train = app.add_subcommand("train", "Train a model under a parameterization (config: examples/*.toml)");
-  train->add_option("--config", o->config, "TOML config (sections model, param, hp, optim, data, train)");
-  train->add_option("--set", o->sets, "override a field: section.key=value (repeatable)");
+  add_train_config_options(train, &o->config, &o->sets);
   train->add_flag("--resume", o->resume, "continue from out_dir/checkpoint.pt");
   train->add_option("--stop-after", o->stop_after, "stop (with a checkpoint) after this many steps in total");
   train->add_flag("--quiet", o->quiet, "no progress bar");

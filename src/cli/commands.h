@@ -4,6 +4,9 @@
 // UserError (core/errors.h) thrown anywhere becomes one line on stderr and exit code 2.
 #include <CLI/CLI.hpp>
 
+#include <string>
+#include <vector>
+
 namespace scaleinv {
 void add_param_command(CLI::App& app, int& exit_code);     // cmd_param.cpp
 void add_theory_command(CLI::App& app, int& exit_code);    // cmd_theory.cpp
@@ -18,4 +21,8 @@ void add_transfer_report_command(CLI::App& app, int& exit_code);  // cmd_transfe
 void add_scales_command(CLI::App& app, int& exit_code);    // cmd_scales.cpp (unit scales at init)
 void add_precision_command(CLI::App& app, int& exit_code); // cmd_precision.cpp (simulated bf16 / fp8)
 void add_weights_commands(CLI::App& app, int& exit_code);  // cmd_weights.cpp (export, import: safetensors)
+// train's --config FILE and --set section.key=value (repeatable), declared once: train parses its
+// command line with them, and launch reads a train command's config with them before any rank
+// starts (cmd_train.cpp).
+void add_train_config_options(CLI::App* cmd, std::string* config, std::vector<std::string>* sets);
 }  // namespace scaleinv

@@ -52,6 +52,10 @@ class DataSource {
 
 // Builds a source; missing files or programs throw UserError naming the file and the fix.
 std::unique_ptr<DataSource> make_data(const DataConfig& cfg);
+// The Markov source's vocabulary rule (make_data applies it; the config applies it before it
+// copies data.vocab into model.vocab): UserError (file "config", field data.vocab) outside
+// [2, 2048], the transition matrix being vocab^2 doubles.
+void check_markov_vocab(int vocab);
 // Creates the on-disk cache a source needs (the KJV text) if it is missing, so that commands
 // which then build the source on several threads (sweep workers) only read it. Safe to call from
 // several processes at once (each writes a whole file under a unique temporary name and renames).

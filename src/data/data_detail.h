@@ -74,8 +74,10 @@ class TokenWindows : public DataSource {
   double unigram_ = 0, entropy_rate_ = 0;
 };
 
-// Validates seq_len and split sizes against the sequences (UserError naming `where`).
-void check_windows(const std::string& where, int64_t n_train, int64_t n_val, int seq_len, const std::string& length);
+// Validates seq_len (UserError naming model.seq_len) and split sizes against the sequences
+// (UserError naming `where` and `field`, with `fix`).
+void check_windows(const std::string& where, int64_t n_train, int64_t n_val, int seq_len, const std::string& field,
+                   const std::string& fix);
 
 std::unique_ptr<DataSource> make_text(const DataConfig& cfg);           // text_data.cpp
 std::unique_ptr<DataSource> make_kjv(const DataConfig& cfg);            // kjv.cpp

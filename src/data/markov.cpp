@@ -35,13 +35,12 @@ std::vector<int32_t> generate(const std::vector<double>& cdf, const std::vector<
 
 std::unique_ptr<DataSource> make_markov(const DataConfig& cfg) {
   const int V = cfg.vocab;
-  if (V < 2 || V > kMaxVocab)
-    throw UserError("config", "data.vocab", fmt::format("value {} is outside [2, {}]", V, kMaxVocab),
-                    "use a vocabulary of 2..2048 tokens for the markov source");
+  check_markov_vocab(V);
   if (!(cfg.markov_temperature > 0) || !std::isfinite(cfg.markov_temperature))
     throw UserError("config", "data.markov_temperature", fmt::format("value {} is not positive", cfg.markov_temperature),
                     "use a positive temperature (1 is the default; smaller is more predictable)");
-  check_windows("config", cfg.markov_length, cfg.markov_length, cfg.seq_len, "data.markov_length");
+  check_windows("config", cfg.markov_length, cfg.markov_length, cfg.seq_len, "data.markov_length",
+                fmt::format("use data.markov_length >= {}", static_cast<int64_t>(cfg.seq_len) + 1));
 
   // Transition matrix P (row-stochastic) and its row CDFs.
   std::vector<double> P(static_cast<size_t>(V) * V), cdf(P.size());
@@ -91,3 +90,13 @@ std::unique_ptr<DataSource> make_markov(const DataConfig& cfg) {
 }
 
 }  // namespace scaleinv::data_detail
+
+namespace scaleinv {
+
+void check_markov_vocab(int vocab) {
+  if (vocab < 2 || vocab > data_detail::kMaxVocab)
+    throw UserError("config", "data.vocab", fmt::format("value {} is outside [2, {}]", vocab, data_detail::kMaxVocab),
+                    fmt::format("use a vocabulary of 2..{} tokens for the markov source", data_detail::kMaxVocab));
+}
+
+}  // namespace scaleinv

@@ -10,19 +10,19 @@
 
 namespace scaleinv::data_detail {
 
-// The context length is model.seq_len (the config copies it into DataConfig::seq_len). `length`
-// names the field that sets the splits' size: data.val_fraction for a text, data.markov_length
-// for the Markov chain.
-void check_windows(const std::string& where, int64_t n_train, int64_t n_val, int seq_len, const std::string& length) {
+// The context length is model.seq_len (the config copies it into DataConfig::seq_len). Splits too
+// short for one window are named by the caller: `field` and `fix` say what to change (a text's
+// length and val_fraction, the Markov chain's markov_length).
+void check_windows(const std::string& where, int64_t n_train, int64_t n_val, int seq_len, const std::string& field,
+                   const std::string& fix) {
   if (seq_len < 1)
     throw UserError("config", "model.seq_len", fmt::format("value {} is below 1", seq_len), "use a positive context length");
   const int64_t need = static_cast<int64_t>(seq_len) + 1;
   if (n_train < need || n_val < need)
-    throw UserError(where, length == "data.markov_length" ? length : "model.seq_len",
+    throw UserError(where, field,
                     fmt::format("each split needs at least seq_len + 1 = {} tokens, but train has {} and val {}", need,
                                 n_train, n_val),
-                    length == "data.markov_length" ? fmt::format("use data.markov_length >= {}", need)
-                                                   : "use a longer text, a smaller model.seq_len, or adjust data.val_fraction");
+                    fix);
 }
 
 template <class Tok>
@@ -83,7 +83,8 @@ std::unique_ptr<DataSource> make_byte_source(const std::string& what, const std:
   const int64_t n = static_cast<int64_t>(bytes.size());
   const int64_t n_val = static_cast<int64_t>(std::floor(static_cast<double>(n) * cfg.val_fraction));
   const int64_t n_train = n - n_val;
-  check_windows(where, n_train, n_val, cfg.seq_len, "data.val_fraction");
+  check_windows(where, n_train, n_val, cfg.seq_len, "model.seq_len",
+                "use a longer text, a smaller model.seq_len, or adjust data.val_fraction");
   const auto* p = reinterpret_cast<const uint8_t*>(bytes.data());
   std::vector<uint8_t> train(p, p + n_train), val(p + n_train, p + n);
   return std::make_unique<TokenWindows<uint8_t>>(what, std::move(train), std::move(val), 256, cfg);

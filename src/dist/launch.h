@@ -7,8 +7,9 @@
 // own (they notice the lost rank and say so), then SIGTERM, then SIGKILL. launch exits with 4
 // (RankLost::kExitCode) when the first failure was a lost rank: killed by a signal launch did not
 // send, or ended with 4 itself; else with the first failing rank's code (a rank's mistake, 2,
-// stays 2 though the others then lose that rank); 128 + signal when launch itself was stopped. The code does not depend on whether the survivors noticed the loss before the grace
-// period ended.
+// stays 2 though the others then lose that rank); 128 + signal when launch itself was stopped.
+// The code does not depend on whether the survivors noticed the loss before the grace period
+// ended.
 #include <string>
 #include <vector>
 

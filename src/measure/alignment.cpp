@@ -23,9 +23,9 @@
 
 #include <fmt/format.h>
 
-#include "core/tensor_rms.h"
 #include "core/errors.h"
 #include "core/fraction.h"
+#include "core/tensor_rms.h"
 #include "measure/diag_detail.h"
 #include "measure/diagnostics.h"
 #include "models/layers.h"

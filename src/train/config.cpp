@@ -260,22 +260,17 @@ TrainConfig train_config_from_toml_text(const std::string& text, const std::stri
   }
   read_hp(r.sub("hp"), c.hp);
   read_optim(r.sub("optim"), c.optim);
-  try {  // the optimizer module's own checks (kind, schedule, ranges), reported against this file
-    validate_optim_config(c.optim);
-  } catch (const UserError& e) {
-    std::string msg = e.what();
-    if (msg.rfind("config: ", 0) == 0) msg = src + ": " + msg.substr(8);
-    throw UserError(msg);
-  }
+  // The library's own checks below (the optimizer module's kind, schedule and ranges; the Markov
+  // vocabulary) name "config": reported against this file.
+  const ConfigSource source(src);
+  validate_optim_config(c.optim);
   read_data(r.sub("data"), c.data);
   read_train(r.sub("train"), c.train);
   r.reject_unknown();
   // One source of truth for shapes shared by model and data.
   c.data.seq_len = c.model.seq_len;
   if (c.data.source == "markov") {  // the chain's vocabulary is the model's: checked here, under its own name
-    if (c.data.vocab < 2)
-      throw UserError(src, "data.vocab", fmt::format("value {} is below 2", c.data.vocab),
-                      "use a vocabulary of 2..2048 tokens for the markov source");
+    check_markov_vocab(c.data.vocab);
     c.model.vocab = c.data.vocab;
   }
   if (!r.has("optim") || !root["optim"].as_table()->contains("total_steps")) c.optim.total_steps = c.train.steps;
