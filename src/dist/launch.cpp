@@ -9,7 +9,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -140,6 +139,7 @@ struct Supervisor {
   std::vector<Rank> ranks;
   std::vector<Stream> streams;
   int first_failure = 0;
+  int own_failure = 0;  // the first code of a rank that ended on its own error (not lost, not signalled)
   bool terminated = false, killed = false, forwarded = false, lost = false;
   Clock::time_point deadline{};
 
@@ -213,27 +213,20 @@ struct Supervisor {
     }
   }
 
-  // Exits: the first failure starts the grace period.
-  // A rank lost (killed, or RankLost) is the launch's result only where it is the first failure:
-  // a rank that stops on its own error (a mistake in its config: 2) makes the others lose it, and
-  // that error is what the user has to fix. Exits reaped together count the ranks' own errors first.
+  // Exits: the first failure starts the grace period. A rank that stops on its own error (a
+  // mistake in what it was given: 2) makes the others lose it (4), and which of them the launcher
+  // reaps first is a race (the rank that failed still tears down its store while the others see
+  // the connection go); so a rank's own error is kept apart and outranks a loss (exit_code).
   void reap_exits(double grace_s) {
-    std::vector<std::pair<Rank*, int>> ended;  // (rank, wait status)
     for (auto& r : ranks) {
       if (!r.running) continue;
       int status = 0;
       if (waitpid(r.pid, &status, WNOHANG) != r.pid) continue;
       r.running = false;
       r.code = exit_code_of(status);
-      ended.emplace_back(&r, status);
-    }
-    auto was_lost = [&](const Rank& r, int status) {
-      return (WIFSIGNALED(status) && !terminated) || r.code == RankLost::kExitCode;
-    };
-    std::stable_partition(ended.begin(), ended.end(), [&](const auto& e) { return !was_lost(*e.first, e.second); });
-    for (auto& [rp, status] : ended) {
-      Rank& r = *rp;
-      if (was_lost(r, status) && first_failure == 0) lost = true;
+      const bool rank_lost = (WIFSIGNALED(status) && !terminated) || r.code == RankLost::kExitCode;
+      if (rank_lost) lost = true;
+      if (!rank_lost && !WIFSIGNALED(status) && !terminated && r.code != 0 && own_failure == 0) own_failure = r.code;
       if (r.code != 0 && first_failure == 0 && !terminated) {
         first_failure = r.code;
         deadline = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(grace_s * 1000));
@@ -272,6 +265,7 @@ struct Supervisor {
 
   // launch's exit code once every rank has ended (see launch.h).
   int exit_code() const {
+    if (own_failure != 0 && !g_stop_signal) return own_failure;
     if (lost && !g_stop_signal) {
       std::fprintf(stderr, "launch: a rank was lost; exit code %d\n", RankLost::kExitCode);
       return RankLost::kExitCode;

@@ -4,12 +4,13 @@
 // RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR=127.0.0.1 and MASTER_PORT in its environment (and
 // --threads cores/N unless --threads was given). Rank 0 keeps the terminal; the other ranks'
 // lines are prefixed "[rank r] ". If a rank fails, the others get --grace seconds to end on their
-// own (they notice the lost rank and say so), then SIGTERM, then SIGKILL. launch exits with 4
-// (RankLost::kExitCode) when the first failure was a lost rank: killed by a signal launch did not
-// send, or ended with 4 itself; else with the first failing rank's code (a rank's mistake, 2,
-// stays 2 though the others then lose that rank); 128 + signal when launch itself was stopped.
-// The code does not depend on whether the survivors noticed the loss before the grace period
-// ended.
+// own (they notice the lost rank and say so), then SIGTERM, then SIGKILL. launch exits with the
+// code of the first rank that ended on its own error before launch stopped any (a rank's mistake,
+// 2, stays 2 though the others then lose that rank, whichever ends first); else with 4
+// (RankLost::kExitCode) when a rank was lost: killed by a signal launch did not send, or ended
+// with 4 itself; else with the first failing rank's code; 128 + signal when launch itself was
+// stopped. The code does not depend on whether the survivors noticed the loss before the grace
+// period ended.
 #include <string>
 #include <vector>
 
