@@ -60,6 +60,9 @@ if stage build; then
     grep -E "error|Error" "$OUT/build.log" | head -40; tail -20 "$OUT/build.log"; exit 1
   fi
   echo "build: $(( $(date +%s) - t0 )) s" | tee -a "$summary"
+  # One CUDA runtime only: torch's (the libcudart torch was built with) and the one our two direct
+  # CUDA runtime calls (compat::CudaGraph) linked must be the same file.
+  echo "cuda runtime: $(ldd "$B" | grep -oE 'libcudart[^ ]* => [^ ]*' | sort -u | tr '\n' ' ')" | tee -a "$summary"
 fi
 [ -x "$B" ] || { echo "no $B: run the build stage first" | tee -a "$summary"; exit 1; }
 ctest_stage() {  # NAME CTEST-ARGS...

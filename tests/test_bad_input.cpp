@@ -243,6 +243,11 @@ std::vector<BadCase> cases() {
   // launch reads the config before it starts any rank: one line, not one per rank.
   out.push_back({"launch_bad_config", {{"c.toml", tiny()}},
                  "launch --nproc 2 -- train --config {D}/c.toml --set model.width=-3", "{D}/c.toml", "model.width"});
+  // ... and the rest of train's command line with train's own declarations.
+  out.push_back({"launch_unknown_train_flag", {{"c.toml", tiny()}},
+                 "launch --nproc 2 -- train --config {D}/c.toml --bogus", "command line", "--bogus"});
+  out.push_back({"launch_bad_stop_after", {{"c.toml", tiny()}},
+                 "launch --nproc 2 -- train --config {D}/c.toml --stop-after 0", "command line", "--stop-after"});
   // An output file that is a directory (here the case's own directory).
   out.push_back({"json_out_is_a_directory", {}, "theory --param mup --json {D}", "{D}", "directory"});
   out.push_back({"sweep_out_is_a_directory", {{"s.toml", sweep("lr_log2 = [-8, -6]")}},
@@ -254,6 +259,8 @@ std::vector<BadCase> cases() {
                  "import --safetensors {D}/w.safetensors --out {D}/w.safetensors", "{D}/w.safetensors", "--out"});
   out.push_back({"rank_not_a_sweep_db", {{"s.toml", sweep("lr_log2 = [-8, -6]")}, {"e.db", ""}},
                  "sweep rank --config {D}/s.toml --db {D}/e.db", "{D}/e.db", ""});
+  out.push_back({"param_file_is_a_directory", {{"d.toml/keep", ""}}, "param show {D}/d.toml", "{D}/d.toml",
+                 "directory"});
   out.push_back({"sample_junk_checkpoint", {{"c.pt", std::string(5000, 'j')}}, "sample --checkpoint {D}/c.pt", "{D}/c.pt",
                  "checksum"});
   return out;

@@ -222,6 +222,9 @@ TEST(CudaTrain, GraphReplayUnderBf16AutocastIsTheEagerBf16Run) {
 // allocator as it was: libtorch's capture_end throws before it ends the routing to the graph's
 // pool, and without compat::CudaGraph's clean-up emptyCache (what the allocator also runs before it
 // reports out of memory) would fail its no-capture-underway assert for the rest of the process.
+// What the failed capture allocated in the graph's pool (here 64 MiB) goes back to the driver with
+// the next emptyCache: libtorch releases a graph's pool only for a capture that ended, so without
+// the release the segment stayed reserved for the rest of the process (a sweep's later points).
 // Then a capture on the same stream still records and replays.
 TEST(CudaGraphs, AFailedCaptureLeavesTheAllocatorAsItWas) {
   REQUIRE_GPU();
@@ -229,8 +232,15 @@ TEST(CudaGraphs, AFailedCaptureLeavesTheAllocatorAsItWas) {
   const torch::Device dev("cuda");
   const compat::CudaSideStream side(true, dev);
   torch::Tensor x = torch::ones({256}, torch::TensorOptions().device(dev));
-  EXPECT_ANY_THROW(compat::CudaGraph([&] { (void)(x * 2).sum().item<float>(); }));
+  compat::empty_cuda_cache();
+  const int64_t reserved_before = compat::cuda_reserved_bytes();
+  EXPECT_ANY_THROW(compat::CudaGraph([&] {
+    torch::Tensor big = torch::zeros({16 << 20}, x.options());  // 64 MiB from the graph's pool
+    (void)(big + x.sum()).sum().item<float>();
+  }));
   EXPECT_NO_THROW(compat::empty_cuda_cache());
+  EXPECT_LT(compat::cuda_reserved_bytes() - reserved_before, int64_t{32} << 20)
+      << "the failed capture's pool is still reserved";
   torch::Tensor y;
   compat::CudaGraph graph([&] { y = x * 2; });
   x.fill_(3);

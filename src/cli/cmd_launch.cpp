@@ -45,16 +45,23 @@ void add_launch_command(CLI::App& app, int& exit_code) {
     if (o->command.front() != "train")
       throw UserError("command line", "launch", fmt::format("'{}' is not a data-parallel command", o->command.front()),
                       "launch runs `train`: scaleinv launch --nproc 2 -- train --config FILE.toml");
-    // The config is read once here, before any rank starts: a mistake in it is one line, not one
-    // per rank with the launcher's own lines around them. train's own --config/--set declarations
-    // pick it out of the command (its other options are left to the ranks); the ranks read it again.
-    CLI::App train_args;
-    train_args.allow_extras();
-    std::string config;
-    std::vector<std::string> sets;
-    add_train_config_options(&train_args, &config, &sets);
-    train_args.parse(std::vector<std::string>(o->command.rbegin(), o->command.rend() - 1));  // (CLI11: reversed)
-    (void)load_train_config(config, sets);
+    // The train command line is read once here, before any rank starts, with train's own
+    // declarations: a mistake in it (an unknown flag, a bad value, the config) is one line, not one
+    // per rank with the launcher's own lines around them. The ranks read it again.
+    CLI::App train_cmd("train", "train");
+    TrainArgs args;
+    add_train_options(&train_cmd, &args);
+    try {
+      train_cmd.parse(std::vector<std::string>(o->command.rbegin(), o->command.rend() - 1));  // (CLI11: reversed)
+    } catch (const CLI::CallForHelp&) {
+      throw UserError("command line", "train", "--help after -- would print the same help once per rank",
+                      "run scaleinv train --help");
+    } catch (const CLI::ParseError& e) {
+      throw UserError("command line", "train", fmt::format("after --: {}", e.what()),
+                      "see scaleinv train --help for the options every rank gets");
+    }
+    check_train_args(args);
+    (void)load_train_config(args.config, args.sets);
     exit_code = launch_local_ranks(
         LaunchOptions().nproc(o->nproc).port(o->port).grace_s(o->grace).threads(threads).command(o->command));
   });

@@ -52,38 +52,39 @@ std::string sample_text(Model& model, const std::string& checkpoint, const std::
 
 }  // namespace
 
-void add_train_config_options(CLI::App* cmd, std::string* config, std::vector<std::string>* sets) {
-  cmd->add_option("--config", *config, "TOML config (sections model, param, hp, optim, data, train)");
-  cmd->add_option("--set", *sets, "override a field: section.key=value (repeatable)");
+void add_train_options(CLI::App* cmd, TrainArgs* a) {
+  cmd->add_option("--config", a->config, "TOML config (sections model, param, hp, optim, data, train)");
+  cmd->add_option("--set", a->sets, "override a field: section.key=value (repeatable)");
+  cmd->add_flag("--resume", a->resume, "continue from out_dir/checkpoint.pt");
+  cmd->add_option("--stop-after", a->stop_after, "stop (with a checkpoint) after this many steps in total");
+  cmd->add_flag("--quiet", a->quiet, "no progress bar");
+}
+
+void check_train_args(const TrainArgs& a) {
+  if (a.stop_after < -1 || a.stop_after == 0)
+    throw UserError("command line", "--stop-after", fmt::format("{} steps", a.stop_after),
+                    "give a step count of at least 1 (or leave it out to train to train.steps)");
 }
 
 void add_train_command(CLI::App& app, int& exit_code) {
-  struct Opts {
-    std::string config;
-    std::vector<std::string> sets;
-    bool resume = false, quiet = false;
-    int64_t stop_after = -1;
+  auto a = std::make_shared<TrainArgs>();
+  struct SampleOpts {
     std::string checkpoint, prompt = "In the beginning";
     int tokens = 200;
     double temperature = 0.8;
     uint64_t seed = 0;
   };
-  auto o = std::make_shared<Opts>();
+  auto o = std::make_shared<SampleOpts>();
 
   auto* train = app.add_subcommand("train", "Train a model under a parameterization (config: examples/*.toml)");
-  add_train_config_options(train, &o->config, &o->sets);
-  train->add_flag("--resume", o->resume, "continue from out_dir/checkpoint.pt");
-  train->add_option("--stop-after", o->stop_after, "stop (with a checkpoint) after this many steps in total");
-  train->add_flag("--quiet", o->quiet, "no progress bar");
-  train->callback([o, &exit_code] {
-    if (o->stop_after < -1 || o->stop_after == 0)
-      throw UserError("command line", "--stop-after", fmt::format("{} steps", o->stop_after),
-                      "give a step count of at least 1 (or leave it out to train to train.steps)");
-    TrainConfig cfg = load_train_config(o->config, o->sets);
+  add_train_options(train, a.get());
+  train->callback([a, &exit_code] {
+    check_train_args(*a);
+    TrainConfig cfg = load_train_config(a->config, a->sets);
     RunOptions ro;
-    ro.resume = o->resume;
-    ro.stop_after = o->stop_after;
-    ro.show_progress = !o->quiet;
+    ro.resume = a->resume;
+    ro.stop_after = a->stop_after;
+    ro.show_progress = !a->quiet;
     RunSummary s = train_run(cfg, ro);
     if (s.rank == 0) std::fputs(render_summary(cfg, s).c_str(), stdout);  // data-parallel: rank 0 speaks
     if (s.diverged) {

@@ -4,6 +4,7 @@
 // UserError (core/errors.h) thrown anywhere becomes one line on stderr and exit code 2.
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -21,8 +22,17 @@ void add_transfer_report_command(CLI::App& app, int& exit_code);  // cmd_transfe
 void add_scales_command(CLI::App& app, int& exit_code);    // cmd_scales.cpp (unit scales at init)
 void add_precision_command(CLI::App& app, int& exit_code); // cmd_precision.cpp (simulated bf16 / fp8)
 void add_weights_commands(CLI::App& app, int& exit_code);  // cmd_weights.cpp (export, import: safetensors)
-// train's --config FILE and --set section.key=value (repeatable), declared once: train parses its
-// command line with them, and launch reads a train command's config with them before any rank
-// starts (cmd_train.cpp).
-void add_train_config_options(CLI::App* cmd, std::string* config, std::vector<std::string>* sets);
+// train's command line, declared once: train parses it, and launch parses a train command with
+// the same declarations before any rank starts, so a mistake in it (an unknown flag, a bad
+// --stop-after, the config) is one line, not one per rank (cmd_train.cpp).
+struct TrainArgs {
+  std::string config;             // --config FILE.toml (sections model, param, hp, optim, data, train)
+  std::vector<std::string> sets;  // --set section.key=value (repeatable)
+  bool resume = false;            // --resume
+  bool quiet = false;             // --quiet
+  int64_t stop_after = -1;        // --stop-after N (-1: train to train.steps)
+};
+void add_train_options(CLI::App* cmd, TrainArgs* args);
+// Throws UserError for values the declarations let through (--stop-after below 1).
+void check_train_args(const TrainArgs& args);
 }  // namespace scaleinv

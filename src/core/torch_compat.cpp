@@ -232,11 +232,25 @@ CudaGraph::CudaGraph(const std::function<void()>& body) {
       }
     }
     (void)cudaGetLastError();  // a failed end of capture is not the next CUDA call's error
+    bool ended_here = false;
     try {
       // Throws "not currently recording" where capture_end got that far (or a libtorch that ends
-      // the routing before it checks): nothing left to end then.
+      // the routing before it checks, 2.12 on): nothing left to end then.
       c10::cuda::CUDACachingAllocator::endAllocateToPool(device, pool);
+      ended_here = true;
     } catch (...) {
+    }
+    if (ended_here) {
+      // The same libtorch releases the graph's pool only for a capture that ended, so what the body
+      // allocated would stay reserved for the rest of the process: it is released here (emptyCache
+      // hands it back once its blocks are free). And 2.10-2.11's pinned-host allocator keeps its own
+      // routing filter, which holds the CUDAGraph's address and is not ended either: the graph
+      // object (a few hundred bytes) is kept alive, not destroyed under it.
+      try {
+        c10::cuda::CUDACachingAllocator::releasePool(device, pool);
+      } catch (...) {
+      }
+      (void)impl_.release();
     }
     throw;
   }
@@ -251,6 +265,16 @@ CudaGraph::~CudaGraph() = default;
 void empty_cuda_cache() {
 #if defined(SCALEINV_CUDA)
   if (torch::cuda::is_available()) c10::cuda::CUDACachingAllocator::emptyCache();
+#endif
+}
+
+int64_t cuda_reserved_bytes() {
+#if defined(SCALEINV_CUDA)
+  if (!torch::cuda::is_available()) return 0;
+  // reserved_bytes[0]: the AGGREGATE statistic (index 0 in every 2.x; the enum's namespace moved).
+  return c10::cuda::CUDACachingAllocator::getDeviceStats(c10::cuda::current_device()).reserved_bytes[0].current;
+#else
+  return 0;
 #endif
 }
 

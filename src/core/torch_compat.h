@@ -127,7 +127,8 @@ class CudaSideStream {
 // writes is rewritten by every replay (its outputs, the .grad a backward inside it created).
 // Throws std::runtime_error in a build without CUDA, and whatever capture throws (an operation
 // that cannot be captured: a host read-back, a pageable copy). A capture that fails leaves the
-// stream and the CUDA allocator as they were before it (nothing routed to the graph's pool).
+// stream and the CUDA allocator as they were before it (nothing routed to the graph's pool, and the
+// pool released: what the body allocated goes back with the next empty_cuda_cache).
 class CudaGraph {
  public:
   explicit CudaGraph(const std::function<void()>& body);
@@ -145,5 +146,9 @@ class CudaGraph {
 // allocator does the same itself before it reports out of memory). Throws (an internal assert) while
 // the allocator believes a graph capture is underway. A no-op without CUDA.
 void empty_cuda_cache();
+
+// Bytes the CUDA allocator holds from the driver on the current device (in use or cached, every
+// pool, graphs' included); 0 without CUDA.
+int64_t cuda_reserved_bytes();
 
 }  // namespace scaleinv::compat

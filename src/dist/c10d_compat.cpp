@@ -45,7 +45,13 @@ c10::intrusive_ptr<Collectives> make_nccl_group(const c10::intrusive_ptr<c10d::S
                                                 std::chrono::milliseconds timeout, const at::Device& device) {
 #if SCALEINV_HAS_NCCL
   auto opts = c10d::ProcessGroupNCCL::Options::create();
-  opts->timeout = timeout;
+  // NCCL's watchdog counts each collective's timeout from its launch and, by default
+  // (TORCH_NCCL_ASYNC_ERROR_HANDLING=3), tears the process down when it runs out. dist.cpp's own
+  // wait counts `timeout` from when it starts waiting, after backward, which launched the first
+  // buckets earlier: with the same value the watchdog would kill a rank whose peer stalled before
+  // that wait could report the stall as one line naming the lost rank. NCCL gets the backward's
+  // time on top (twice the timeout, plus a minute).
+  opts->timeout = 2 * timeout + std::chrono::milliseconds(60000);
   auto group = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, world, opts);
   group->eagerConnectSingleDevice(device);
   return group;

@@ -34,7 +34,8 @@ bool has_nccl();
 
 // A NCCL group of `world` ranks over `store` (every rank calls it; collectives then take CUDA
 // tensors on `device`, one GPU per rank), its communicator connected here rather than at the first
-// collective, so that a failure to start is thrown by this call. Throws std::runtime_error where
+// collective, so that a failure to start is thrown by this call. `timeout` is the caller's own
+// stall limit; NCCL's watchdog gets 2 * timeout + 60 s, so the caller's limit runs out first. Throws std::runtime_error where
 // has_nccl() is false, and what NCCL's start-up throws.
 c10::intrusive_ptr<Collectives> make_nccl_group(const c10::intrusive_ptr<c10d::Store>& store, int rank, int world,
                                                 std::chrono::milliseconds timeout, const at::Device& device);

@@ -1,5 +1,6 @@
 // Reading and writing parameterization tables: TOML (user files), JSON (checkpoints, --json).
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -136,6 +137,9 @@ ParamTable param_from_toml_string(const std::string& text, const std::string& wh
 }
 
 ParamTable param_from_toml_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw UserError(path, "", "is a directory, not a parameterization file", "give the path of a .toml file, or a preset name");
   std::ifstream in(path);
   if (!in) throw UserError(path, "", "cannot open parameterization file", "check the path (a relative one is read from the directory scaleinv runs in), or use a preset name");
   std::stringstream ss;
