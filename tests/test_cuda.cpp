@@ -266,6 +266,65 @@ TEST(CudaTrain, AStepCallbackKeepsTheDeferredReadBack) {
   EXPECT_LT(max_rel_diff(with.losses, without.losses), 1e-4);
 }
 
+// Issue 14: "nothing in the hot loop that synchronizes the device per step". CUDA's sync debug mode
+// makes every host wait (a .item(), a copy to pageable memory, a synchronize) throw; it is switched
+// on from the step after warm-up (3 eager steps before a graph's capture, and the first step's lazy
+// set-up) to the step before the last, whose read-back is the one wait the run needs (log_every and
+// the ensemble's read-back interval are past the 20 steps, no evaluation before the end). Each
+// variant of the loop a user can pick runs its steps 6-19 under it: fp32 with the fused AdamW, bf16
+// autocast, a replayed CUDA graph, Muon, Adafactor, simulated bf16 rounding (its counts stay on
+// the device), and a batched ensemble of three LRs.
+TEST(CudaTrain, TheStepsBetweenReadBacksNeverWaitForTheDevice) {
+  REQUIRE_GPU();
+  struct Unforbid {
+    ~Unforbid() { compat::forbid_cuda_syncs(false); }
+  } unforbid;
+  const std::vector<std::string> quiet = {"train.log_every=1000", "train.eval_every=0"};
+  const std::vector<std::pair<std::string, std::vector<std::string>>> variants = {
+      {"fp32, fused AdamW", {}},
+      {"bf16 autocast", {"train.autocast=\"bf16\""}},
+      {"CUDA graph", {"train.cuda_graph=true"}},
+      {"Muon", {"optim.kind=\"muon\"", "optim.lr=0.02"}},
+      {"Adafactor", {"optim.kind=\"adafactor\""}},
+      {"simulated bf16", {"train.precision=\"bf16\""}},
+  };
+  for (const auto& [name, sets] : variants) {
+    SCOPED_TRACE(name);
+    std::vector<std::string> all = quiet;
+    all.insert(all.end(), sets.begin(), sets.end());
+    RunOptions ro;
+    ro.write_files = false;
+    ro.show_progress = false;
+    ro.data_parallel = false;
+    ro.on_step = [](int64_t done) { compat::forbid_cuda_syncs(done >= 5 && done < 19); };
+    RunSummary s;
+    try {
+      s = train_run(gpt_on("cuda", all), ro);
+    } catch (const std::exception& e) {  // the synchronizing operation, with its backtrace
+      ADD_FAILURE() << e.what();
+    }
+    compat::forbid_cuda_syncs(false);
+    EXPECT_EQ(s.steps_done, 20);
+    EXPECT_EQ(s.losses.size(), 20u);
+  }
+  std::vector<TrainConfig> members;
+  for (const char* lr : {"0.003", "0.01", "0.03"})
+    members.push_back(gpt_on("cuda", {quiet[0], quiet[1], std::string("optim.lr=") + lr}));
+  EnsembleOptions o;
+  o.batching = Batching::On;
+  o.readback_every = 1000;
+  o.on_step = [](int64_t member_steps) { compat::forbid_cuda_syncs(member_steps >= 5 * 3 && member_steps < 19 * 3); };
+  std::vector<RunSummary> ens;
+  try {
+    ens = train_ensemble(members, o);
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "batched ensemble: " << e.what();
+  }
+  compat::forbid_cuda_syncs(false);
+  ASSERT_EQ(ens.size(), 3u);
+  for (const RunSummary& m : ens) EXPECT_EQ(m.losses.size(), 20u);
+}
+
 // A checkpoint written by a CUDA run holds CUDA tensors; it must load where there is no GPU (the
 // CPU model of `sample`, an export): loaded onto the CPU, the weights reproduce the run's final
 // validation loss (computed on CUDA in fp32 with TF32 off: reassociation only, 1e-4 relative as

@@ -268,6 +268,15 @@ void empty_cuda_cache() {
 #endif
 }
 
+void forbid_cuda_syncs(bool forbidden) {
+#if defined(SCALEINV_CUDA)
+  c10::cuda::warning_state().set_sync_debug_mode(forbidden ? c10::cuda::SyncDebugMode::L_ERROR
+                                                           : c10::cuda::SyncDebugMode::L_DISABLED);
+#else
+  (void)forbidden;
+#endif
+}
+
 int64_t cuda_reserved_bytes() {
 #if defined(SCALEINV_CUDA)
   if (!torch::cuda::is_available()) return 0;

@@ -147,6 +147,12 @@ class CudaGraph {
 // the allocator believes a graph capture is underway. A no-op without CUDA.
 void empty_cuda_cache();
 
+// CUDA's sync debug mode (c10::cuda::warning_state, process-wide): while forbidden, every operation
+// that makes the host wait for the device (a read-back such as .item(), a copy to pageable memory,
+// a stream or device synchronize) throws a c10::Error instead. A test's proof that the steps
+// between read-backs never wait for the GPU. A no-op without CUDA.
+void forbid_cuda_syncs(bool forbidden);
+
 // Bytes the CUDA allocator holds from the driver on the current device (in use or cached, every
 // pool, graphs' included); 0 without CUDA.
 int64_t cuda_reserved_bytes();
