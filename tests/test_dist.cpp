@@ -195,30 +195,41 @@ TEST(DistEnv, MissingOrBadVariablesNameTheVariable) {
 
 TEST(DistBackend, NcclOnlyWhereEveryRankHasAGpuOfItsOwn) {
   std::string why;
-  EXPECT_EQ(gradient_backend(true, true, 2, 2, "", &why), "nccl");
+  EXPECT_EQ(gradient_backend(true, true, 1, "", &why), "nccl");
   EXPECT_EQ(why, "");
-  EXPECT_EQ(gradient_backend(true, true, 1, 8, "auto", &why), "nccl");
-  EXPECT_EQ(gradient_backend(true, true, 2, 2, "nccl", &why), "nccl");
+  EXPECT_EQ(gradient_backend(true, true, 1, "auto", &why), "nccl");
+  EXPECT_EQ(gradient_backend(true, true, 1, "nccl", &why), "nccl");
   const struct {
     bool cuda, nccl;
-    int ranks, gpus;
+    int sharing;
     const char* requested;
     const char* why;
-  } gloo[] = {{false, true, 2, 2, "", "the parameters are not on CUDA"},
-              {true, false, 2, 2, "", "this libtorch has no NCCL"},
-              {true, true, 2, 1, "", "2 ranks on this machine share 1 GPU"},
-              {true, true, 4, 2, "nccl", "4 ranks on this machine share 2 GPUs"},
-              {true, true, 2, 2, "gloo", "SCALEINV_DIST_BACKEND=gloo"}};
+  } gloo[] = {{false, true, 1, "", "the parameters are not on CUDA"},
+              {true, false, 1, "", "this libtorch has no NCCL"},
+              {true, true, 2, "", "2 ranks share this rank's GPU"},
+              {true, true, 4, "nccl", "4 ranks share this rank's GPU"},
+              {true, true, 1, "gloo", "SCALEINV_DIST_BACKEND=gloo"}};
   for (const auto& c : gloo) {
-    EXPECT_EQ(gradient_backend(c.cuda, c.nccl, c.ranks, c.gpus, c.requested, &why), "gloo") << c.why;
+    EXPECT_EQ(gradient_backend(c.cuda, c.nccl, c.sharing, c.requested, &why), "gloo") << c.why;
     EXPECT_EQ(why, c.why);
   }
   try {
-    gradient_backend(true, true, 1, 1, "mpi", &why);
+    gradient_backend(true, true, 1, "mpi", &why);
     ADD_FAILURE() << "no error";
   } catch (const UserError& e) {
     EXPECT_NE(std::string(e.what()).find("SCALEINV_DIST_BACKEND"), std::string::npos) << e.what();
   }
+  // Who shares a GPU goes by the card's identity, not its number: four Slurm tasks that each see
+  // their own card as cuda:0 share nothing; four ranks on a machine of two cards (cuda:(LOCAL_RANK
+  // % 2)) share in pairs; ranks without CUDA (empty identities) share nothing.
+  const std::vector<std::string> own = {"aa", "bb", "cc", "dd"}, pairs = {"aa", "bb", "aa", "bb"};
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(ranks_sharing(own, r), 1);
+    EXPECT_EQ(ranks_sharing(pairs, r), 2);
+    EXPECT_EQ(ranks_sharing({"", "", "", ""}, r), 1);
+  }
+  EXPECT_EQ(ranks_sharing({"aa", "aa", "aa", "bb"}, 3), 1);
+  EXPECT_EQ(ranks_sharing({"aa", "aa", "aa", "bb"}, 0), 3);
   setenv("WORLD_SIZE", "2", 1);
   setenv("RANK", "1", 1);
   setenv("LOCAL_WORLD_SIZE", "2", 1);

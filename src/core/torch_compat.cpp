@@ -14,6 +14,7 @@
 
 // SCALEINV_CUDA: CMake's flag for a CUDA libtorch (its torch_cuda target).
 #if defined(SCALEINV_CUDA)
+#include <ATen/cuda/CUDAContext.h>
 #include <ATen/cuda/CUDAEvent.h>
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -150,6 +151,19 @@ bool has_cuda_graphs() {
   return true;
 #else
   return false;
+#endif
+}
+
+std::string cuda_device_uuid(const torch::Device& dev) {
+#if defined(SCALEINV_CUDA)
+  if (!dev.is_cuda()) return "";
+  const cudaDeviceProp* p = at::cuda::getDeviceProperties(dev.has_index() ? dev.index() : c10::cuda::current_device());
+  std::string hex;
+  for (const char b : p->uuid.bytes) hex += fmt::format("{:02x}", static_cast<unsigned char>(b));
+  return hex;
+#else
+  (void)dev;
+  return "";
 #endif
 }
 

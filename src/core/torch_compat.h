@@ -100,6 +100,11 @@ void set_tf32(bool on);
 // True in a build against a CUDA libtorch (CUDA graphs and side streams compiled in).
 bool has_cuda_graphs();
 
+// The identity of the physical GPU behind a CUDA device: its UUID as 32 hex digits, the same
+// whatever CUDA_VISIBLE_DEVICES numbers it (so ranks that each see "cuda:0" can tell whether it is
+// one card). "" for the CPU and in a build without CUDA.
+std::string cuda_device_uuid(const torch::Device& dev);
+
 // Makes `dev` this thread's current CUDA device, where CUDA calls that name no tensor go (a new
 // context, a stream or event without a device): a data-parallel rank on GPU LOCAL_RANK would
 // otherwise also open a context on GPU 0. A no-op for the CPU and in a build without CUDA.

@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -29,6 +30,7 @@
 
 #include "core/errors.h"
 #include "core/stable_hash.h"
+#include "core/torch_compat.h"
 #include "dist/c10d_compat.h"
 
 namespace scaleinv {
@@ -582,7 +584,7 @@ std::string DataParallel::fetch_from_root(const std::string& path) {
   return copy;
 }
 
-std::string gradient_backend(bool cuda_params, bool nccl_built, int local_ranks, int gpus, const std::string& requested,
+std::string gradient_backend(bool cuda_params, bool nccl_built, int sharing, const std::string& requested,
                              std::string* why_not_nccl) {
   if (requested != "" && requested != "auto" && requested != "nccl" && requested != "gloo")
     throw UserError(kEnvWhere, "SCALEINV_DIST_BACKEND", fmt::format("unknown backend '{}'", requested),
@@ -594,10 +596,16 @@ std::string gradient_backend(bool cuda_params, bool nccl_built, int local_ranks,
     why = "the parameters are not on CUDA";
   else if (!nccl_built)
     why = "this libtorch has no NCCL";
-  else if (local_ranks > gpus)
-    why = fmt::format("{} ranks on this machine share {} GPU{}", local_ranks, gpus, gpus == 1 ? "" : "s");
+  else if (sharing > 1)
+    why = fmt::format("{} ranks share this rank's GPU", sharing);
   if (why_not_nccl) *why_not_nccl = why;
   return why.empty() ? "nccl" : "gloo";
+}
+
+int ranks_sharing(const std::vector<std::string>& ids, int rank) {
+  const std::string& mine = ids.at(static_cast<size_t>(rank));
+  if (mine.empty()) return 1;
+  return static_cast<int>(std::count(ids.begin(), ids.end(), mine));
 }
 
 void DataParallel::replicate(const std::vector<torch::Tensor>& params) {
@@ -608,10 +616,24 @@ void DataParallel::replicate(const std::vector<torch::Tensor>& params) {
   for (const auto& p : params) cuda = cuda || p.is_cuda();
   const char* req = std::getenv("SCALEINV_DIST_BACKEND");
   const std::string requested = req ? req : "";
+  // Every rank's GPU identity, through the store (get waits for each key up to the store's timeout).
+  torch::Device gpu = torch::kCPU;
+  for (const auto& p : params)
+    if (p.is_cuda()) gpu = p.device();
+  const std::string uuid = compat::cuda_device_uuid(gpu);
+  m.store->set(fmt::format("scaleinv/gpu/{}", rank()), std::vector<uint8_t>(uuid.begin(), uuid.end()));
+  std::vector<std::string> ids;
+  for (int r = 0; r < world(); ++r) {
+    std::vector<uint8_t> v;
+    try {
+      v = m.store->get(fmt::format("scaleinv/gpu/{}", r));
+    } catch (...) {
+      m.fail("the start-up exchange of GPU identities", one_line(std::current_exception()));
+    }
+    ids.emplace_back(v.begin(), v.end());
+  }
   std::string why;
-  const bool mine = gradient_backend(cuda, compat::has_nccl(), env_.local_world > 0 ? env_.local_world : env_.world,
-                                     cuda ? static_cast<int>(torch::cuda::device_count()) : 0, requested,
-                                     &why) == "nccl";
+  const bool mine = gradient_backend(cuda, compat::has_nccl(), ranks_sharing(ids, rank()), requested, &why) == "nccl";
   torch::Tensor all = torch::tensor({int64_t{mine ? 1 : 0}});
   std::vector<at::Tensor> v{all};
   c10d::AllreduceOptions mo;

@@ -49,13 +49,20 @@ struct DistEnv {
 DistEnv dist_env_from_environment();
 
 // Which group all-reduces the gradients, as one rank sees it: "nccl" where the parameters are on
-// CUDA, this build has NCCL, the machine's ranks (local_ranks) are no more than its GPUs, and
-// `requested` (SCALEINV_DIST_BACKEND: "", "auto", "nccl" or "gloo") is not "gloo"; else "gloo", with
-// the reason in *why_not_nccl (Gloo's buckets live in host memory, so ranks sharing one GPU work).
-// The ranks then agree: NCCL only if every rank chose it. A `requested` outside the four is a
-// UserError naming SCALEINV_DIST_BACKEND.
-std::string gradient_backend(bool cuda_params, bool nccl_built, int local_ranks, int gpus, const std::string& requested,
+// CUDA, this build has NCCL, no other rank trains on this rank's GPU (`sharing`: the ranks, this
+// one included, whose GPU has this rank's GPU's UUID; see ranks_sharing), and `requested`
+// (SCALEINV_DIST_BACKEND: "", "auto", "nccl" or "gloo") is not "gloo"; else "gloo", with the reason
+// in *why_not_nccl (Gloo's buckets live in host memory, so ranks sharing one GPU work). The ranks
+// then agree: NCCL only if every rank chose it. A `requested` outside the four is a UserError
+// naming SCALEINV_DIST_BACKEND.
+std::string gradient_backend(bool cuda_params, bool nccl_built, int sharing, const std::string& requested,
                              std::string* why_not_nccl);
+// How many of `ids` (every rank's GPU identity, compat::cuda_device_uuid) equal ids[rank]: 1 when
+// the rank's GPU is its own. Physical identities, not device numbers: ranks that each see one GPU
+// as cuda:0 (Slurm's one GPU per task) have their own; ranks that see all the machine's GPUs and
+// pick cuda:(LOCAL_RANK % count) share one when there are more ranks than GPUs. An empty identity
+// (no CUDA) shares nothing.
+int ranks_sharing(const std::vector<std::string>& ids, int rank);
 
 // A rank was lost, or a collective failed or timed out. One line; `train` exits non-zero.
 class RankLost : public std::runtime_error {
