@@ -2,22 +2,29 @@
 # The GPU check (README, GPU): on a CUDA machine, build against its libtorch 2.x
 # (scripts/build_cuda.sh), run the GPU tests and the suite of that build, check CUDA training
 # against the CPU, and time GPT training against the plain-PyTorch peer in the same run. Writes
-# logs under $OUT (default out/gpu) and prints a short table last.
-#   bench/gpu_check.sh [PEER.py]      (PEER.py default .deps/peer/gpt_peer_gpu.py)
-# Carry to the GPU machine: .deps/debs and .deps/data (scripts/fetch_cuda_deps.sh), .deps/peer,
-# and for width2048 runs/sweeps/gpt_kjv_width_tuned.db.
-# STAGES picks what runs, in this order (default "build cuda-tests curves speed", which fits one
+# three files under $OUT (default out/gpu): summary.txt (the short table, also printed last),
+# gpu.txt (the card, torch) and logs.tgz (every log, JSON and report, rewritten after each stage;
+# checkpoints and run databases left out), so that what a device call sends back stays within its
+# few files.
+#   bench/gpu_check.sh [PEER.py] [--no-tests]   (PEER.py default .deps/peer/gpt_peer_gpu.py, which
+#                                                scripts/fetch_cuda_deps.sh copies there)
+# Carry to the GPU machine: .deps/debs, .deps/data and .deps/peer (scripts/fetch_cuda_deps.sh,
+# 40 MB together), and for width2048 runs/sweeps/gpt_kjv_width_tuned.db.
+# STAGES picks what runs, in this order (default "build curves speed cuda-tests", which fits one
 # 10-minute device call). Name build in every call: it is incremental where build-cuda/ survived,
-# and a device machine that went idle comes back bare.
+# and a device machine that went idle comes back bare. BUDGET (default 560 s) bounds the whole
+# script: every command runs under `timeout` with what is left of it (and at most its own cap), so
+# one hang cannot eat the call, and a stage that finds no time left says so in the summary.
 #   build       scripts/build_cuda.sh (about 2.5 min on 16 cores from scratch with the tests, which
 #               are built only where cuda-tests or suite is among the stages)
+#   curves      a 30-step CUDA fp32 and bf16 curve against the CPU's (README's figures)
+#   speed       tokens/s and MFU against the peer (gpt_peer_gpu.py), one after the other in this
+#               run (the fp32 + TF32 shape twice, ours / peer / ours / peer, for the spread), and a
+#               batched ensemble with the fused optimizer against its per-tensor loop
 #   cuda-tests  tests/test_cuda.cpp (CUDA vs CPU, fused attention, Adam and AdamW, bf16, CUDA graphs,
 #               batched ensembles, NCCL at world size 1 and two ranks sharing a GPU, demo, bench)
 #   suite       the rest of this build's test suite (the CPU paths under libtorch 2.x; ctest -j 4:
 #               every test process uses all cores, so more parallel jobs only contend)
-#   curves      a 30-step CUDA fp32 and bf16 curve against the CPU's (README's figures)
-#   speed       tokens/s against the peer (gpt_peer_gpu.py), one after the other in this run, and
-#               a batched ensemble with the fused optimizer against its per-tensor loop
 #   settle      examples/sweeps/gpt_kjv_width_settle.toml (144 runs of 1000 steps) on CUDA with
 #               batched ensembles, timed (issue 14's target: <= 60 s) at --jobs 1 and 4
 #               (SETTLE_JOBS), and its transfer reports
@@ -26,16 +33,43 @@
 #               with the 64..512 database (runs/sweeps/gpt_kjv_width_tuned.db) where it was carried
 # WIDTH_2048=1 adds width2048 to the default stages; --no-tests drops cuda-tests.
 set -uo pipefail
+deadline=$((SECONDS + ${BUDGET:-560}))
+peer=""; no_tests=0
+for a in "$@"; do
+  case "$a" in
+    --no-tests) no_tests=1 ;;
+    *) peer="$(realpath -m -- "$a")" ;;  # (before the cd below: a relative path is the caller's)
+  esac
+done
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
 OUT="${OUT:-$here/out/gpu}"
 mkdir -p "$OUT"
-peer="${1:-.deps/peer/gpt_peer_gpu.py}"
-STAGES="${STAGES:-build cuda-tests curves speed}"
-[ "${2:-}" = "--no-tests" ] && STAGES="${STAGES/cuda-tests/}"
+W="$(mktemp -d "${TMPDIR:-/tmp}/scaleinv_gpu_check.XXXXXX")"  # logs; $OUT gets them as logs.tgz
+[ -n "$peer" ] || peer="$here/.deps/peer/gpt_peer_gpu.py"
+STAGES="${STAGES:-build curves speed cuda-tests}"
+[ "$no_tests" = 1 ] && STAGES="${STAGES/cuda-tests/}"
 [ "${WIDTH_2048:-0}" = 1 ] && STAGES="$STAGES width2048"
 stage() { [[ " $STAGES " == *" $1 "* ]]; }
-{ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader; python3 -c 'import torch; print("torch", torch.__version__)'; } | tee "$OUT/gpu.txt"
+summary="$OUT/summary.txt"; : >"$summary"
+note() { echo "$*" | tee -a "$summary"; }
+# Seconds a command may take: what is left of BUDGET, at most $1 (0 when nothing is left).
+cap() { local left=$((deadline - SECONDS)); [ "$left" -lt 0 ] && left=0; [ "$left" -lt "$1" ] && echo "$left" || echo "$1"; }
+# Runs a command under timeout with cap $1; a command cut there says so in the summary.
+bounded() {
+  local c; c=$(cap "$1"); shift
+  [ "$c" -le 5 ] && { note "skipped (BUDGET spent): $*"; return 124; }
+  timeout -k 10 "$c" "$@"; local rc=$?
+  [ "$rc" = 124 ] && note "cut after $c s: $*"
+  return "$rc"
+}
+pack() { tar czf "$OUT/logs.tgz" -C "$W" --exclude='*.pt' --exclude='*.sqlite' --exclude='*.db' . 2>/dev/null; }
+trap pack EXIT
+if stage speed && [ ! -f "$peer" ]; then
+  note "no peer script at $peer (fix: scripts/fetch_cuda_deps.sh copies it to .deps/peer; carry .deps/peer, or name it)"
+  exit 2
+fi
+{ timeout 30 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader; timeout 60 python3 -c 'import torch; print("torch", torch.__version__)'; } | tee "$OUT/gpu.txt"
 debs=(); [ -d .deps/debs ] && debs=(--debs .deps/debs)
 # The KJV text cached by scripts/fetch_cuda_deps.sh (the GPU machine has no bible-kjv). The test
 # that starts from a cold cache on purpose (Demo.QuickDemo...) still needs bible-kjv and fails in
@@ -51,41 +85,41 @@ if [ ! -e "$fashion/train-images-idx3-ubyte.gz" ] && compgen -G ".deps/debs/data
   rm -rf "$tmpx"
 fi
 B=build-cuda/scaleinv
-summary="$OUT/summary.txt"; : >"$summary"
-echo "stages: $STAGES" | tee -a "$summary"
+note "stages: $STAGES (budget ${BUDGET:-560} s)"
 if stage build; then
   t0=$(date +%s)
   tests=(); { stage cuda-tests || stage suite; } && tests=(--tests)
-  if ! bash scripts/build_cuda.sh "${debs[@]}" "${tests[@]}" >"$OUT/build.log" 2>&1; then
-    grep -E "error|Error" "$OUT/build.log" | head -40; tail -20 "$OUT/build.log"; exit 1
+  if ! bounded 400 bash scripts/build_cuda.sh "${debs[@]}" "${tests[@]}" >"$W/build.log" 2>&1; then
+    note "build: FAILED after $(( $(date +%s) - t0 )) s (logs.tgz: build.log)"
+    grep -E "error|Error" "$W/build.log" | head -40; tail -20 "$W/build.log"; exit 1
   fi
-  echo "build: $(( $(date +%s) - t0 )) s" | tee -a "$summary"
+  note "build: $(( $(date +%s) - t0 )) s"
   # One CUDA runtime only: torch's (the libcudart torch was built with) and the one our two direct
   # CUDA runtime calls (compat::CudaGraph) linked must be the same file.
-  echo "cuda runtime: $(ldd "$B" | grep -oE 'libcudart[^ ]* => [^ ]*' | sort -u | tr '\n' ' ')" | tee -a "$summary"
+  note "cuda runtime: $(ldd "$B" | grep -oE 'libcudart[^ ]* => [^ ]*' | sort -u | tr '\n' ' ')"
+  pack
 fi
-[ -x "$B" ] || { echo "no $B: run the build stage first" | tee -a "$summary"; exit 1; }
+[ -x "$B" ] || { note "no $B: run the build stage first"; exit 1; }
 ctest_stage() {  # NAME CTEST-ARGS...
   local name=$1; shift
   local t0; t0=$(date +%s)
   # The tests' own TIMEOUT (600 s) overrides ctest's --timeout: the stage as a whole is cut at
   # STAGE_TIMEOUT (default 420 s), so one hanging test cannot eat a 10-minute device call; its log
   # then ends at the test that hung.
-  (cd build-cuda && timeout "${STAGE_TIMEOUT:-420}" ctest --timeout 300 --output-on-failure "$@" >"$OUT/ctest_$name.log" 2>&1) ||
-    [ $? -ne 124 ] || echo "$name: cut at ${STAGE_TIMEOUT:-420} s (STAGE_TIMEOUT); the log ends at the test that was running" | tee -a "$summary"
-  echo "$name: $(grep -E "tests passed|tests failed" "$OUT/ctest_$name.log") ($(( $(date +%s) - t0 )) s)" | tee -a "$summary"
-  grep -E "^\s+[0-9]+ - " "$OUT/ctest_$name.log" | head -40 | tee -a "$summary"
-  grep -E "(CUDA fp32 vs|bf16 vs fp32|CUDA graph vs|vs 1 process on CUDA|coordcheck on CUDA vs|sweep on CUDA)" "$OUT/ctest_$name.log" | head -20 | tee -a "$summary"
+  (cd build-cuda && bounded "${STAGE_TIMEOUT:-420}" ctest --timeout 300 --output-on-failure "$@" >"$W/ctest_$name.log" 2>&1) ||
+    [ $? -ne 124 ] || note "$name: cut (STAGE_TIMEOUT or BUDGET); the log ends at the test that was running"
+  note "$name: $(grep -E "tests passed|tests failed" "$W/ctest_$name.log") ($(( $(date +%s) - t0 )) s)"
+  grep -E "^\s+[0-9]+ - " "$W/ctest_$name.log" | head -40 | tee -a "$summary"
+  grep -E "(CUDA fp32 vs|bf16 vs fp32|CUDA graph vs|vs 1 process on CUDA|coordcheck on CUDA vs|sweep on CUDA)" "$W/ctest_$name.log" | head -20 | tee -a "$summary"
+  pack
 }
-stage cuda-tests && ctest_stage cuda-tests -R '^Cuda' -j 1 -V
-stage suite && ctest_stage suite -E '^Cuda' -j 4
 if stage curves; then
 # CUDA training against the CPU: the same small GPT, fp32 (TF32 off) and bf16 autocast.
 cfg="--config examples/gpt_kjv.toml --set data.source=\"markov\" --set data.vocab=256 --set train.steps=30 --set train.eval_every=0 --set train.log_every=1 --quiet"
-$B train $cfg --set train.out_dir=\"$OUT/t_cpu\" >/dev/null 2>"$OUT/t_cpu.err"; echo "train cpu: exit $?" | tee -a "$summary"
-$B train $cfg --set train.device=\"cuda\" --set train.tf32=false --set train.out_dir=\"$OUT/t_f32\" >/dev/null 2>"$OUT/t_f32.err"; echo "train cuda fp32: exit $?" | tee -a "$summary"
-$B train $cfg --set train.device=\"cuda\" --set train.autocast=\"bf16\" --set train.out_dir=\"$OUT/t_bf16\" >/dev/null 2>"$OUT/t_bf16.err"; echo "train cuda bf16: exit $?" | tee -a "$summary"
-python3 - "$OUT" <<'PY' | tee -a "$summary"
+bounded 120 $B train $cfg --set train.out_dir=\"$W/t_cpu\" >/dev/null 2>"$W/t_cpu.err"; note "train cpu: exit $?"
+bounded 60 $B train $cfg --set train.device=\"cuda\" --set train.tf32=false --set train.out_dir=\"$W/t_f32\" >/dev/null 2>"$W/t_f32.err"; note "train cuda fp32: exit $?"
+bounded 60 $B train $cfg --set train.device=\"cuda\" --set train.autocast=\"bf16\" --set train.out_dir=\"$W/t_bf16\" >/dev/null 2>"$W/t_bf16.err"; note "train cuda bf16: exit $?"
+python3 - "$W" <<'PY' | tee -a "$summary"
 import json, sys
 out = sys.argv[1]
 def curve(d):
@@ -99,27 +133,46 @@ print(f"loss curve vs cpu over {len(c)} steps: cuda fp32 max rel diff {rel(f, c)
 def fell(x): return (sum(x[:5]) / 5 - sum(x[-5:]) / 5) if len(x) >= 10 else float("nan")
 print(f"loss fell by (first 5 vs last 5 steps): cpu {fell(c):.4f}, cuda fp32 {fell(f):.4f}, cuda bf16 {fell(b):.4f}")
 PY
+pack
 fi
-# Speed against the peer, same card, same run: (width depth seq batch steps autocast peer-env)
+# Speed against the peer, same card, same run: (width depth seq batch steps autocast peer-AMP
+# [--cuda-graph]). Both count tokens/s over the timed steps only (ours: after 4 warm-up steps,
+# from timestamps taken once the device finished them; the peer: after 5) and flops per token as
+# 6 N + 12 L T d; MFU against PEAK (989 TFLOP/s: the H100's dense bf16; TF32's is half that).
+PEAK=${PEAK:-989}
 run_pair() {
   local w=$1 d=$2 t=$3 bs=$4 n=$5 ac=$6 amp=$7 graph=${8:-}
   local tag="${w}_${d}_${t}_${ac}${graph:+_graph}"
-  local ours; ours=$($B bench --device cuda --gpt-only --quiet --widths "$w" --depth "$d" --seq-len "$t" --batch "$bs" --steps "$n" --autocast "$ac" $graph --json "$OUT/bench_$tag.json" 2>"$OUT/bench_$tag.err" >/dev/null; echo $?)
-  local tps; tps=$(python3 -c "import json;print(round(json.load(open('$OUT/bench_$tag.json'))['gpt'][0]['tokens_per_s']))" 2>/dev/null || echo "exit $ours")
-  local peer_line; peer_line=$(AMP=$amp python3 "$peer" "$w" "$d" "$t" "$bs" "$n" sdpa 989 2>&1 | tail -1)
-  local ptps; ptps=$(echo "$peer_line" | sed -n 's/.*tokens\/s=\([0-9]*\).*/\1/p')
-  echo "width $w depth $d seq $t batch $bs $ac${graph:+ (CUDA graph)}: scaleinv $tps tok/s, peer eager+sdpa $ptps tok/s, ratio $(python3 -c "print(round($tps/$ptps, 2))" 2>/dev/null)" | tee -a "$summary"
+  bounded 150 $B bench --device cuda --gpt-only --quiet --widths "$w" --depth "$d" --seq-len "$t" --batch "$bs" --steps "$n" \
+    --autocast "$ac" $graph --json "$W/bench_$tag.json" >/dev/null 2>"$W/bench_$tag.err"
+  local ours=$?
+  AMP=$amp bounded 150 python3 "$peer" "$w" "$d" "$t" "$bs" "$n" sdpa "$PEAK" >"$W/peer_$tag.log" 2>&1
+  python3 - "$W/bench_$tag.json" "$W/peer_$tag.log" "$ours" "$PEAK" "$w $d $t $bs $([ "$ac" = off ] && echo fp32+TF32 || echo "$ac")${graph:+ (CUDA graph)}" <<'PY' | tee -a "$summary"
+import json, re, sys
+jpath, ppath, rc, peak, label = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), sys.argv[5]
+try:
+    g = json.load(open(jpath))["gpt"][0]
+    ours = f"{g['tokens_per_s']:,.0f} tok/s, MFU {100 * g['flops_per_token'] * g['tokens_per_s'] / (peak * 1e12):.1f}%, {g['params']:,} params"
+    tps = g["tokens_per_s"]
+except Exception:
+    ours, tps = f"no result (exit {rc}; logs.tgz: bench_*.err)", None
+m = re.search(r"params=(\d+) tokens/s=(\d+).*MFU=([\d.]+)%", open(ppath).read() if ppath else "")
+peer = f"{int(m.group(2)):,} tok/s, MFU {m.group(3)}%, {int(m.group(1)):,} params" if m else "no result (logs.tgz: peer_*.log)"
+ratio = f"{tps / int(m.group(2)):.2f}x" if (m and tps) else "-"
+print(f"width/depth/seq/batch {label}: scaleinv {ours} | peer eager+sdpa {peer} | ratio {ratio}")
+PY
 }
 if stage speed; then
   run_pair 2048 8 1024 16 20 bf16 1
-  run_pair 512 4 128 16 50 bf16 1
-  run_pair 512 4 128 16 50 bf16 1 --cuda-graph
-  run_pair 2048 8 512 16 10 off 0
+  run_pair 512 4 128 16 100 bf16 1
+  run_pair 512 4 128 16 100 bf16 1 --cuda-graph
+  run_pair 2048 8 512 16 30 off 0
+  run_pair 2048 8 512 16 30 off 0
   # Batched ensembles (8 members at width 64, the settle sweep's depth, sequence and batch, fp32 +
   # TF32 as there) stepped by the fused optimizer and by its per-tensor loop, in one run.
-  $B bench --device cuda --quick --quiet --widths 64 --depth 2 --seq-len 32 --batch 8 --steps 50 --autocast off \
-    --json "$OUT/bench_ensemble.json" >"$OUT/bench_ensemble.txt" 2>&1
-  python3 - "$OUT/bench_ensemble.json" <<'PY' 2>&1 | tee -a "$summary"
+  bounded 120 $B bench --device cuda --quick --quiet --widths 64 --depth 2 --seq-len 32 --batch 8 --steps 50 --autocast off \
+    --json "$W/bench_ensemble.json" >"$W/bench_ensemble.txt" 2>&1
+  python3 - "$W/bench_ensemble.json" <<'PY' 2>&1 | tee -a "$summary"
 import json, sys
 try:
     e = json.load(open(sys.argv[1]))["ensemble"]
@@ -128,26 +181,34 @@ try:
 except Exception as err:
     print(f"ensemble bench: no result ({err!r}; see bench_ensemble.txt)")
 PY
+  pack
 fi
+stage cuda-tests && ctest_stage cuda-tests -R '^Cuda' -j 1 -V
+stage suite && ctest_stage suite -E '^Cuda' -j 4
 if stage settle; then
   # The same file with every run on CUDA (fp32 + TF32; batched ensembles are the default there).
-  sed 's/^\[train\]$/[train]\ndevice = "cuda"/' examples/sweeps/gpt_kjv_width_settle.toml >"$OUT/settle_cuda.toml"
+  sed 's/^\[train\]$/[train]\ndevice = "cuda"/' examples/sweeps/gpt_kjv_width_settle.toml >"$W/settle_cuda.toml"
   # SETTLE_JOBS: the --jobs values timed, one whole sweep each (jobs > 1 run on streams of their own).
   for jobs in ${SETTLE_JOBS:-1 4}; do
-    db="$OUT/settle_j$jobs.db"; rm -f "$db"
+    db="$W/settle_j$jobs.db"; rm -f "$db"
     t1=$(date +%s)
-    $B sweep --config "$OUT/settle_cuda.toml" --out "$db" --jobs "$jobs" --quiet >"$OUT/settle_j$jobs.log" 2>&1
-    echo "settle sweep (144 runs) on CUDA, --jobs $jobs: exit $? in $(( $(date +%s) - t1 )) s (target <= 60 s)" | tee -a "$summary"
-    $B transfer-report --db "$db" --out "$OUT/settle_report_j$jobs" >"$OUT/settle_report_j$jobs.md" 2>&1
-    grep -E "^\| width transfer" "$OUT/settle_report_j$jobs.md" | head -2 | tee -a "$summary"
+    bounded 300 $B sweep --config "$W/settle_cuda.toml" --out "$db" --jobs "$jobs" --quiet >"$W/settle_j$jobs.log" 2>&1
+    note "settle sweep (144 runs) on CUDA, --jobs $jobs: exit $? in $(( $(date +%s) - t1 )) s (target <= 60 s)"
+    bounded 60 $B transfer-report --db "$db" --out "$W/settle_report_j$jobs" >"$W/settle_report_j$jobs.md" 2>&1
+    grep -E "^\| width transfer" "$W/settle_report_j$jobs.md" | head -2 | tee -a "$summary"
+    [ -f "$db" ] && cp "$db" "$OUT/" 2>/dev/null  # (a few MB: the optima to compare with the CPU's)
+    pack
   done
 fi
 if stage width2048; then
   t1=$(date +%s)
-  $B sweep --config examples/sweeps/gpt_kjv_width_tuned_2048.toml --out "$OUT/width_2048.db" --quiet >"$OUT/width_2048.log" 2>&1
-  echo "width 1024/2048 sweep: exit $? in $(( $(date +%s) - t1 )) s" | tee -a "$summary"
-  dbs=(--db "$OUT/width_2048.db"); [ -f runs/sweeps/gpt_kjv_width_tuned.db ] && dbs=(--db runs/sweeps/gpt_kjv_width_tuned.db "${dbs[@]}")
-  $B transfer-report "${dbs[@]}" --out "$OUT/width_2048_report" >"$OUT/width_2048_report.md" 2>&1
-  grep -E "^\| width transfer" "$OUT/width_2048_report.md" | head -4 | tee -a "$summary"
+  # In runs/ (kept on a warm machine): a sweep cut by BUDGET resumes where it stopped in the next call.
+  mkdir -p runs/gpu
+  bounded 560 $B sweep --config examples/sweeps/gpt_kjv_width_tuned_2048.toml --out runs/gpu/width_2048.db --quiet >"$W/width_2048.log" 2>&1
+  note "width 1024/2048 sweep: exit $? in $(( $(date +%s) - t1 )) s (cut by BUDGET: call again, it resumes)"
+  cp runs/gpu/width_2048.db "$OUT/" 2>/dev/null
+  dbs=(--db runs/gpu/width_2048.db); [ -f runs/sweeps/gpt_kjv_width_tuned.db ] && dbs=(--db runs/sweeps/gpt_kjv_width_tuned.db "${dbs[@]}")
+  bounded 60 $B transfer-report "${dbs[@]}" --out "$W/width_2048_report" >"$W/width_2048_report.md" 2>&1
+  grep -E "^\| width transfer" "$W/width_2048_report.md" | head -4 | tee -a "$summary"
 fi
 echo "--- summary"; cat "$summary"

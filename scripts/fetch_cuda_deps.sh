@@ -5,11 +5,13 @@
 # libtorch 2.x brings its own fmt (header-only) and gloo runtime; libgloo-dev gives gloo's headers.
 # dataset-fashion-mnist (31 MB, data only) is for the demo and the Fashion-MNIST tests there
 # (bench/gpu_check.sh unpacks it where scaleinv looks). Also caches the KJV text into .deps/data
-# (below). Carry .deps/debs and .deps/data (39 MB together).
+# (below), and copies the plain-PyTorch GPU peer (PEER, default ../shared/peer/gpt_peer_gpu.py beside
+# the checkout, where it is found) into .deps/peer, where bench/gpu_check.sh looks for it. Carry
+# .deps/debs, .deps/data and .deps/peer (40 MB together).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-dir="${1:-$here/.deps/debs}"
-mkdir -p "$dir"
+mkdir -p "${1:-$here/.deps/debs}"
+dir="$(cd "${1:-$here/.deps/debs}" && pwd)"  # (absolute: the listing below runs after the cd)
 cd "$dir"
 apt-get download libcli11-dev nlohmann-json3-dev libtomlplusplus-dev libtomlplusplus3 \
   libsqlite3-dev libsqlite3-0 zlib1g-dev libgtest-dev libgmock-dev libgloo-dev dataset-fashion-mnist
@@ -26,3 +28,10 @@ if [ ! -s "$data/kjv.txt" ]; then
   rm -rf "$tmp"
 fi
 ls -l "$data/kjv.txt"
+peer="${PEER:-$here/../shared/peer/gpt_peer_gpu.py}"
+if [ -f "$peer" ]; then
+  mkdir -p "$here/.deps/peer" && cp "$peer" "$here/.deps/peer/gpt_peer_gpu.py"
+  ls -l "$here/.deps/peer/gpt_peer_gpu.py"
+else
+  echo "fetch_cuda_deps.sh: no GPU peer at $peer: gpu_check.sh's speed stage needs it (fix: PEER=PATH/gpt_peer_gpu.py)" >&2
+fi

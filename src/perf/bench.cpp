@@ -65,38 +65,31 @@ RunOptions quiet_run() {
   return ro;
 }
 
-// Seconds of `steps` training steps after `warmup` steps, from one train_run: the run logs its
-// step loop's elapsed time (metrics.jsonl in a temporary directory) every gcd(warmup, warmup +
-// steps) steps, and the measured time is elapsed(warmup + steps) - elapsed(warmup). Set-up, warm-up
-// and the final evaluation and checkpoint are outside it; the logging itself (a few lines) is inside.
+// Seconds of `steps` training steps after `warmup` steps, from one train_run's step callback: a
+// timestamp once the device has finished the warm-up steps and one once it has finished the last,
+// so set-up, warm-up and the final evaluation are outside it. In between, nothing is logged or read
+// back (log_every is the whole run): on CUDA the host queues steps ahead of the device, as the
+// PyTorch peer's timed loop does, instead of waiting at every logged step.
 double measured_train_seconds(TrainConfig cfg, int64_t warmup, int64_t steps) {
-  namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() /
-                       fmt::format("scaleinv_bench_{}_{}_{}", ::getpid(), cfg.model.width, cfg.train.seed);
-  scaleinv::remove_tree(dir);
-  cfg.train.out_dir = dir.string();
   cfg.train.steps = warmup + steps;
   cfg.optim.total_steps = warmup + steps;
-  cfg.train.log_every = std::max<int64_t>(1, std::gcd(warmup, warmup + steps));
+  cfg.train.log_every = warmup + steps;
+  cfg.train.eval_every = 0;
   cfg.train.checkpoint_every = 0;
   RunOptions ro = quiet_run();
-  ro.write_files = true;
-  train_run(cfg, ro);
-  std::map<int64_t, double> elapsed;
-  {
-    std::ifstream in(dir / "metrics.jsonl");
-    std::string line;
-    while (std::getline(in, line)) {
-      const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-      if (j.is_object() && j.contains("step") && j.contains("elapsed_s"))
-        elapsed[j["step"].get<int64_t>()] = j["elapsed_s"].get<double>();
-    }
-  }
-  scaleinv::remove_tree(dir);
-  if (!elapsed.count(warmup + steps) || (warmup > 0 && !elapsed.count(warmup)))
+  Clock::time_point t_warm{}, t_end{};
+  bool ended = false;
+  const std::string device = cfg.train.device;
+  ro.on_step = [&](int64_t done) {
+    if (done == warmup) sync(device), t_warm = Clock::now();
+    if (done == warmup + steps) sync(device), t_end = Clock::now(), ended = true;
+  };
+  const auto t0 = Clock::now();
+  const RunSummary s = train_run(cfg, ro);
+  if (!ended || s.diverged)
     throw std::runtime_error(fmt::format("bench: the run at width {} stopped early (diverged?)", cfg.model.width));
-  const double t0 = warmup > 0 ? elapsed.at(warmup) : 0.0;
-  return std::max(elapsed.at(warmup + steps) - t0, 1e-9);
+  if (warmup <= 0) t_warm = t0;
+  return std::max(std::chrono::duration<double>(t_end - t_warm).count(), 1e-9);
 }
 
 // Seconds of `steps` ensemble steps after `warmup` steps, from the step callback's timestamps (so
