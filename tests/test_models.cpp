@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/errors.h"
+#include "core/torch_compat.h"
 #include "fd_check.h"
 #include "models/layers.h"
 #include "models/model.h"
@@ -290,6 +291,39 @@ TEST(ModelsBuild, EveryPresetBuildsEveryModelAndBackpropagates) {
             ASSERT_TRUE(torch::isfinite(p.tensor.grad()).all().item<bool>()) << what << " " << p.name;
           }
         }
+}
+
+// CUDA's train.autocast = "bf16" scopes bf16 autocast to each forward pass; backward runs outside it.
+// The CPU's autocast lowers the same products (linear, matmul, bmm) to bf16, so the CPU suite runs
+// every model under every table that way: a backward that multiplies a bf16 gradient by a saved
+// fp32 tensor (u-mup's custom products did, found by reading) throws here as it would on the GPU.
+// Every parameter's gradient must come back defined, finite and fp32 (the optimizer's dtype).
+TEST(ModelsBuild, EveryPresetAndModelBackpropagatesAfterABf16AutocastForward) {
+  for (const auto& param : preset_names())
+    for (const auto& kind : kKinds)
+      for (int depth : {2, 4}) {
+        ModelConfig c = tiny(kind, 64, depth);
+        if (kind == "gpt") c.block = depth == 2 ? "post" : "keel";
+        const std::string what = fmt::format("{} {} L{} {}", param, kind, depth, c.block);
+        auto model = build(c, param);
+        Data d = data_for(c);
+        torch::Tensor loss;
+        {
+          const compat::CpuAutocastForTests autocast;
+          loss = model->loss(d.x, d.y);
+        }
+        ASSERT_TRUE(std::isfinite(loss.item<double>())) << what;
+        try {
+          loss.backward();
+        } catch (const std::exception& e) {
+          FAIL() << what << ": " << e.what();
+        }
+        for (const auto& p : model->tagged_parameters()) {
+          ASSERT_TRUE(p.tensor.grad().defined()) << what << " " << p.name;
+          EXPECT_EQ(p.tensor.grad().scalar_type(), torch::kFloat) << what << " " << p.name;
+          ASSERT_TRUE(torch::isfinite(p.tensor.grad()).all().item<bool>()) << what << " " << p.name;
+        }
+      }
 }
 
 // ---- the base shape: every parameterization is the same network ----------------------------

@@ -12,6 +12,7 @@
 
 #include "cli_util.h"
 #include "core/errors.h"
+#include "core/torch_compat.h"
 #include "data/data.h"
 #include "models/model.h"
 #include "param/table.h"
@@ -108,6 +109,63 @@ TEST(UnitOps, ScaledMatmulAndScaleGrad) {
   EXPECT_TRUE(torch::equal(y, x));
   y.sum().backward();
   EXPECT_TRUE(torch::allclose(x.grad(), torch::full({7}, 4.0f)));
+}
+
+// Under bf16 autocast (CUDA's train.autocast = "bf16"; the CPU's autocast here, which lowers the
+// same products), scoped to the forward pass as the trainer scopes it (a backward inside the scope
+// would be autocast too and hide the bug), a unit-scaled product's output and incoming gradient are
+// bf16 while its saved
+// inputs (parameters, a softmax output) stay fp32: the backward must not mix the two in a matmul
+// (it threw "expected ... same dtype" on the first backward of u-mup under bf16). The gradients
+// come back in their inputs' dtype and match the fp32 ones to bf16's precision: each operand is
+// rounded to 8 significant bits (relative 2^-9), so a product of three rounded factors and a
+// rounded result is off by about 4 x 2^-9 = 0.8% per term; 3% of the norm bounds that with room,
+// while a wrong scale (bwd factors 2 and 3 here) or a dropped term is off by 50% or more.
+TEST(UnitOps, BackwardUnderBf16AutocastKeepsEachInputsDtype) {
+  torch::manual_seed(5);
+  auto rel = [](const torch::Tensor& a, const torch::Tensor& b) {
+    return ((a.to(torch::kFloat) - b).norm() / b.norm()).item<double>();
+  };
+  for (const std::vector<int64_t>& wshape : {std::vector<int64_t>{12, 16}, std::vector<int64_t>{3, 12, 16}}) {
+    SCOPED_TRACE(wshape.size() == 2 ? "linear" : "per-member linear (bmm)");
+    const torch::Tensor x0 = torch::randn(wshape.size() == 2 ? std::vector<int64_t>{8, 16} : std::vector<int64_t>{3, 8, 16});
+    const torch::Tensor w0 = torch::randn(wshape);
+    std::vector<int64_t> yshape = x0.sizes().vec();
+    yshape.back() = 12;
+    const torch::Tensor g = torch::randn(yshape);
+    torch::Tensor x = x0.clone().requires_grad_(), w = w0.clone().requires_grad_();
+    scaled_linear(x, w, 0.5, 2.0, 3.0).backward(g);
+    torch::Tensor xa = x0.clone().requires_grad_(), wa = w0.clone().requires_grad_();
+    torch::Tensor y;
+    {
+      const compat::CpuAutocastForTests autocast;  // the forward pass only, as the trainer scopes it
+      y = scaled_linear(xa, wa, 0.5, 2.0, 3.0);
+    }
+    ASSERT_EQ(y.scalar_type(), torch::kBFloat16) << "autocast did not lower the product: the test checks nothing";
+    EXPECT_NO_THROW(y.backward(g.to(torch::kBFloat16)));
+    ASSERT_TRUE(xa.grad().defined() && wa.grad().defined());
+    EXPECT_EQ(xa.grad().scalar_type(), torch::kFloat);
+    EXPECT_EQ(wa.grad().scalar_type(), torch::kFloat);
+    EXPECT_LT(rel(xa.grad(), x.grad()), 3e-2);
+    EXPECT_LT(rel(wa.grad(), w.grad()), 3e-2);
+  }
+  // Attention's p @ v: p from a softmax, which autocast keeps in fp32, times a bf16 v.
+  const torch::Tensor p0 = torch::softmax(torch::randn({2, 4, 6, 6}), -1), v0 = torch::randn({2, 4, 6, 8});
+  const torch::Tensor g = torch::randn({2, 4, 6, 8});
+  torch::Tensor p = p0.clone().requires_grad_(), v = v0.clone().requires_grad_();
+  scaled_matmul(p, v, 0.5, 2.0, 3.0).backward(g);
+  torch::Tensor pa = p0.clone().requires_grad_(), va = v0.clone().requires_grad_();
+  torch::Tensor c;
+  {
+    const compat::CpuAutocastForTests autocast;
+    c = scaled_matmul(pa, va.to(torch::kBFloat16), 0.5, 2.0, 3.0);
+  }
+  ASSERT_EQ(c.scalar_type(), torch::kBFloat16);
+  EXPECT_NO_THROW(c.backward(g.to(torch::kBFloat16)));
+  ASSERT_TRUE(pa.grad().defined() && va.grad().defined());
+  EXPECT_EQ(pa.grad().scalar_type(), torch::kFloat);
+  EXPECT_LT(rel(pa.grad(), p.grad()), 3e-2);
+  EXPECT_LT(rel(va.grad(), v.grad()), 3e-2);
 }
 
 TEST(UnitOps, ActivationVarianceCorrections) {

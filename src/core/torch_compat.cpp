@@ -79,6 +79,31 @@ CudaAutocast::~CudaAutocast() {
   at::autocast::clear_cache();
 }
 
+CpuAutocastForTests::CpuAutocastForTests() {
+#if SCALEINV_TORCH_AT_LEAST(2, 4)
+  prev_enabled_ = at::autocast::is_autocast_enabled(at::kCPU);
+  prev_dtype_ = at::autocast::get_autocast_dtype(at::kCPU);
+  at::autocast::set_autocast_dtype(at::kCPU, at::kBFloat16);
+  at::autocast::set_autocast_enabled(at::kCPU, true);
+#else
+  prev_enabled_ = at::autocast::is_cpu_enabled();
+  prev_dtype_ = at::autocast::get_autocast_cpu_dtype();
+  at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+  at::autocast::set_cpu_enabled(true);
+#endif
+}
+
+CpuAutocastForTests::~CpuAutocastForTests() {
+#if SCALEINV_TORCH_AT_LEAST(2, 4)
+  at::autocast::set_autocast_enabled(at::kCPU, prev_enabled_);
+  at::autocast::set_autocast_dtype(at::kCPU, prev_dtype_);
+#else
+  at::autocast::set_cpu_enabled(prev_enabled_);
+  at::autocast::set_autocast_cpu_dtype(prev_dtype_);
+#endif
+  at::autocast::clear_cache();
+}
+
 namespace {
 thread_local FusedAdamUse t_fused_adam_use = FusedAdamUse::Auto;
 }  // namespace

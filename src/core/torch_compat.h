@@ -27,10 +27,12 @@ bool has_fused_attention();
 torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, bool causal,
                         double scale, torch::Tensor* mask);
 
-// bf16 autocast on CUDA for the scope's forward pass (thread-local; backward follows the dtypes
-// forward chose). Weights, gradients and optimizer state stay fp32. Restores the previous state
-// and clears autocast's cache of bf16 weight copies: scope it to one forward pass (as PyTorch's
-// `with autocast()` per step), since a cache kept across an update serves the old weights.
+// bf16 autocast on CUDA for the scope's forward pass (the switch and dtype are per thread; backward
+// follows the dtypes forward chose). Weights, gradients and optimizer state stay fp32. Restores the
+// previous state and clears autocast's cache of bf16 weight copies: scope it to one forward pass
+// (as PyTorch's `with autocast()` per step), since a cache kept across an update serves the old
+// weights. libtorch 2.x's cache is one per process, so under `sweep --jobs N` one job's clear also
+// drops the other jobs' cached copies, which are then cast again: extra casts, the same values.
 class CudaAutocast {
  public:
   explicit CudaAutocast(bool on);
@@ -42,6 +44,22 @@ class CudaAutocast {
   bool on_;
   bool prev_enabled_ = false;
   at::ScalarType prev_dtype_ = at::kHalf;
+};
+
+// bf16 autocast on the CPU for the scope (thread-local; restores the previous state and clears the
+// cast cache), for tests only: the CPU suite checks with it that code written for CUDA's bf16
+// autocast (custom autograd functions whose saved inputs stay fp32 while their output and incoming
+// gradient are bf16) runs, without a GPU. Training never turns it on.
+class CpuAutocastForTests {
+ public:
+  CpuAutocastForTests();
+  ~CpuAutocastForTests();
+  CpuAutocastForTests(const CpuAutocastForTests&) = delete;
+  CpuAutocastForTests& operator=(const CpuAutocastForTests&) = delete;
+
+ private:
+  bool prev_enabled_ = false;
+  at::ScalarType prev_dtype_ = at::kBFloat16;
 };
 
 // One fused Adam step (PyTorch's multi-tensor CUDA kernels, libtorch >= 2.4) over tensors that

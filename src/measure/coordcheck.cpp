@@ -17,6 +17,7 @@
 
 #include "core/device.h"
 #include "core/errors.h"
+#include "core/torch_compat.h"
 #include "core/progress.h"
 #include "data/data.h"
 #include "measure/coord_detail.h"
@@ -180,6 +181,10 @@ FixedData fixed_data(CoordCheckResult& res) {
     throw UserError(tc.source, "data.source", fmt::format("'{}' does not fit model '{}'", tc.data.source, mc.kind),
                     "language models (bigram, gpt) take kjv/text/markov; resmlp and vit take fashion_mnist");
   FixedData fd{resolve_device(tc.train.device, tc.source, "train.device"), {}};
+  // fp32 matmuls stay fp32 on CUDA, whatever an earlier run in this process set (TF32 is a
+  // process-wide switch; `bench --device cuda` trains with it on before its coordcheck part), so
+  // the GPU measures the same networks as the CPU.
+  if (fd.dev.is_cuda()) compat::set_tf32(false);
   for (int64_t i = 0; i < res.config.train_batches; ++i) {
     Batch b = data->batch(Split::Train, i, tc.train.batch_size);
     fd.batches.push_back({b.x.to(fd.dev), b.y.to(fd.dev)});

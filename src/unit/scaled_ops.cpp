@@ -10,6 +10,15 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::tensor_list;
 
+// `t` in the dtype of the incoming gradient: under bf16 autocast (CUDA) the forward's product ran
+// in bf16, so its gradient arrives in bf16 while the saved inputs (a parameter, a softmax output)
+// stay fp32, and a matmul of the two throws. The backward products then run in bf16 as autocast's
+// own would; autograd casts each returned gradient to its input's dtype. Without autocast every
+// dtype is the same and `t` comes back as it is (fp32 results unchanged, bit for bit).
+torch::Tensor like_grad(const torch::Tensor& t, const torch::Tensor& g) {
+  return t.scalar_type() == g.scalar_type() ? t : t.to(g.scalar_type());
+}
+
 // x [..., in] times W^T: W [out, in] (plain linear) or W [E, out, in] with x [E, ..., in] (per member).
 torch::Tensor linear_nobias(const torch::Tensor& x, const torch::Tensor& w) {
   if (w.dim() == 2) return torch::linear(x, w);
@@ -33,13 +42,13 @@ struct ScaledLinearFn : public torch::autograd::Function<ScaledLinearFn> {
   }
   static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
     const auto saved = ctx->get_saved_variables();
-    const torch::Tensor &x = saved[0], &w = saved[1];
+    const torch::Tensor g = grads[0];
+    const torch::Tensor x = like_grad(saved[0], g), w = like_grad(saved[1], g);
     const double bwd_x = ctx->saved_data["bwd_x"].toDouble(), bwd_w = ctx->saved_data["bwd_w"].toDouble();
-    torch::Tensor g = grads[0];
     torch::Tensor gx, gwt;
     if (ctx->needs_input_grad(0)) {
       torch::Tensor gi = g;
-      if (ctx->saved_data["has_gw"].toBool()) gi = g * ctx->saved_data["gw"].toTensor();
+      if (ctx->saved_data["has_gw"].toBool()) gi = like_grad(g * ctx->saved_data["gw"].toTensor(), g);
       if (w.dim() == 2) {
         gx = torch::matmul(gi, w);
       } else {
@@ -75,8 +84,8 @@ struct ScaledMatmulFn : public torch::autograd::Function<ScaledMatmulFn> {
   }
   static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
     const auto saved = ctx->get_saved_variables();
-    const torch::Tensor &a = saved[0], &b = saved[1];
     const torch::Tensor& g = grads[0];
+    const torch::Tensor a = like_grad(saved[0], g), b = like_grad(saved[1], g);
     torch::Tensor ga, gb;
     if (ctx->needs_input_grad(0)) ga = torch::matmul(g, b.transpose(-2, -1)) * ctx->saved_data["bwd_a"].toDouble();
     if (ctx->needs_input_grad(1)) gb = torch::matmul(a.transpose(-2, -1), g) * ctx->saved_data["bwd_b"].toDouble();
