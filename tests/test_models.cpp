@@ -326,6 +326,39 @@ TEST(ModelsBuild, EveryPresetAndModelBackpropagatesAfterABf16AutocastForward) {
       }
 }
 
+// The same for batched ensembles (a GPU sweep's chunks: [members, ...] parameters, per-member bmm
+// products) under the tables they take (no unit scaling): member_losses after a bf16-autocast
+// forward, backward outside it.
+TEST(ModelsBuild, EnsemblesBackpropagateAfterABf16AutocastForward) {
+  for (const std::string param : {"standard", "mup", "completep", "spectral"})
+    for (const std::string kind : {"bigram", "gpt", "resmlp"}) {
+      ModelConfig c = tiny(kind, 64, 2);
+      const std::string what = fmt::format("{} {} x3", param, kind);
+      ScaleContext ctx = context_for(param, c);
+      ctx.members = 3;
+      torch::manual_seed(0);
+      auto model = build_model(c, ctx, {});
+      Data d = data_for(c);
+      torch::Tensor losses;
+      {
+        const compat::CpuAutocastForTests autocast;
+        losses = model->member_losses(torch::stack({d.x, d.x, d.x}), torch::stack({d.y, d.y, d.y}));
+      }
+      ASSERT_EQ(losses.numel(), 3) << what;
+      ASSERT_TRUE(torch::isfinite(losses).all().item<bool>()) << what;
+      try {
+        losses.sum().backward();
+      } catch (const std::exception& e) {
+        FAIL() << what << ": " << e.what();
+      }
+      for (const auto& p : model->tagged_parameters()) {
+        ASSERT_TRUE(p.tensor.grad().defined()) << what << " " << p.name;
+        EXPECT_EQ(p.tensor.grad().scalar_type(), torch::kFloat) << what << " " << p.name;
+        ASSERT_TRUE(torch::isfinite(p.tensor.grad()).all().item<bool>()) << what << " " << p.name;
+      }
+    }
+}
+
 // ---- the base shape: every parameterization is the same network ----------------------------
 
 TEST(ModelsBase, EveryPresetIsTheSameNetworkAtTheBaseShape) {
