@@ -42,7 +42,9 @@ struct EnsembleOptions {
 std::string ensemble_key(const TrainConfig& c);
 // Whether the batched path takes this config: bigram, gpt or resmlp; sgd, adam, adamw or sign
 // without gradient clipping; fp32 (no simulated precision); a table without unit scaling. When
-// false train_ensemble falls back to one run per member.
+// false train_ensemble falls back to one run per member. train.cuda_graph, a speed switch, is not
+// taken by the batched path (its steps run eager: one launch per op already serves every member);
+// members run one by one take it as train_run does.
 bool ensemble_supported(const TrainConfig& c);
 
 // Auto's choice: batch on a GPU, where a small member's step is bound by kernel launches that
