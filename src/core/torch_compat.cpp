@@ -201,13 +201,25 @@ void use_device(const torch::Device& dev) {
 }
 
 #if defined(SCALEINV_CUDA)
+namespace {
+// A thread already on a stream of its own (a sweep job's) stays on it. Taking another from the
+// pool would not do: the pool hands its 32 streams out in turn, so a later side stream could be
+// another job's, whose kernels a capture on it would then record instead of running.
+c10::cuda::CUDAStream side_stream_for(const torch::Device& dev) {
+  const c10::cuda::CUDAStream current = c10::cuda::getCurrentCUDAStream(dev.index());
+  if (current != c10::cuda::getDefaultCUDAStream(dev.index())) return current;
+  return c10::cuda::getStreamFromPool(false, dev.index());
+}
+}  // namespace
+
 struct CudaSideStream::Impl {
   c10::cuda::CUDAStream stream;
   c10::cuda::CUDAStreamGuard guard;
-  explicit Impl(const torch::Device& dev)
-      : stream(c10::cuda::getStreamFromPool(false, dev.index())), guard(stream) {
-    at::cuda::CUDAEvent queued;  // the side stream starts after what the default stream holds
-    queued.record(c10::cuda::getDefaultCUDAStream(dev.index()));
+  explicit Impl(const torch::Device& dev, const c10::cuda::CUDAStream& current)
+      : stream(side_stream_for(dev)), guard(stream) {
+    if (stream == current) return;
+    at::cuda::CUDAEvent queued;  // the side stream starts after what the caller's stream holds
+    queued.record(current);
     queued.block(stream);
   }
 };
@@ -222,7 +234,7 @@ struct CudaGraph::Impl {};
 CudaSideStream::CudaSideStream(bool on, const torch::Device& dev) {
   if (!on) return;
 #if defined(SCALEINV_CUDA)
-  impl_ = std::make_unique<Impl>(dev);
+  impl_ = std::make_unique<Impl>(dev, c10::cuda::getCurrentCUDAStream(dev.index()));
 #else
   (void)dev;
   throw std::runtime_error("CUDA streams need a CUDA build of libtorch");

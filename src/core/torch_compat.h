@@ -129,8 +129,10 @@ std::string cuda_device_uuid(const torch::Device& dev);
 void use_device(const torch::Device& dev);
 
 // For its lifetime, the CUDA work of this thread goes to a side stream of `dev` (a CUDA graph is
-// captured on a non-default stream, and PyTorch warms up on the stream it captures on); the
-// destructor waits for that stream and restores the previous one. A no-op when `on` is false.
+// captured on a non-default stream, and PyTorch warms up on the stream it captures on): the
+// thread's current stream where that is already not the default one (a sweep job's own stream),
+// else one from libtorch's pool, started after the work queued before it. The destructor waits for
+// that stream and restores the previous one. A no-op when `on` is false.
 // Throws std::runtime_error when `on` in a build without CUDA.
 class CudaSideStream {
  public:
