@@ -39,6 +39,7 @@
 using namespace scaleinv;
 using scaleinv::testing::losses_in;
 using scaleinv::testing::max_rel_diff;
+using scaleinv::testing::user_error_of;
 using scaleinv::testing::model_from_checkpoint;
 using scaleinv::testing::run_cli;
 using scaleinv::testing::ScopedEnv;
@@ -396,6 +397,38 @@ std::string cuda_config(const std::string& dir) {
 // job stores. Other streams may give cuBLAS other workspaces and so other summation orders: a
 // relative 1e-5 on the final losses (reassociation after 20 Adam steps, see the top of this file),
 // every point present once.
+// TF32 is a process-wide switch: a grid that varies train.tf32 cannot run as side-by-side jobs
+// (each run would set it for the others); it is refused by name before anything runs.
+TEST(CudaSweep, JobsRefuseAGridThatVariesTf32) {
+  REQUIRE_GPU();
+  const std::string dir = temp_dir("cuda_sweep_tf32");
+  const SweepSpec spec = sweep_from_toml_text(R"(
+[sweep]
+name = "cuda_tf32"
+[model]
+kind = "bigram"
+width = 32
+depth = 2
+[data]
+source = "markov"
+vocab = 16
+[train]
+steps = 2
+device = "cuda"
+[grid]
+"train.tf32" = [true, false]
+)",
+                                              "cuda_tf32.toml", ".");
+  SweepRunOptions ro;
+  ro.db_path = dir + "/t.db";
+  ro.show_progress = false;
+  ro.jobs = 2;
+  const std::string err = user_error_of([&] { run_sweep(spec, ro); });
+  EXPECT_NE(err.find("train.tf32"), std::string::npos) << err;
+  ro.jobs = 1;
+  EXPECT_EQ(run_sweep(spec, ro).run, 2);
+}
+
 TEST(CudaSweep, JobsOnTheirOwnStreamsStoreWhatOneJobStores) {
   REQUIRE_GPU();
   const std::string dir = temp_dir("cuda_sweep_jobs");

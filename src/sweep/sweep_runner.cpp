@@ -121,6 +121,15 @@ SweepRunSummary run_sweep(const SweepSpec& spec, const SweepRunOptions& opts) {
   const bool own_streams = first && first->train.device == "cuda" && sum.jobs > 1;
   const torch::Device stream_device =
       own_streams ? resolve_device(first->train.device, first->source, "train.device") : torch::Device(torch::kCPU);
+  // TF32 is one switch for the whole process (every run sets it at its start): jobs running side by
+  // side with different train.tf32 would set it for each other.
+  if (own_streams)
+    for (size_t i : pending)
+      if (spec.points[i].config.train.tf32 != spec.points[pending.front()].config.train.tf32)
+        throw UserError(first->source, "train.tf32",
+                        "varies across the grid, and TF32 is one switch for the whole process, which jobs running "
+                        "side by side would set for each other",
+                        "run this sweep with --jobs 1, or one sweep per train.tf32");
   auto worker = [&](size_t slot) {
     try {
       const compat::CudaSideStream stream(own_streams, stream_device);
