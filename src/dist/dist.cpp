@@ -393,7 +393,7 @@ struct DataParallel::Impl {
     TORCH_CHECK(!b.launched, "scaleinv dist: a gradient arrived after its bucket was all-reduced");
     auto dst = b.flat.narrow(0, s.offset, s.numel);
     if (s.ready) {
-      dst.add_(g.reshape(-1));  // a second contribution in the same backward
+      dst.add_(g.reshape(-1).to(dst.device()));  // a second contribution (host bucket, CUDA gradient: Gloo)
       return;
     }
     dst.copy_(g.reshape(-1));
