@@ -41,7 +41,10 @@ fi
 if [ -n "$debs" ]; then
   deps="${deps:-$here/.deps/prefix}"
   mkdir -p "$deps"
-  for f in "$debs"/*.deb; do dpkg -x "$f" "$deps"; done
+  for f in "$debs"/*.deb; do
+    case "$(basename "$f")" in dataset-*) continue ;; esac  # data, not build dependencies (gpu_check.sh unpacks it)
+    dpkg -x "$f" "$deps"
+  done
 fi
 deps="${deps:-/usr}"
 prefix="$torch;$deps/usr;$deps/usr/lib/x86_64-linux-gnu/cmake;$deps/usr/share/cmake"
