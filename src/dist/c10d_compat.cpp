@@ -61,4 +61,15 @@ c10::intrusive_ptr<Collectives> make_nccl_group(const c10::intrusive_ptr<c10d::S
 #endif
 }
 
+void abort_if_nccl(const c10::intrusive_ptr<Collectives>& group) {
+#if SCALEINV_HAS_NCCL
+  try {
+    if (auto nccl = c10::dynamic_intrusive_pointer_cast<c10d::ProcessGroupNCCL>(group)) nccl->abort();
+  } catch (...) {
+  }
+#else
+  (void)group;
+#endif
+}
+
 }  // namespace scaleinv::compat

@@ -40,4 +40,10 @@ bool has_nccl();
 c10::intrusive_ptr<Collectives> make_nccl_group(const c10::intrusive_ptr<c10d::Store>& store, int rank, int world,
                                                 std::chrono::milliseconds timeout, const at::Device& device);
 
+// After a failure: aborts `group`'s NCCL communicators where it is a NCCL group (a peer that died
+// mid-all-reduce leaves this rank's NCCL kernel spinning; without the abort, exiting could wait
+// for NCCL's watchdog and end in SIGABRT rather than the rank's own exit code). A no-op for any
+// other group and without NCCL; throws nothing.
+void abort_if_nccl(const c10::intrusive_ptr<Collectives>& group);
+
 }  // namespace scaleinv::compat

@@ -512,7 +512,9 @@ DataParallel::~DataParallel() {
   }
   if (impl_->failed) {
     // After a failure Gloo's worker threads may still be blocked on a dead peer, and the group's
-    // destructor would join them: let the process exit without waiting for that.
+    // destructor would join them: let the process exit without waiting for that. A NCCL group's
+    // communicators are aborted first (its kernels may be waiting on the dead peer).
+    if (impl_->nccl) compat::abort_if_nccl(impl_->grad_pg);
     (void)impl_->pg.release();
     (void)impl_->grad_pg.release();
     (void)impl_->store.release();
