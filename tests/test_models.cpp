@@ -133,6 +133,29 @@ void expect_layer_grads_match_fd(torch::nn::Module& m, const std::function<torch
   }
 }
 
+// Runs `loss_of` under the CPU's bf16 autocast (scoped to the forward pass, as the trainer scopes
+// CUDA's), then backward outside it: every parameter's gradient must come back defined, finite and
+// fp32 (the optimizer's dtype), and backward must not throw.
+void expect_backprop_after_bf16_forward(Model& model, const std::function<torch::Tensor()>& loss_of,
+                                        const std::string& what) {
+  torch::Tensor loss;
+  {
+    const compat::CpuAutocastForTests autocast;
+    loss = loss_of();
+  }
+  ASSERT_TRUE(torch::isfinite(loss).all().item<bool>()) << what;
+  try {
+    loss.sum().backward();
+  } catch (const std::exception& e) {
+    FAIL() << what << ": " << e.what();
+  }
+  for (const auto& p : model.tagged_parameters()) {
+    ASSERT_TRUE(p.tensor.grad().defined()) << what << " " << p.name;
+    EXPECT_EQ(p.tensor.grad().scalar_type(), torch::kFloat) << what << " " << p.name;
+    ASSERT_TRUE(torch::isfinite(p.tensor.grad()).all().item<bool>()) << what << " " << p.name;
+  }
+}
+
 }  // namespace
 
 // ---- finite differences: layers -------------------------------------------------------------
@@ -307,22 +330,7 @@ TEST(ModelsBuild, EveryPresetAndModelBackpropagatesAfterABf16AutocastForward) {
         const std::string what = fmt::format("{} {} L{} {}", param, kind, depth, c.block);
         auto model = build(c, param);
         Data d = data_for(c);
-        torch::Tensor loss;
-        {
-          const compat::CpuAutocastForTests autocast;
-          loss = model->loss(d.x, d.y);
-        }
-        ASSERT_TRUE(std::isfinite(loss.item<double>())) << what;
-        try {
-          loss.backward();
-        } catch (const std::exception& e) {
-          FAIL() << what << ": " << e.what();
-        }
-        for (const auto& p : model->tagged_parameters()) {
-          ASSERT_TRUE(p.tensor.grad().defined()) << what << " " << p.name;
-          EXPECT_EQ(p.tensor.grad().scalar_type(), torch::kFloat) << what << " " << p.name;
-          ASSERT_TRUE(torch::isfinite(p.tensor.grad()).all().item<bool>()) << what << " " << p.name;
-        }
+        expect_backprop_after_bf16_forward(*model, [&] { return model->loss(d.x, d.y); }, what);
       }
 }
 
@@ -339,23 +347,14 @@ TEST(ModelsBuild, EnsemblesBackpropagateAfterABf16AutocastForward) {
       torch::manual_seed(0);
       auto model = build_model(c, ctx, {});
       Data d = data_for(c);
-      torch::Tensor losses;
-      {
-        const compat::CpuAutocastForTests autocast;
-        losses = model->member_losses(torch::stack({d.x, d.x, d.x}), torch::stack({d.y, d.y, d.y}));
-      }
-      ASSERT_EQ(losses.numel(), 3) << what;
-      ASSERT_TRUE(torch::isfinite(losses).all().item<bool>()) << what;
-      try {
-        losses.sum().backward();
-      } catch (const std::exception& e) {
-        FAIL() << what << ": " << e.what();
-      }
-      for (const auto& p : model->tagged_parameters()) {
-        ASSERT_TRUE(p.tensor.grad().defined()) << what << " " << p.name;
-        EXPECT_EQ(p.tensor.grad().scalar_type(), torch::kFloat) << what << " " << p.name;
-        ASSERT_TRUE(torch::isfinite(p.tensor.grad()).all().item<bool>()) << what << " " << p.name;
-      }
+      expect_backprop_after_bf16_forward(
+          *model,
+          [&] {
+            torch::Tensor losses = model->member_losses(torch::stack({d.x, d.x, d.x}), torch::stack({d.y, d.y, d.y}));
+            EXPECT_EQ(losses.numel(), 3) << what;
+            return losses;
+          },
+          what);
     }
 }
 

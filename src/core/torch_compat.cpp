@@ -52,55 +52,60 @@ torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const to
   return torch::matmul(torch::softmax(scores, -1), v);
 }
 
+namespace {
+// Autocast's switch and dtype for one device type (CUDA or the CPU), read and set through
+// libtorch 2.4+'s device-typed calls or 1.13's per-device ones.
+struct AutocastState {
+  bool enabled = false;
+  at::ScalarType dtype = at::kBFloat16;
+};
+AutocastState autocast_state(at::DeviceType device) {
+#if SCALEINV_TORCH_AT_LEAST(2, 4)
+  return {at::autocast::is_autocast_enabled(device), at::autocast::get_autocast_dtype(device)};
+#else
+  if (device == at::kCUDA) return {at::autocast::is_enabled(), at::autocast::get_autocast_gpu_dtype()};
+  return {at::autocast::is_cpu_enabled(), at::autocast::get_autocast_cpu_dtype()};
+#endif
+}
+void set_autocast_state(at::DeviceType device, const AutocastState& s) {
+#if SCALEINV_TORCH_AT_LEAST(2, 4)
+  at::autocast::set_autocast_dtype(device, s.dtype);
+  at::autocast::set_autocast_enabled(device, s.enabled);
+#else
+  if (device == at::kCUDA) {
+    at::autocast::set_autocast_gpu_dtype(s.dtype);
+    at::autocast::set_enabled(s.enabled);
+  } else {
+    at::autocast::set_autocast_cpu_dtype(s.dtype);
+    at::autocast::set_cpu_enabled(s.enabled);
+  }
+#endif
+}
+}  // namespace
+
 CudaAutocast::CudaAutocast(bool on) : on_(on) {
   if (!on_) return;
-#if SCALEINV_TORCH_AT_LEAST(2, 4)
-  prev_enabled_ = at::autocast::is_autocast_enabled(at::kCUDA);
-  prev_dtype_ = at::autocast::get_autocast_dtype(at::kCUDA);
-  at::autocast::set_autocast_dtype(at::kCUDA, at::kBFloat16);
-  at::autocast::set_autocast_enabled(at::kCUDA, true);
-#else
-  prev_enabled_ = at::autocast::is_enabled();
-  prev_dtype_ = at::autocast::get_autocast_gpu_dtype();
-  at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
-  at::autocast::set_enabled(true);
-#endif
+  const AutocastState prev = autocast_state(at::kCUDA);
+  prev_enabled_ = prev.enabled;
+  prev_dtype_ = prev.dtype;
+  set_autocast_state(at::kCUDA, {true, at::kBFloat16});
 }
 
 CudaAutocast::~CudaAutocast() {
   if (!on_) return;
-#if SCALEINV_TORCH_AT_LEAST(2, 4)
-  at::autocast::set_autocast_enabled(at::kCUDA, prev_enabled_);
-  at::autocast::set_autocast_dtype(at::kCUDA, prev_dtype_);
-#else
-  at::autocast::set_enabled(prev_enabled_);
-  at::autocast::set_autocast_gpu_dtype(prev_dtype_);
-#endif
+  set_autocast_state(at::kCUDA, {prev_enabled_, prev_dtype_});
   at::autocast::clear_cache();
 }
 
 CpuAutocastForTests::CpuAutocastForTests() {
-#if SCALEINV_TORCH_AT_LEAST(2, 4)
-  prev_enabled_ = at::autocast::is_autocast_enabled(at::kCPU);
-  prev_dtype_ = at::autocast::get_autocast_dtype(at::kCPU);
-  at::autocast::set_autocast_dtype(at::kCPU, at::kBFloat16);
-  at::autocast::set_autocast_enabled(at::kCPU, true);
-#else
-  prev_enabled_ = at::autocast::is_cpu_enabled();
-  prev_dtype_ = at::autocast::get_autocast_cpu_dtype();
-  at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
-  at::autocast::set_cpu_enabled(true);
-#endif
+  const AutocastState prev = autocast_state(at::kCPU);
+  prev_enabled_ = prev.enabled;
+  prev_dtype_ = prev.dtype;
+  set_autocast_state(at::kCPU, {true, at::kBFloat16});
 }
 
 CpuAutocastForTests::~CpuAutocastForTests() {
-#if SCALEINV_TORCH_AT_LEAST(2, 4)
-  at::autocast::set_autocast_enabled(at::kCPU, prev_enabled_);
-  at::autocast::set_autocast_dtype(at::kCPU, prev_dtype_);
-#else
-  at::autocast::set_cpu_enabled(prev_enabled_);
-  at::autocast::set_autocast_cpu_dtype(prev_dtype_);
-#endif
+  set_autocast_state(at::kCPU, {prev_enabled_, prev_dtype_});
   at::autocast::clear_cache();
 }
 
