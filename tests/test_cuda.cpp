@@ -56,12 +56,17 @@ namespace {
   if (!torch::cuda::is_available())                                                            \
   GTEST_SKIP() << "no CUDA device here (a CUDA build on a GPU machine runs these: bench/gpu_check.sh)"
 
-RunSummary run(const TrainConfig& c) {
+// One process, nothing on disk, no bar.
+RunOptions in_memory() {
   RunOptions ro;
   ro.write_files = false;
   ro.show_progress = false;
   ro.data_parallel = false;
-  return train_run(c, ro);
+  return ro;
+}
+
+RunSummary run(const TrainConfig& c) {
+  return train_run(c, in_memory());
 }
 
 // small_gpt under AdamW for 20 steps on `device`, TF32 off (so CUDA computes in fp32 as the CPU does).
@@ -255,10 +260,7 @@ TEST(CudaGraphs, AFailedCaptureLeavesTheAllocatorAsItWas) {
 // the losses stay on the device between read-backs: the same curve, every step counted.
 TEST(CudaTrain, AStepCallbackKeepsTheDeferredReadBack) {
   REQUIRE_GPU();
-  RunOptions ro;
-  ro.write_files = false;
-  ro.show_progress = false;
-  ro.data_parallel = false;
+  RunOptions ro = in_memory();
   std::vector<int64_t> calls;
   ro.on_step = [&](int64_t done) { calls.push_back(done); };
   const TrainConfig c = gpt_on("cuda", {"train.log_every=7"});
@@ -295,10 +297,7 @@ TEST(CudaTrain, TheStepsBetweenReadBacksNeverWaitForTheDevice) {
     SCOPED_TRACE(name);
     std::vector<std::string> all = quiet;
     all.insert(all.end(), sets.begin(), sets.end());
-    RunOptions ro;
-    ro.write_files = false;
-    ro.show_progress = false;
-    ro.data_parallel = false;
+    RunOptions ro = in_memory();
     ro.on_step = [](int64_t done) { compat::forbid_cuda_syncs(done >= 5 && done < 19); };
     RunSummary s;
     try {

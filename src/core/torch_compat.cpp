@@ -210,8 +210,7 @@ namespace {
 // A thread already on a stream of its own (a sweep job's) stays on it. Taking another from the
 // pool would not do: the pool hands its 32 streams out in turn, so a later side stream could be
 // another job's, whose kernels a capture on it would then record instead of running.
-c10::cuda::CUDAStream side_stream_for(const torch::Device& dev) {
-  const c10::cuda::CUDAStream current = c10::cuda::getCurrentCUDAStream(dev.index());
+c10::cuda::CUDAStream side_stream_for(const torch::Device& dev, const c10::cuda::CUDAStream& current) {
   if (current != c10::cuda::getDefaultCUDAStream(dev.index())) return current;
   return c10::cuda::getStreamFromPool(false, dev.index());
 }
@@ -221,7 +220,7 @@ struct CudaSideStream::Impl {
   c10::cuda::CUDAStream stream;
   c10::cuda::CUDAStreamGuard guard;
   explicit Impl(const torch::Device& dev, const c10::cuda::CUDAStream& current)
-      : stream(side_stream_for(dev)), guard(stream) {
+      : stream(side_stream_for(dev, current)), guard(stream) {
     if (stream == current) return;
     at::cuda::CUDAEvent queued;  // the side stream starts after what the caller's stream holds
     queued.record(current);

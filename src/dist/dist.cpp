@@ -614,14 +614,12 @@ void DataParallel::replicate(const std::vector<torch::Tensor>& params) {
   if (!active()) return;
   Impl& m = *impl_;
   // The gradients' group: every rank's choice, then NCCL only if all chose it (MIN over ranks).
-  bool cuda = false;
-  for (const auto& p : params) cuda = cuda || p.is_cuda();
+  torch::Device gpu = torch::kCPU;  // the parameters' GPU, where they are on one
+  for (const auto& p : params)
+    if (p.is_cuda()) gpu = p.device();
   const char* req = std::getenv("SCALEINV_DIST_BACKEND");
   const std::string requested = req ? req : "";
   // Every rank's GPU identity, through the store (get waits for each key up to the store's timeout).
-  torch::Device gpu = torch::kCPU;
-  for (const auto& p : params)
-    if (p.is_cuda()) gpu = p.device();
   const std::string uuid = compat::cuda_device_uuid(gpu);
   m.store->set(fmt::format("scaleinv/gpu/{}", rank()), std::vector<uint8_t>(uuid.begin(), uuid.end()));
   std::vector<std::string> ids;
@@ -635,7 +633,7 @@ void DataParallel::replicate(const std::vector<torch::Tensor>& params) {
     ids.emplace_back(v.begin(), v.end());
   }
   std::string why;
-  const bool mine = gradient_backend(cuda, compat::has_nccl(), ranks_sharing(ids, rank()), requested, &why) == "nccl";
+  const bool mine = gradient_backend(gpu.is_cuda(), compat::has_nccl(), ranks_sharing(ids, rank()), requested, &why) == "nccl";
   torch::Tensor all = torch::tensor({int64_t{mine ? 1 : 0}});
   std::vector<at::Tensor> v{all};
   c10d::AllreduceOptions mo;
@@ -649,8 +647,7 @@ void DataParallel::replicate(const std::vector<torch::Tensor>& params) {
   gradient_group_ = nccl ? "nccl" : "gloo";
   m.grad_pg = m.pg;
   if (nccl) {
-    for (const auto& p : params)
-      if (p.is_cuda()) m.bucket_device = p.device();
+    m.bucket_device = gpu;
     try {
       m.grad_pg = compat::make_nccl_group(c10::make_intrusive<c10d::PrefixStore>("nccl", m.store), rank(), world(),
                                           m.timeout, m.bucket_device);

@@ -1,17 +1,10 @@
 // Speed benchmark: see bench.h.
 #include "perf/bench.h"
 
-
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
-#include <filesystem>
-#include <fstream>
 #include <limits>
-#include <map>
 #include <memory>
-#include <numeric>
 #include <thread>
 
 #include <fmt/format.h>
@@ -25,7 +18,6 @@
 #include "measure/coordcheck.h"
 #include "train/ensemble.h"
 #include "train/trainer.h"
-#include "core/atomic_file.h"
 #include "core/torch_compat.h"
 
 namespace scaleinv {
