@@ -261,6 +261,10 @@ std::vector<BadCase> cases() {
                  "sweep rank --config {D}/s.toml --db {D}/e.db", "{D}/e.db", ""});
   out.push_back({"param_file_is_a_directory", {{"d.toml/keep", ""}}, "param show {D}/d.toml", "{D}/d.toml",
                  "directory"});
+  // A bad model is named before the data it would train on is made: with no KJV cache and no
+  // `bible` on PATH (a GPU machine built with scripts/build_cuda.sh), the model is still the error.
+  out.push_back({"scales_bad_model_without_kjv", {}, "scales --model nosuch --param mup --widths 64", "command line",
+                 "model.kind", "PATH=/nonexistent"});
   out.push_back({"sample_junk_checkpoint", {{"c.pt", std::string(5000, 'j')}}, "sample --checkpoint {D}/c.pt", "{D}/c.pt",
                  "checksum"});
   return out;

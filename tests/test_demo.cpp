@@ -63,3 +63,35 @@ TEST(Demo, QuickDemoWritesAReportWithEveryStageAndItsPlotsLoad) {
   ASSERT_TRUE(std::regex_search(out, loaded, std::regex("data-images-loaded=\"(\\d+)\""))) << out.substr(0, 300);
   EXPECT_EQ(std::stoi(loaded[1]), images) << "some images did not decode";
 }
+
+// A machine without gnuplot (a GPU machine built with scripts/build_cuda.sh, say): the demo asked
+// for no plots, so it runs every stage, says once that the report has none, and the report says so
+// too (the coordinate checks' plots are skipped as the transfer report's are).
+TEST(Demo, QuickDemoWithoutGnuplotWritesTheReportWithoutPlots) {
+  namespace fs = std::filesystem;
+  const std::string dir = temp_dir("demo_no_gnuplot");
+  // A PATH holding every program of this one except gnuplot.
+  const std::string bin = dir + "/bin";
+  fs::create_directories(bin);
+  std::stringstream path(std::getenv("PATH") ? std::getenv("PATH") : "/usr/bin:/bin");
+  for (std::string d; std::getline(path, d, ':');) {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(d, ec)) {
+      const std::string name = e.path().filename().string();
+      if (name != "gnuplot" && !fs::exists(bin + "/" + name)) fs::create_symlink(e.path(), bin + "/" + name, ec);
+    }
+  }
+  ASSERT_NE(std::system(fmt::format("env PATH={} sh -c 'command -v gnuplot' >/dev/null 2>&1", bin).c_str()), 0);
+  auto r = run_cli_env("PATH=" + bin, "demo --quick --out " + dir + "/demo");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("gnuplot is not installed: the report will have no plots"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("coordcheck mup: PASS"), std::string::npos) << r.out;
+  const std::string html = slurp(dir + "/demo/report.html");
+  EXPECT_NE(html.find("gnuplot is not installed: no plots."), std::string::npos);
+  EXPECT_EQ(html.find("<img "), std::string::npos);
+  EXPECT_NE(html.find("depth transfer (width 128)"), std::string::npos);
+  int images = 0;
+  for (const auto& e : fs::recursive_directory_iterator(dir + "/demo"))
+    images += e.path().extension() == ".png" || e.path().extension() == ".svg";
+  EXPECT_EQ(images, 0);
+}

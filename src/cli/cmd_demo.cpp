@@ -23,6 +23,7 @@
 #include "core/atomic_file.h"
 #include "core/device.h"
 #include "core/errors.h"
+#include "core/gnuplot.h"
 #include "core/toml_json.h"
 #include "core/toml_reader.h"
 #include "demo_sweeps.h"
@@ -165,7 +166,10 @@ device = "{}"
     std::filesystem::create_directories(dir);
     write_file_atomic(dir + "/coordcheck.json", coordcheck_to_json(r).dump(1) + "\n");
     // The report inlines the activations (h) and their updates (dh); the gradients' plots stay beside it.
-    for (const std::string& stem : plot_coordcheck(r, dir)) {
+    // Without gnuplot (a GPU machine built with scripts/build_cuda.sh may have none) the report says
+    // so and has no plots, as the transfer report does: the demo asked for none on its command line.
+    const std::vector<std::string> stems = gnuplot_available() ? plot_coordcheck(r, dir) : std::vector<std::string>{};
+    for (const std::string& stem : stems) {
       const std::string q = stem.substr(stem.rfind('_') + 1);
       if (q == "h" || q == "dh")
         figures.push_back({fmt::format("coordinate check, {}: RMS of {} against width (dashed: the theory's slopes)",
@@ -235,6 +239,8 @@ void add_demo_command(CLI::App& app, int& exit_code) {
     const toml::table width = demo_sweep(kDemo_width_sweep, "width", o->quick, o->device);
     const toml::table depth_toml = demo_sweep(kDemo_depth_sweep, "depth", o->quick, o->device);
     std::filesystem::create_directories(o->out);
+    if (!gnuplot_available())
+      std::fprintf(stderr, "demo: gnuplot is not installed: the report will have no plots (fix: apt-get install gnuplot-nox)\n");
     std::string md = "# scaleinv demo report\n\n";
     nlohmann::json theory;
     std::vector<HtmlSection> sections;

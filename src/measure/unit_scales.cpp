@@ -39,6 +39,15 @@ ScalesResult run_scales(const ScalesConfig& cfg) {
     if (d < 1) throw UserError("command line", "--depths", fmt::format("depth {} < 1", d), "use positive depths");
   const ParamTable table = resolve_param(cfg.train);
   const OptFamily family = optimizer_family(cfg.train.optim.kind);
+  // Every point's model is checked before the data is made: a bad model.kind is the error to
+  // report, not a missing dataset the command would have needed next.
+  for (int depth : depths)
+    for (int width : widths) {
+      ModelConfig mc = cfg.train.model;
+      mc.width = width;
+      mc.depth = depth;
+      validate_model_config(mc, ScaleContext{table, family, width, depth});
+    }
   auto data = make_data(cfg.train.data);
   Batch b = data->batch(Split::Train, 0, cfg.train.train.batch_size);
 

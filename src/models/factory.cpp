@@ -20,7 +20,9 @@ void require_positive(int value, const char* field) {
                     fmt::format("set {} > 0", field));
 }
 
-void validate(const ModelConfig& cfg, const ScaleContext& ctx) {
+}  // namespace
+
+void validate_model_config(const ModelConfig& cfg, const ScaleContext& ctx) {
   const std::string& k = cfg.kind;
   if (k != "bigram" && k != "resmlp" && k != "gpt" && k != "vit" && k != "mlp")
     throw UserError("config", "model.kind", fmt::format("unknown model kind '{}'", k),
@@ -64,6 +66,8 @@ void validate(const ModelConfig& cfg, const ScaleContext& ctx) {
                       "use a patch size that divides the image size (28: 4, 7, 14)");
   }
 }
+
+namespace {
 
 // Parameters the config asks for, from its shapes (an estimate within a small factor: matrices
 // only), so that a width or depth this machine cannot hold is refused before anything allocates.
@@ -118,7 +122,7 @@ void check_batch_fits_in_memory(const ModelConfig& cfg, int64_t batch) {
 }
 
 std::shared_ptr<Model> build_model(const ModelConfig& cfg, const ScaleContext& ctx, const Hyper& hp) {
-  validate(cfg, ctx);
+  validate_model_config(cfg, ctx);
   check_fits_in_memory(cfg);
   if (ctx.width != cfg.width || ctx.depth != cfg.depth)
     throw std::invalid_argument(fmt::format("build_model: ScaleContext shape {}x{} differs from the model's {}x{}",

@@ -118,6 +118,9 @@ class Model : public TaggedModule {
 // Throws UserError (file "config", field "model.*") on an unknown kind or inconsistent shapes,
 // e.g. width not divisible by head_dim / n_heads.
 std::shared_ptr<Model> build_model(const ModelConfig& cfg, const ScaleContext& ctx, const Hyper& hp);
+// The checks build_model starts with, without building: the same UserErrors. For a command that
+// must reject a bad model before it loads data (which may fail on its own for another reason).
+void validate_model_config(const ModelConfig& cfg, const ScaleContext& ctx);
 // UserError (file "config", field "train.batch_size") when a batch of `batch` items (per process)
 // cannot fit in this machine's memory: a lower bound on what a training step holds (every layer's
 // output for backward, and the logits), so a batch that would fit is never refused.
