@@ -265,6 +265,15 @@ std::vector<BadCase> cases() {
   // `bible` on PATH (a GPU machine built with scripts/build_cuda.sh), the model is still the error.
   out.push_back({"scales_bad_model_without_kjv", {}, "scales --model nosuch --param mup --widths 64", "command line",
                  "model.kind", "PATH=/nonexistent"});
+  // --plot where gnuplot is missing is refused before the measurement: no run wasted, and the
+  // --json beside it is not written either.
+  for (const char* cmd : {"coordcheck --model bigram --param mup --widths 32,64 --steps 1 --seeds 2",
+                          "scales --model bigram --param mup --widths 32", "diagnose alignment --widths 32,64",
+                          "diagnose transport --depths 2,4", "diagnose diversity", "diagnose init-stats",
+                          "diagnose depth-scaling"})
+    out.push_back({fmt::format("plot_without_gnuplot_{}", out.size()), {},
+                   fmt::format("{} --json {{D}}/r.json --plot {{D}}/plots", cmd), "command line", "--plot",
+                   "PATH=/nonexistent"});
   out.push_back({"sample_junk_checkpoint", {{"c.pt", std::string(5000, 'j')}}, "sample --checkpoint {D}/c.pt", "{D}/c.pt",
                  "checksum"});
   return out;

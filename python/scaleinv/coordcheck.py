@@ -7,6 +7,7 @@ with the theory's exponent for the module's role.
 """
 import json
 import math
+import shutil
 import sys
 import time
 
@@ -228,6 +229,9 @@ def coordcheck(make_model, widths, batches, param="mup", optimizer="adamw", lr=1
         raise UserError("python: seeds: no seeds (fix: use 2 or more seeds; the interval is over seeds)")
     if int(steps) < 1:
         raise UserError(f"python: steps: {steps} steps (fix: use at least 1 step)")
+    if plot and shutil.which("gnuplot") is None:  # before the runs, not after them
+        raise UserError("python: plot: the gnuplot program is not installed "
+                        "(fix: install gnuplot-nox (apt-get install gnuplot-nox) or leave out plot)")
     loss_fn = loss or F.cross_entropy
     base_width = base_width or widths[0]
     delta_width = delta_width or (widths[1] if widths[1] != base_width else widths[0])

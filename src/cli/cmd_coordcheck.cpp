@@ -18,6 +18,7 @@
 #include "cli/cli_options.h"
 #include "cli/commands.h"
 #include "core/atomic_file.h"
+#include "core/gnuplot.h"
 #include "core/device.h"
 #include "core/errors.h"
 #include "core/fraction.h"
@@ -92,6 +93,7 @@ void add_coordcheck_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--quiet", o->quiet, "no progress bar");
   cmd->callback([o, &exit_code] {
     if (!o->device.empty()) resolve_device(o->device, "command line", "--device");  // before any work
+    if (!o->plot.empty()) require_gnuplot("--plot");
     // Config: (file or coordcheck defaults), then the flags, then --set.
     std::vector<std::string> sets;
     std::string kind = o->model;

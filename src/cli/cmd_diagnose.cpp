@@ -10,6 +10,7 @@
 
 #include "cli/commands.h"
 #include "core/atomic_file.h"
+#include "core/gnuplot.h"
 #include "measure/diagnostics.h"
 
 namespace scaleinv {
@@ -65,6 +66,7 @@ void add_diagnose_command(CLI::App& app, int& exit_code) {
     s->add_option("--block", o->block, "gpt block placement pre|post|keel (default pre)");
     add_common(s, *c, o->seeds);
     s->callback([o, c, &exit_code] {
+      if (!c->plot.empty()) require_gnuplot("--plot");  // before the measurement, not after it
       o->show_progress = !c->quiet;
       const auto r = diag::run_alignment(*o);
       finish(*c, r, diag::alignment_table, diag::alignment_json, diag::plot_alignment);
@@ -88,6 +90,7 @@ void add_diagnose_command(CLI::App& app, int& exit_code) {
     s->add_option("--head-dim", o->head_dim, "gpt: head dimension (default 16)");
     add_common(s, *c, o->seeds);
     s->callback([o, c, &exit_code] {
+      if (!c->plot.empty()) require_gnuplot("--plot");  // before the measurement, not after it
       o->show_progress = !c->quiet;
       const auto r = diag::run_transport(*o);
       finish(*c, r, diag::transport_table, diag::transport_json, diag::plot_transport);
@@ -117,6 +120,7 @@ void add_diagnose_command(CLI::App& app, int& exit_code) {
     s->add_option("--eval-batch", o->eval_batch, "inputs d(eps) is averaged over (default 256)");
     add_common(s, *c, o->seeds);
     s->callback([o, c, &exit_code] {
+      if (!c->plot.empty()) require_gnuplot("--plot");  // before the measurement, not after it
       o->show_progress = !c->quiet;
       const auto r = diag::run_diversity(*o);
       finish(*c, r, diag::diversity_table, diag::diversity_json, diag::plot_diversity);
@@ -139,6 +143,7 @@ void add_diagnose_command(CLI::App& app, int& exit_code) {
     s->add_option("--head-dim", o->head_dim, "head dimension (default 16)");
     add_common(s, *c, o->seeds);
     s->callback([o, c, &exit_code] {
+      if (!c->plot.empty()) require_gnuplot("--plot");  // before the measurement, not after it
       o->show_progress = !c->quiet;
       const auto r = diag::run_init_stats(*o);
       finish(*c, r, diag::init_stats_table, diag::init_stats_json, diag::plot_init_stats);
@@ -164,6 +169,7 @@ void add_diagnose_command(CLI::App& app, int& exit_code) {
     s->add_option("--in-dim", o->in_dim, "gaussian data: input dimension (default 64)");
     add_common(s, *c, o->seeds);
     s->callback([o, c, &exit_code] {
+      if (!c->plot.empty()) require_gnuplot("--plot");  // before the measurement, not after it
       o->show_progress = !c->quiet;
       const auto r = diag::run_depth_scaling(*o);
       finish(*c, r, diag::depth_scaling_table, diag::depth_scaling_json, diag::plot_depth_scaling);

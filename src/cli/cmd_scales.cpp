@@ -14,6 +14,7 @@
 #include "cli/cli_options.h"
 #include "cli/commands.h"
 #include "core/atomic_file.h"
+#include "core/gnuplot.h"
 #include "core/errors.h"
 #include "optim/optimizer.h"
 #include "train/config.h"
@@ -61,6 +62,7 @@ void add_scales_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--config", o->config, "TOML config as for train");
   cmd->add_option("--set", o->sets, "override a config field: section.key=value (repeatable)");
   cmd->callback([o, &exit_code] {
+    if (!o->plot.empty()) require_gnuplot("--plot");  // before the measurement, not after it
     const ConfigSource source(o->config.empty() ? "command line" : o->config);  // model.* checks name it
     std::vector<std::string> sets;
     if (o->config.empty()) sets = scales_defaults(o->model.empty() ? TrainConfig{}.model.kind : o->model);

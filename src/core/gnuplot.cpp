@@ -117,13 +117,17 @@ std::string gnuplot_script(const PlotFigure& fig, const std::string& terminal, c
 
 bool gnuplot_available() { return std::system("command -v gnuplot >/dev/null 2>&1") == 0; }
 
+void require_gnuplot(const std::string& field) {
+  if (!gnuplot_available())
+    throw UserError("command line", field, "the gnuplot program is not installed",
+                    "install gnuplot-nox (apt-get install gnuplot-nox) or leave out " + field);
+}
+
 void render_figure(const PlotFigure& fig, const std::string& path_stem) {
   namespace fs = std::filesystem;
   const fs::path stem(path_stem);
+  require_gnuplot("--plot");
   if (stem.has_parent_path()) fs::create_directories(stem.parent_path());
-  if (!gnuplot_available())
-    throw UserError("command line", "--plot", "the gnuplot program is not installed",
-                    "install gnuplot-nox (apt-get install gnuplot-nox) or leave out --plot");
   for (const char* ext : {"svg", "png"}) {
     const std::string final_path = path_stem + "." + ext;
     const std::string tmp_out = unique_temp_path(final_path);

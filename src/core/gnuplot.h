@@ -40,5 +40,9 @@ void render_figure(const PlotFigure& fig, const std::string& path_stem);
 
 // Whether the gnuplot program can be run.
 bool gnuplot_available();
+// UserError (file "command line", field `field`) when gnuplot is not installed: a command given
+// a plot option calls it before it computes anything, so a missing gnuplot costs no run and
+// leaves nothing written.
+void require_gnuplot(const std::string& field);
 
 }  // namespace scaleinv

@@ -83,6 +83,22 @@ class CoordCheckMlp(unittest.TestCase):
             self.assertIn(word, str(e.exception))
 
 
+    def test_plot_without_gnuplot_is_refused_before_any_run(self):
+        built = []
+        def counting(width):
+            built.append(width)
+            return mlp(width)
+        path = os.environ.get("PATH", "")
+        os.environ["PATH"] = "/nonexistent"
+        try:
+            with tempfile.TemporaryDirectory() as d, self.assertRaises(scaleinv.UserError) as e:
+                scaleinv.coordcheck(counting, widths=[64, 128], batches=self.batch, steps=1, seeds=2, plot=d,
+                                    progress=False)
+        finally:
+            os.environ["PATH"] = path
+        self.assertIn("gnuplot", str(e.exception))
+        self.assertEqual(built, [])  # no model was built, nothing trained
+
     def test_quantities_limit_what_is_measured(self):
         r = scaleinv.coordcheck(mlp, widths=[64, 128], batches=self.batch, steps=1, seeds=2, progress=False,
                                 quantities=["h", "dh"])
