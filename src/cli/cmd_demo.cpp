@@ -133,7 +133,8 @@ HtmlSection theory_section(nlohmann::json& all, std::string& md) {
   return {title, t.html() + "<p class=\"note\">" + note + "</p>", {}};
 }
 
-HtmlSection coordcheck_section(const std::string& out, bool quick, const std::string& device, std::string& md) {
+HtmlSection coordcheck_section(const std::string& out, bool quick, const std::string& device, bool plots,
+                               std::string& md) {
   DemoTable t;
   t.head = {"param", "rows with a prediction", "match theory", "stable", "verdict", "first failures"};
   std::vector<ReportFigure> figures;
@@ -166,9 +167,9 @@ device = "{}"
     std::filesystem::create_directories(dir);
     write_file_atomic(dir + "/coordcheck.json", coordcheck_to_json(r).dump(1) + "\n");
     // The report inlines the activations (h) and their updates (dh); the gradients' plots stay beside it.
-    // Without gnuplot (a GPU machine built with scripts/build_cuda.sh may have none) the report says
-    // so and has no plots, as the transfer report does: the demo asked for none on its command line.
-    const std::vector<std::string> stems = gnuplot_available() ? plot_coordcheck(r, dir) : std::vector<std::string>{};
+    // Without gnuplot (`plots` false; a GPU machine built with scripts/build_cuda.sh may have none)
+    // the report says so and has no plots, as the transfer report does: the demo asked for none.
+    const std::vector<std::string> stems = plots ? plot_coordcheck(r, dir) : std::vector<std::string>{};
     for (const std::string& stem : stems) {
       const std::string q = stem.substr(stem.rfind('_') + 1);
       if (q == "h" || q == "dh")
@@ -239,7 +240,8 @@ void add_demo_command(CLI::App& app, int& exit_code) {
     const toml::table width = demo_sweep(kDemo_width_sweep, "width", o->quick, o->device);
     const toml::table depth_toml = demo_sweep(kDemo_depth_sweep, "depth", o->quick, o->device);
     std::filesystem::create_directories(o->out);
-    if (!gnuplot_available())
+    const bool plots = gnuplot_available();
+    if (!plots)
       std::fprintf(stderr, "demo: gnuplot is not installed: the report will have no plots (fix: apt-get install gnuplot-nox)\n");
     std::string md = "# scaleinv demo report\n\n";
     nlohmann::json theory;
@@ -247,7 +249,7 @@ void add_demo_command(CLI::App& app, int& exit_code) {
     sections.push_back(theory_section(theory, md));
     write_file_atomic(o->out + "/theory.json", theory.dump(2) + "\n");
     std::printf("%s", md.c_str());
-    sections.push_back(coordcheck_section(o->out, o->quick, o->device, md));
+    sections.push_back(coordcheck_section(o->out, o->quick, o->device, plots, md));
 
     std::printf("\n## 3. Width transfer: standard vs mup on the byte-level KJV GPT\n");
     SweepTable rows = run_demo_sweep(width, "demo width sweep", o->out + "/width-sweep.db", o->resume);

@@ -29,9 +29,14 @@ void add_common(CLI::App* c, Common& o, int& seeds) {
   c->add_flag("--quiet", o.quiet, "no progress bar");
 }
 
-template <class Result>
-void finish(const Common& o, const Result& r, std::string (*table)(const Result&), nlohmann::json (*json)(const Result&),
-            void (*plot)(const Result&, const std::string&)) {
+// One diagnostic's run: a missing gnuplot refused before the measurement (not after it), the
+// measurement, then its table, --json and --plot.
+template <class Options, class Result>
+void measure(const Common& o, Options& opts, Result (*run)(const Options&), std::string (*table)(const Result&),
+             nlohmann::json (*json)(const Result&), void (*plot)(const Result&, const std::string&)) {
+  if (!o.plot.empty()) require_gnuplot("--plot");
+  opts.show_progress = !o.quiet;
+  const Result r = run(opts);
   std::fputs(table(r).c_str(), stdout);
   std::fflush(stdout);
   if (!o.json.empty()) write_file_atomic(o.json, json(r).dump(2) + "\n");
@@ -66,10 +71,7 @@ void add_diagnose_command(CLI::App& app, int& exit_code) {
     s->add_option("--block", o->block, "gpt block placement pre|post|keel (default pre)");
     add_common(s, *c, o->seeds);
     s->callback([o, c, &exit_code] {
-      if (!c->plot.empty()) require_gnuplot("--plot");  // before the measurement, not after it
-      o->show_progress = !c->quiet;
-      const auto r = diag::run_alignment(*o);
-      finish(*c, r, diag::alignment_table, diag::alignment_json, diag::plot_alignment);
+      measure(*c, *o, diag::run_alignment, diag::alignment_table, diag::alignment_json, diag::plot_alignment);
       exit_code = 0;
     });
   }
@@ -90,10 +92,7 @@ void add_diagnose_command(CLI::App& app, int& exit_code) {
     s->add_option("--head-dim", o->head_dim, "gpt: head dimension (default 16)");
     add_common(s, *c, o->seeds);
     s->callback([o, c, &exit_code] {
-      if (!c->plot.empty()) require_gnuplot("--plot");  // before the measurement, not after it
-      o->show_progress = !c->quiet;
-      const auto r = diag::run_transport(*o);
-      finish(*c, r, diag::transport_table, diag::transport_json, diag::plot_transport);
+      measure(*c, *o, diag::run_transport, diag::transport_table, diag::transport_json, diag::plot_transport);
       exit_code = 0;
     });
   }
@@ -120,10 +119,7 @@ void add_diagnose_command(CLI::App& app, int& exit_code) {
     s->add_option("--eval-batch", o->eval_batch, "inputs d(eps) is averaged over (default 256)");
     add_common(s, *c, o->seeds);
     s->callback([o, c, &exit_code] {
-      if (!c->plot.empty()) require_gnuplot("--plot");  // before the measurement, not after it
-      o->show_progress = !c->quiet;
-      const auto r = diag::run_diversity(*o);
-      finish(*c, r, diag::diversity_table, diag::diversity_json, diag::plot_diversity);
+      measure(*c, *o, diag::run_diversity, diag::diversity_table, diag::diversity_json, diag::plot_diversity);
       exit_code = 0;
     });
   }
@@ -143,10 +139,7 @@ void add_diagnose_command(CLI::App& app, int& exit_code) {
     s->add_option("--head-dim", o->head_dim, "head dimension (default 16)");
     add_common(s, *c, o->seeds);
     s->callback([o, c, &exit_code] {
-      if (!c->plot.empty()) require_gnuplot("--plot");  // before the measurement, not after it
-      o->show_progress = !c->quiet;
-      const auto r = diag::run_init_stats(*o);
-      finish(*c, r, diag::init_stats_table, diag::init_stats_json, diag::plot_init_stats);
+      measure(*c, *o, diag::run_init_stats, diag::init_stats_table, diag::init_stats_json, diag::plot_init_stats);
       exit_code = 0;
     });
   }
@@ -169,10 +162,8 @@ void add_diagnose_command(CLI::App& app, int& exit_code) {
     s->add_option("--in-dim", o->in_dim, "gaussian data: input dimension (default 64)");
     add_common(s, *c, o->seeds);
     s->callback([o, c, &exit_code] {
-      if (!c->plot.empty()) require_gnuplot("--plot");  // before the measurement, not after it
-      o->show_progress = !c->quiet;
-      const auto r = diag::run_depth_scaling(*o);
-      finish(*c, r, diag::depth_scaling_table, diag::depth_scaling_json, diag::plot_depth_scaling);
+      measure(*c, *o, diag::run_depth_scaling, diag::depth_scaling_table, diag::depth_scaling_json,
+              diag::plot_depth_scaling);
       exit_code = 0;
     });
   }
