@@ -23,6 +23,7 @@
 #include "fixtures.h"
 #include "core/errors.h"
 #include "dist/dist.h"
+#include "train/checkpoint.h"
 
 using namespace scaleinv;
 using scaleinv::testing::losses_in;
@@ -284,6 +285,77 @@ TEST(DistTrain, OneLaunchedRankTakesTheGroupPathAndMatchesOneProcessBitForBit) {
   ASSERT_EQ(one.loss.size(), ref.loss.size());
   EXPECT_EQ(one.loss, ref.loss);
   EXPECT_EQ(one.val, ref.val);
+}
+
+// A data-parallel run reads its losses back only at logged, checkpointed and last steps, with one
+// all-reduce of the losses since the last read-back (RunOptions::loss_readback). Logging every 6
+// steps, checkpointing every 8, 2 ranks:
+// - a run that trains through logs the one process's losses (same global batch, 1e-5 as above);
+// - a run that an SGD warm-up to LR 100 sends to NaN between two read-backs ends as diverged on
+//   every rank at once (launch exits with the diverged code, no rank is lost waiting for another
+//   in the next collective), logs the NaN row at its step and keeps only the checkpoints before it.
+//   Its step is not compared with one process's: the blow-up multiplies the ranks' 1e-7 rounding
+//   difference (0.2% by step 6), and at some warm-ups the two cross into overflow a step apart.
+TEST(DistTrain, LossesReadBackBetweenStepsEndEveryRankAtTheSameStep) {
+  for (const bool diverging : {false, true}) {
+    SCOPED_TRACE(diverging ? "diverging run" : "run that trains through");
+    std::vector<std::string> sets = {"train.batch_size=8", "train.steps=24", "train.log_every=6",
+                                     "train.checkpoint_every=8", "train.dist_timeout_s=3"};
+    if (diverging) sets.insert(sets.end(), {"optim.kind=\"sgd\"", "optim.lr=100", "optim.warmup_steps=50"});
+    const std::string dir = temp_dir(diverging ? "dist_readback_nan" : "dist_readback");
+    const std::string cfg = dir + "/gpt.toml";
+    std::ofstream(cfg) << scaleinv::testing::small_gpt_toml(sets);
+    auto rows = [](const std::string& path) {  // every logged row's (step, loss); a NaN loss is JSON null
+      std::vector<std::pair<int64_t, double>> out;
+      std::istringstream in(slurp(path));
+      for (std::string line; std::getline(in, line);) {
+        const nlohmann::json j = nlohmann::json::parse(line);
+        out.emplace_back(j.at("step").get<int64_t>(), j.at("loss").is_number() ? j.at("loss").get<double>() : NAN);
+      }
+      return out;
+    };
+    if (!diverging) {
+      auto one = run_cli(train_args(cfg, dir + "/one"));
+      ASSERT_EQ(one.code, 0) << one.err;
+      auto two = run_cli("launch --nproc 2 -- " + train_args(cfg, dir + "/two"));
+      ASSERT_EQ(two.code, 0) << two.err;
+      const auto a = rows(dir + "/one/metrics.jsonl"), b = rows(dir + "/two/metrics.jsonl");
+      ASSERT_EQ(b.size(), 4u);  // steps 6, 12, 18, 24
+      ASSERT_EQ(a.size(), b.size());
+      std::vector<double> la, lb;
+      for (size_t i = 0; i < a.size(); ++i) {
+        EXPECT_EQ(b[i].first, a[i].first);
+        la.push_back(a[i].second);
+        lb.push_back(b[i].second);
+      }
+      const double d = max_rel_diff(lb, la);
+      EXPECT_LT(d, 1e-5);
+      EXPECT_EQ(read_checkpoint_meta(dir + "/two/checkpoint.pt").step, 24);
+      std::printf("  trains through: 4 logged rows, 2 ranks vs 1 process within %.2e\n", d);
+      continue;
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    auto two = run_cli("launch --nproc 2 -- " + train_args(cfg, dir + "/two"));
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    ASSERT_EQ(two.code, Diverged::kExitCode) << two.err;
+    EXPECT_EQ(two.err.find("lost"), std::string::npos) << two.err;
+    EXPECT_LT(took, 3.0 + 5.0) << "a rank waited for the others' timeout";  // dist_timeout_s + slack
+    const auto summary = nlohmann::json::parse(slurp(dir + "/two/run.json"));
+    ASSERT_TRUE(summary.at("diverged").get<bool>());
+    const int64_t ds = summary.at("diverged_step").get<int64_t>();
+    EXPECT_EQ(summary.at("steps_done").get<int64_t>(), ds);
+    const auto r = rows(dir + "/two/metrics.jsonl");
+    ASSERT_FALSE(r.empty());
+    EXPECT_EQ(r.back().first, ds + 1);  // the NaN row at the diverged step (rows count steps from 1)
+    EXPECT_TRUE(std::isnan(r.back().second));
+    for (size_t i = 0; i + 1 < r.size(); ++i) EXPECT_TRUE(std::isfinite(r[i].second)) << "row " << r[i].first;
+    // The last checkpoint is the last multiple of 8 at or before the diverged step, none after it.
+    const int64_t want_ckpt = ds / 8 * 8;
+    ASSERT_GT(want_ckpt, 0) << "the warm-up diverged before the first checkpoint: lengthen optim.warmup_steps";
+    EXPECT_EQ(read_checkpoint_meta(dir + "/two/checkpoint.pt").step, want_ckpt);
+    std::printf("  diverging: both ranks ended at step %lld in %.1f s, last checkpoint at step %lld\n",
+                static_cast<long long>(ds), took, static_cast<long long>(want_ckpt));
+  }
 }
 
 TEST(DistTrain, ResumeAcrossAChangedWorldSize) {

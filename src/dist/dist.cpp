@@ -700,13 +700,18 @@ void DataParallel::average_gradients() {
   wait_s_ += std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-double DataParallel::mean(double x) {
-  if (!active()) return x;
+double DataParallel::mean(double x) { return mean(std::vector<double>{x}).front(); }
+
+std::vector<double> DataParallel::mean(const std::vector<double>& xs) {
+  if (!active() || xs.empty()) return xs;
   Impl& m = *impl_;
-  torch::Tensor t = torch::tensor({x}, torch::kDouble);
+  torch::Tensor t = torch::tensor(xs, torch::kDouble);
   std::vector<at::Tensor> v{t};
   m.run(m.pg->allreduce(v), "averaging the loss over ranks");
-  return t.item<double>() / static_cast<double>(world());
+  std::vector<double> out(xs.size());
+  const double* sum = t.data_ptr<double>();
+  for (size_t i = 0; i < xs.size(); ++i) out[i] = sum[i] / static_cast<double>(world());
+  return out;
 }
 
 }  // namespace scaleinv

@@ -15,7 +15,7 @@
 //     (tensor hooks), overlapping communication with the rest of backward;
 //   - average_gradients: waits for the buckets and leaves the global batch's mean gradient in
 //     every .grad (SUM over ranks, then / world);
-//   - mean: one scalar averaged over ranks (the loss of the global batch);
+//   - mean: scalars averaged over ranks (the losses of the global batch);
 //   - fetch_from_root: rank 0's copy of a file (the checkpoint), sent over the group, so
 //     resuming needs no shared disk and works with any world size.
 // A lost rank (crashed, killed, hung, unreachable) makes every other rank throw RankLost within
@@ -113,6 +113,9 @@ class DataParallel {
   void average_gradients();
   // The mean of x over ranks.
   double mean(double x);
+  // The mean over ranks of each element (one collective for all of them: a run's losses since its
+  // last read-back); the same bits as mean() of each element.
+  std::vector<double> mean(const std::vector<double>& xs);
 
   // Measured communication (for reports): seconds spent waiting in average_gradients, and how
   // many buckets were launched from backward hooks (overlapped) vs after backward.

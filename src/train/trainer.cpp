@@ -155,20 +155,22 @@ RunSummary train_run(const TrainConfig& cfg, const RunOptions& opts) {
   // CUDA: bf16 autocast over the forward passes (train.autocast), TF32 for fp32 matmuls (train.tf32).
   if (dev.is_cuda()) compat::set_tf32(cfg.train.tf32);
   const bool bf16 = dev.is_cuda() && cfg.train.autocast == "bf16";  // autocast per forward pass
-  // On one CUDA process (RunOptions::loss_readback) the losses stay on the device and are read
-  // back only where a step is logged, evaluated, checkpointed or reported (no device sync per
-  // step). A non-finite loss is then found at the read-back: the run ends as diverged at that step,
-  // the steps after it are dropped, and no checkpoint is written after it (a read-back precedes
-  // every save). Elsewhere each loss is read at once and a diverged step takes no update.
+  // On CUDA and in a data-parallel run (RunOptions::loss_readback) the losses stay where they are
+  // made and are read back only where a step is logged, evaluated, checkpointed or reported: no
+  // device sync per step, and with ranks one all-reduce of all the losses since the last read-back
+  // instead of one per step (every rank reads back at the same steps, so every rank finds the same
+  // global losses). A non-finite loss is then found at the read-back: the run ends as diverged at
+  // that step, the steps after it are dropped, and no checkpoint is written after it (a read-back
+  // precedes every save). Elsewhere each loss is read at once and a diverged step takes no update.
   using ReadBack = RunOptions::LossReadBack;
-  const bool deferred = !dp.active() && (opts.loss_readback == ReadBack::AtReports ||
-                                         (opts.loss_readback == ReadBack::Auto && dev.is_cuda()));
+  const bool deferred = opts.loss_readback == ReadBack::AtReports ||
+                        (opts.loss_readback == ReadBack::Auto && (dev.is_cuda() || dp.active()));
   std::vector<torch::Tensor> pending;  // device losses of the steps since the last read-back
   const auto t0 = std::chrono::steady_clock::now();
   double val = std::numeric_limits<double>::quiet_NaN();
   // Appends the pending losses to s.losses; false (and s.diverged set) at the first non-finite one.
   auto read_back = [&](int64_t first_step) {
-    const std::vector<double> v = to_host(pending);
+    const std::vector<double> v = dp.mean(to_host(pending));  // the global batch's losses (every rank the same)
     pending.clear();
     for (size_t i = 0; i < v.size(); ++i) {
       if (!std::isfinite(v[i])) {

@@ -28,9 +28,9 @@ struct RunOptions {
   // AtReports: they stay on the device and are read back at logged, evaluated, checkpointed and
   // last steps only; a non-finite loss is found there, the run ends as diverged at its step, the
   // updates after it are dropped and no checkpoint is written after it. Both give the same summary,
-  // metrics rows and checkpoints (Train.DeferredLossReadBackIsTheSameRun). Auto: AtReports on one
-  // CUDA process, EveryStep elsewhere; a data-parallel run always reads every step (its logged
-  // loss is a collective over the ranks).
+  // metrics rows and checkpoints (Train.DeferredLossReadBackIsTheSameRun). Auto: AtReports on CUDA
+  // and in a data-parallel run (whose losses are then averaged over the ranks in one all-reduce per
+  // read-back, not one per step), EveryStep on one CPU process.
   enum class LossReadBack { Auto, EveryStep, AtReports };
   LossReadBack loss_readback = LossReadBack::Auto;
 };
