@@ -397,7 +397,8 @@ std::string cuda_config(const std::string& dir) {
 // relative 1e-5 on the final losses (reassociation after 20 Adam steps, see the top of this file),
 // every point present once.
 // TF32 is a process-wide switch: a grid that varies train.tf32 cannot run as side-by-side jobs
-// (each run would set it for the others); it is refused by name before anything runs.
+// (each run would set it for the others); --jobs 2 is refused by name before anything runs, and
+// the default (4 jobs on CUDA) runs such a grid one chunk at a time.
 TEST(CudaSweep, JobsRefuseAGridThatVariesTf32) {
   REQUIRE_GPU();
   const std::string dir = temp_dir("cuda_sweep_tf32");
@@ -426,6 +427,11 @@ device = "cuda"
   EXPECT_NE(err.find("train.tf32"), std::string::npos) << err;
   ro.jobs = 1;
   EXPECT_EQ(run_sweep(spec, ro).run, 2);
+  ro.jobs = 0;
+  ro.db_path = dir + "/auto.db";
+  const SweepRunSummary s = run_sweep(spec, ro);
+  EXPECT_EQ(s.jobs, 1);
+  EXPECT_EQ(s.run, 2);
 }
 
 TEST(CudaSweep, JobsOnTheirOwnStreamsStoreWhatOneJobStores) {

@@ -13,6 +13,8 @@
 #include <filesystem>
 #include <sstream>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -21,6 +23,7 @@
 #include "fixtures.h"
 #include "core/sqlite_db.h"
 #include "core/threads.h"
+#include "core/torch_compat.h"
 #include "sweep/shard.h"
 #include "sweep/sweep_runner.h"
 #include "sweep/sweep_spec.h"
@@ -451,8 +454,9 @@ TEST(SweepRunner, ParallelJobsGiveTheSameRowsAsOneJob) {
   }
   ASSERT_EQ(rows[0].size(), spec.points.size());
   EXPECT_EQ(rows[0], rows[1]);
-  // Auto: one job where chunks batch; on a CPU, one per core of the thread plan (2 here); on a GPU
-  // one job even where its points cannot batch (they share one device).
+  // Auto: on a CPU one job where chunks batch, else one per core of the thread plan (2 here); on a
+  // GPU 4, each on a stream of its own, batched or not (a chunk out of memory beside the others is
+  // rerun with fewer: the next test).
   SweepRunOptions ro;
   ASSERT_EQ(thread_plan().cores, 2);
   EXPECT_EQ(sweep_jobs(spec, ro), 2);
@@ -460,10 +464,93 @@ TEST(SweepRunner, ParallelJobsGiveTheSameRowsAsOneJob) {
   EXPECT_EQ(sweep_jobs(spec, ro), 1);
   SweepSpec on_gpu = spec;
   for (auto& p : on_gpu.points) p.config.train.device = "cuda";
+  EXPECT_EQ(sweep_jobs(on_gpu, ro), 4);
   ro.batching = Batching::Off;
-  EXPECT_EQ(sweep_jobs(on_gpu, ro), 1);
+  EXPECT_EQ(sweep_jobs(on_gpu, ro), 4);
   ro.jobs = 3;  // --jobs overrides
   EXPECT_EQ(sweep_jobs(on_gpu, ro), 3);
+}
+
+// A chunk that runs out of memory (on a GPU: several chunks' batched ensembles in one device's
+// memory) while other workers hold chunks goes back on the queue and its worker stops: the sweep
+// goes on with one job fewer and stores every point, the same bits as one job. One that runs out
+// with its worker alone from the chunk's start is the sweep's error, and a rerun with --resume
+// finishes the grid. The allocation failures are the test's (before_chunk_for_tests throws
+// c10::OutOfMemoryError, what CUDA's allocator throws), on the CPU's one-thread points.
+TEST(SweepRunner, AChunkOutOfMemoryBesideOthersIsRerunWithFewerJobs) {
+  configure_threads(2);
+  const std::string dir = temp_dir("sweep_oom");
+  const SweepSpec spec = inline_spec();
+  auto oom = [] { throw c10::OutOfMemoryError(c10::SourceLocation{__func__, __FILE__, __LINE__}, "simulated: out of memory"); };
+  auto rows = [](const std::string& db) {
+    std::map<std::string, std::string> out;
+    SqliteDb d(db);
+    for (const auto& r : d.query("SELECT id, final_loss, curve, final_val_loss FROM points"))
+      out[std::get<std::string>(r[0])] =
+          fmt::format("{} {} {}", std::get<double>(r[1]), std::get<std::string>(r[2]), std::get<double>(r[3]));
+    return out;
+  };
+  SweepRunOptions ro;
+  ro.show_progress = false;
+  ro.batching = Batching::Off;
+  ro.jobs = 1;
+  ro.db_path = dir + "/one.db";
+  run_sweep(spec, ro);
+
+  // 3 workers; the first attempts at chunks 0 and 1 run out of memory (beside the other workers).
+  std::mutex mu;
+  std::map<size_t, int> attempts;
+  std::vector<bool> alone_when_failed;
+  ro.jobs = 3;
+  ro.db_path = dir + "/three.db";
+  ro.before_chunk_for_tests = [&](size_t chunk, bool alone) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (chunk <= 1 && attempts[chunk]++ == 0) {
+      alone_when_failed.push_back(alone);
+      oom();
+    }
+  };
+  const SweepRunSummary s = run_sweep(spec, ro);
+  EXPECT_EQ(s.jobs, 3);
+  EXPECT_EQ(s.out_of_memory, 2);
+  EXPECT_EQ(s.jobs_at_end, 1);
+  EXPECT_EQ(s.run, static_cast<int64_t>(spec.points.size()));
+  EXPECT_EQ(attempts[0], 2);
+  EXPECT_EQ(attempts[1], 2);
+  EXPECT_EQ(alone_when_failed, std::vector<bool>({false, false}));
+  EXPECT_EQ(rows(dir + "/three.db"), rows(dir + "/one.db"));
+  const std::string table = render_sweep_summary(s);
+  EXPECT_NE(table.find("out of memory    2 chunks rerun after running out beside others; 1 at a time at the end"), std::string::npos)
+      << table;
+
+  // Every chunk runs out of memory: the last worker retries its chunk alone once, then the error
+  // ends the sweep, an allocation failure (the CLI's one line, exit 2).
+  ro.jobs = 2;
+  ro.db_path = dir + "/all.db";
+  int calls = 0;
+  ro.before_chunk_for_tests = [&](size_t, bool) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      ++calls;
+    }
+    oom();
+  };
+  try {
+    run_sweep(spec, ro);
+    ADD_FAILURE() << "a sweep whose every chunk runs out of memory finished";
+  } catch (const std::exception& e) {
+    EXPECT_TRUE(compat::is_out_of_memory(e)) << e.what();
+  }
+  // The first worker's chunk goes back; the second worker either ran out beside it and retries
+  // alone (3 calls) or, started after, takes the chunk given back alone (2 calls).
+  EXPECT_TRUE(calls == 2 || calls == 3) << calls;
+  ro.before_chunk_for_tests = nullptr;
+  ro.resume = true;
+  const SweepRunSummary r = run_sweep(spec, ro);
+  EXPECT_EQ(r.run, static_cast<int64_t>(spec.points.size()));
+  EXPECT_EQ(r.out_of_memory, 0);
+  EXPECT_EQ(render_sweep_summary(r).find("out of memory"), std::string::npos);
+  EXPECT_EQ(rows(dir + "/all.db"), rows(dir + "/one.db"));
 }
 
 TEST(SweepCli, DivergedPointsAreRecordedAndTheSweepGoesOn) {

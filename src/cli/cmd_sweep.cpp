@@ -40,7 +40,7 @@ void add_sweep_command(CLI::App& app, int& exit_code) {
                     "slower), on, or off");
   sweep->add_flag("--no-batch", o->no_batch, "the same as --batch off");
   sweep->add_option("--jobs", o->jobs,
-                    "chunks trained at once, one core each (0-1024; default: 1 when chunks batch, else one per core)")
+                    "chunks trained at once, one core each (0-1024; default: on CUDA 4, each on a stream of its own; on a CPU 1 when chunks batch, else one per core)")
       ->check(CLI::Range(0, 1024));
   sweep->add_flag("--quiet", o->quiet, "no progress bar");
   sweep->require_subcommand(0, 1);

@@ -16,6 +16,7 @@
 #include "cli/commands.h"
 #include "core/errors.h"
 #include "core/threads.h"
+#include "core/torch_compat.h"
 #include "dist/dist.h"
 
 namespace {
@@ -92,7 +93,7 @@ int main(int argc, char** argv) {
     // that failed is the user's size; anything else is ours (exit 1).
     std::string msg = e.what_without_backtrace();
     if (const auto nl = msg.find('\n'); nl != std::string::npos) msg.resize(nl);
-    if (msg.find("alloc") != std::string::npos || msg.find("out of memory") != std::string::npos) {
+    if (scaleinv::compat::is_out_of_memory(e)) {
       std::fprintf(stderr,
                    "error: out of memory: %s (fix: use a smaller model.width, model.depth or train.batch_size; in a "
                    "sweep, fewer members per batched chunk: [sweep] ensemble, or --batch off)\n",

@@ -323,6 +323,15 @@ void empty_cuda_cache() {
 #endif
 }
 
+bool is_out_of_memory(const std::exception& e) {
+  if (dynamic_cast<const std::bad_alloc*>(&e) || dynamic_cast<const c10::OutOfMemoryError*>(&e)) return true;
+  const auto* c = dynamic_cast<const c10::Error*>(&e);
+  if (!c) return false;
+  const std::string& m = c->msg();
+  return m.find("out of memory") != std::string::npos || m.find("not enough memory") != std::string::npos ||
+         m.find("can't allocate memory") != std::string::npos;
+}
+
 void forbid_cuda_syncs(bool forbidden) {
 #if defined(SCALEINV_CUDA)
   c10::cuda::warning_state().set_sync_debug_mode(forbidden ? c10::cuda::SyncDebugMode::L_ERROR

@@ -172,6 +172,11 @@ class CudaGraph {
 // the allocator believes a graph capture is underway. A no-op without CUDA.
 void empty_cuda_cache();
 
+// True when `e` is an allocation that failed: std::bad_alloc, c10::OutOfMemoryError (CUDA's
+// allocator), or the plain c10::Error that libtorch 1.13's CPU allocator throws ("not enough
+// memory", "can't allocate memory"). Throws nothing.
+bool is_out_of_memory(const std::exception& e);
+
 // CUDA's sync debug mode (c10::cuda::warning_state, process-wide): while forbidden, every operation
 // that makes the host wait for the device (a read-back such as .item(), a copy to pageable memory,
 // a stream or device synchronize) throws a c10::Error instead. A test's proof that the steps

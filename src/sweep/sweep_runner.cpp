@@ -36,17 +36,18 @@ int sweep_jobs(const SweepSpec& spec, const SweepRunOptions& opts) {
   if (opts.jobs > 0) return opts.jobs;
   if (spec.points.empty()) return 1;
   const TrainConfig& c = spec.points.front().config;
-  // On a GPU, one job: its chunks batch where they can, and where they cannot (a vit, adafactor,
-  // clipping, a unit-scaled table, --batch off) its points still share one device's memory, so
-  // one job per core would multiply the memory. --jobs N overrides, each job on a CUDA stream of
-  // its own (run_sweep). For small, launch-bound chunks it pays: the 144-run settle sweep
-  // (widths 64..512) took 96 s at --jobs 1 and 46 s at --jobs 4 on an H200 (docs/gpu.md); the
-  // default stays 1, since a job count that suits a model's memory is the user's to choose.
+  // On a GPU, kCudaJobs chunks at once, each on a CUDA stream of its own (run_sweep): small,
+  // launch-bound chunks (the widths a sweep starts from) then run side by side on the device. The
+  // 144-run settle sweep (widths 64..512) took 96 s at --jobs 1 and 46 s at --jobs 4 on an H200
+  // (docs/gpu.md). Chunks too large for that many at once in one device's memory are not refused:
+  // a chunk that runs out of memory beside others is given back and its worker stops, so the
+  // sweep goes on with fewer at a time (run_sweep). --jobs N overrides.
   // On a CPU, where chunks run one point after another (batching_pays), one point per core:
   // measured (README, Speed) two width-512 runs at 1 thread each made 3.2k tok/s together against
   // 2.3k for one run on both cores, because a run on both cores leaves one idle through every
   // elementwise op.
-  if (c.train.device == "cuda") return 1;
+  constexpr int kCudaJobs = 4;
+  if (c.train.device == "cuda") return kCudaJobs;
   return will_batch(c, opts.batching) ? 1 : std::max(1, thread_plan().cores);
 }
 
@@ -101,11 +102,35 @@ SweepRunSummary run_sweep(const SweepSpec& spec, const SweepRunOptions& opts) {
   };
 
   // Chunks go to `jobs` worker threads, each taking the next chunk when it is free. Everything
-  // shared (the store, the bar, the sums) is touched under `mu`.
-  const int jobs = static_cast<int>(std::min<size_t>(chunks.size(), static_cast<size_t>(std::max(1, sweep_jobs(spec, opts)))));
+  // shared (the store, the bar, the sums, the queue of chunks given back) is touched under `mu`.
+  int jobs = static_cast<int>(std::min<size_t>(chunks.size(), static_cast<size_t>(std::max(1, sweep_jobs(spec, opts)))));
+  // On CUDA with several jobs each worker queues its chunks on a stream of its own, so that the
+  // chunks' kernels (small ones, for the widths a sweep starts from) can run side by side on the
+  // device instead of one after another on its default stream. Checked first: a CUDA sweep on a
+  // machine without one is the one-line device error, not a stream's.
+  const TrainConfig* first = spec.points.empty() ? nullptr : &spec.points.front().config;
+  const bool cuda = first && first->train.device == "cuda";
+  // TF32 is one switch for the whole process (every run sets it at its start): jobs running side by
+  // side with different train.tf32 would set it for each other. Asked for, that is an error; by
+  // default such a grid runs one chunk at a time.
+  bool tf32_varies = false;
+  for (size_t i : pending) tf32_varies = tf32_varies || spec.points[i].config.train.tf32 != spec.points[pending.front()].config.train.tf32;
+  if (cuda && jobs > 1 && tf32_varies) {
+    if (opts.jobs > 1)
+      throw UserError(first->source, "train.tf32",
+                      "varies across the grid, and TF32 is one switch for the whole process, which jobs running "
+                      "side by side would set for each other",
+                      "run this sweep with --jobs 1, or one sweep per train.tf32");
+    jobs = 1;
+  }
   sum.jobs = std::max(1, jobs);
+  const bool own_streams = cuda && sum.jobs > 1;
+  const torch::Device stream_device =
+      own_streams ? resolve_device(first->train.device, first->source, "train.device") : torch::Device(torch::kCPU);
   std::mutex mu;
-  std::atomic<size_t> next{0};
+  size_t next = 0;                    // the next chunk no worker has taken (under mu)
+  std::vector<size_t> given_back;     // chunks that ran out of memory beside others (under mu)
+  int live = sum.jobs;                // workers still taking chunks (under mu)
   std::atomic<bool> failed{false};
   std::exception_ptr error;
   int64_t steps_finished = 0;                           // member-steps of chunks in the store
@@ -115,27 +140,52 @@ SweepRunSummary run_sweep(const SweepSpec& spec, const SweepRunOptions& opts) {
     for (int64_t f : in_flight) d += f;
     if (bar) bar->update(static_cast<long>(d), status());
   };
-  // On CUDA with several jobs each worker queues its chunks on a stream of its own, so that the
-  // chunks' kernels (small ones, for the widths a sweep starts from) can run side by side on the
-  // device instead of one after another on its default stream. Checked first: a CUDA sweep on a
-  // machine without one is the one-line device error, not a stream's.
-  const TrainConfig* first = spec.points.empty() ? nullptr : &spec.points.front().config;
-  const bool own_streams = first && first->train.device == "cuda" && sum.jobs > 1;
-  const torch::Device stream_device =
-      own_streams ? resolve_device(first->train.device, first->source, "train.device") : torch::Device(torch::kCPU);
-  // TF32 is one switch for the whole process (every run sets it at its start): jobs running side by
-  // side with different train.tf32 would set it for each other.
-  if (own_streams)
-    for (size_t i : pending)
-      if (spec.points[i].config.train.tf32 != spec.points[pending.front()].config.train.tf32)
-        throw UserError(first->source, "train.tf32",
-                        "varies across the grid, and TF32 is one switch for the whole process, which jobs running "
-                        "side by side would set for each other",
-                        "run this sweep with --jobs 1, or one sweep per train.tf32");
+  // Out of memory: a chunk that ran out beside other workers' chunks goes back on the queue and its
+  // worker stops (the sweep goes on with one job fewer; the chunk reruns from its start, nothing
+  // of it was stored). A worker alone with its chunk retries it once, the others' memory now free;
+  // a chunk that runs out in a worker that was alone from the chunk's start is the sweep's error
+  // (the CLI's one line: its model is too large for the device). Returns true when the worker goes
+  // on with `retry_alone` set, false when it stops.
+  auto on_out_of_memory = [&](size_t c, size_t slot, bool started_alone, bool& retry_alone) {
+    std::lock_guard<std::mutex> lock(mu);
+    compat::empty_cuda_cache();  // the failed chunk's blocks back to the driver, for the others
+    in_flight[slot] = 0;
+    ++sum.out_of_memory;
+    if (live > 1) {
+      given_back.push_back(c);
+      --live;
+      sum.jobs_at_end = live;
+      redraw();
+      return false;
+    }
+    if (started_alone) throw;  // rethrows the chunk's own allocation error (we are in its handler)
+    retry_alone = true;
+    return true;
+  };
+  sum.jobs_at_end = sum.jobs;
   auto worker = [&](size_t slot) {
     try {
       const compat::CudaSideStream stream(own_streams, stream_device);
-      for (size_t c = next++; c < chunks.size() && !failed; c = next++) {
+      bool retry_alone = false;
+      size_t c = 0;
+      for (;;) {
+        bool started_alone = false;
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          if (retry_alone) {
+            retry_alone = false;  // the same chunk again, now alone
+          } else if (!given_back.empty()) {
+            c = given_back.back();
+            given_back.pop_back();
+          } else {
+            c = next++;
+          }
+          if (c >= chunks.size() || failed) {
+            --live;
+            break;
+          }
+          started_alone = live == 1;
+        }
         std::vector<TrainConfig> members;
         std::vector<const SweepPoint*> pts;
         int64_t chunk_steps = 0;
@@ -154,7 +204,15 @@ SweepRunSummary run_sweep(const SweepSpec& spec, const SweepRunOptions& opts) {
             in_flight[slot] = std::min(chunk_steps - 1, member_steps);
             redraw();
           };
-        std::vector<RunSummary> res = train_ensemble(members, eo);
+        std::vector<RunSummary> res;
+        try {
+          if (opts.before_chunk_for_tests) opts.before_chunk_for_tests(c, started_alone);
+          res = train_ensemble(members, eo);
+        } catch (const std::exception& e) {
+          if (!compat::is_out_of_memory(e)) throw;
+          if (!on_out_of_memory(c, slot, started_alone, retry_alone)) return;
+          continue;
+        }
         std::lock_guard<std::mutex> lock(mu);
         store.write_points(spec, opts.shard, pts, res);
         ++sum.chunks;
@@ -202,6 +260,9 @@ std::string render_sweep_summary(const SweepRunSummary& s) {
   row("grid points", fmt::format("{} ({} in this shard)", s.grid_points, s.shard_points));
   row("run now", fmt::format("{} in {} ensemble chunk{}, {} at a time", s.run, s.chunks, s.chunks == 1 ? "" : "s",
                              s.jobs));
+  if (s.out_of_memory > 0)
+    row("out of memory", fmt::format("{} chunk{} rerun after running out beside others; {} at a time at the end", s.out_of_memory,
+                                     s.out_of_memory == 1 ? "" : "s", s.jobs_at_end));
   row("skipped", fmt::format("{} (already in the db)", s.skipped));
   row("diverged", fmt::format("{}", s.diverged));
   row("wall time", format_duration(s.wall_s));

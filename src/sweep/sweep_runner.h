@@ -9,6 +9,7 @@
 // with --jobs 1 or N on a given machine (tested). Data caches (the KJV text) are created once
 // before any worker starts.
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "sweep/shard.h"
@@ -25,6 +26,10 @@ struct SweepRunOptions {
   Batching batching = Batching::Auto;  // EnsembleOptions::batching
   int jobs = 0;               // chunks trained at once, one core each (on CUDA, one stream each); 0: sweep_jobs decides
   std::string bar_label;      // the progress bar's title ("": "sweep NAME")
+  // For tests: called on the worker before each chunk trains, with the chunk's index and whether
+  // its worker was alone when it took it; what it throws is the chunk's (an allocation failure
+  // stands in for a device out of memory).
+  std::function<void(size_t chunk, bool alone)> before_chunk_for_tests;
 };
 
 struct SweepRunSummary {
@@ -36,6 +41,8 @@ struct SweepRunSummary {
   int64_t diverged = 0;        // of those trained now
   int64_t chunks = 0;          // train_ensemble calls
   int jobs = 1;                // chunks trained at once
+  int64_t out_of_memory = 0;   // chunks that ran out of memory beside others and were rerun
+  int jobs_at_end = 1;         // workers left at the end (jobs less one per chunk given back)
   double wall_s = 0;
 };
 
@@ -43,10 +50,15 @@ struct SweepRunSummary {
 // for --shard i/N with N > 1, STEM.shard-i-of-N.db beside it.
 std::string default_db_path(const SweepSpec& spec, const Shard& shard);
 
-// How many chunks train at once when opts.jobs is 0: 1 where chunks are batched or the points
-// train on CUDA (one device's memory and queue), else one per core (threads.h), each worker on one
-// thread, since one-by-one points on a CPU keep the cores busier side by side than one run on all
-// of them (measured; see the definition).
+// How many chunks train at once when opts.jobs is 0: on CUDA 4, each on a stream of its own (the
+// settle sweep's time halved, measured; see the definition); on a CPU 1 where chunks are batched,
+// else one per core (threads.h), each worker on one thread, since one-by-one points on a CPU keep
+// the cores busier side by side than one run on all of them (measured). run_sweep runs a CUDA grid
+// whose train.tf32 varies one chunk at a time unless --jobs asks for more (then a UserError).
+// Out of memory: a chunk that runs out beside other workers' chunks is given back to the queue and
+// its worker stops, so the sweep goes on with one job fewer (SweepRunSummary::out_of_memory); a
+// chunk that runs out with its worker alone is retried once, then its error ends the sweep (the
+// chunks already stored stay, --resume skips them).
 int sweep_jobs(const SweepSpec& spec, const SweepRunOptions& opts);
 
 SweepRunSummary run_sweep(const SweepSpec& spec, const SweepRunOptions& opts);
