@@ -483,6 +483,82 @@ seed = [0, 1]
   std::printf("  sweep on CUDA, 3 jobs on their own streams vs 1 job: max relative final-loss difference %.2e\n", worst);
 }
 
+// A real out-of-memory on the GPU (SweepRunner.AChunkOutOfMemoryBesideOthersIsRerunWithFewerJobs
+// simulates it on the CPU). Four chunks of a 4-member GPT ensemble (several GB each) and the
+// default 4 jobs on their own streams, with the allocator capped at what one chunk held (measured
+// by a 1-job sweep first) times 1.6 plus 256 MiB for the other streams' cuBLAS workspaces: two
+// chunks at once cannot fit, so at least one runs out beside another, is given back and rerun.
+// Every point must be stored, with the 1-job sweep's final losses (to 1e-5, as above).
+TEST(CudaSweep, AChunkOutOfMemoryBesideOthersIsRerunOnTheGpu) {
+  REQUIRE_GPU();
+  const std::string dir = temp_dir("cuda_sweep_oom");
+  const SweepSpec spec = sweep_from_toml_text(R"(
+[sweep]
+name = "cuda_oom"
+ensemble = 4
+[model]
+kind = "gpt"
+width = 512
+depth = 2
+seq_len = 256
+head_dim = 64
+vocab = 64
+[data]
+source = "markov"
+vocab = 64
+[train]
+steps = 4
+batch_size = 64
+device = "cuda"
+tf32 = false
+eval_batches = 1
+[grid]
+lr_log2 = [-10, -9, -8, -7]
+seed = [0, 1, 2, 3]
+)",
+                                              "cuda_oom.toml", ".");
+  struct Uncap {
+    ~Uncap() { compat::limit_cuda_memory(1.0); }
+  } uncap;
+  auto losses = [](const std::string& db) {
+    std::map<std::string, double> out;
+    SqliteDb d(db);
+    for (const auto& r : d.query("SELECT id, final_loss FROM points")) out[std::get<std::string>(r[0])] = std::get<double>(r[1]);
+    return out;
+  };
+  SweepRunOptions ro;
+  ro.show_progress = false;
+  ro.jobs = 1;
+  ro.db_path = dir + "/one.db";
+  ASSERT_EQ(run_sweep(spec, ro).run, 16);
+  const int64_t one_chunk = compat::cuda_reserved_bytes(), total = compat::cuda_total_bytes();
+  ASSERT_GT(one_chunk, 256ll << 20) << "the chunk is too small to measure an out-of-memory with";
+  const double cap = (1.6 * static_cast<double>(one_chunk) + static_cast<double>(256ll << 20)) / static_cast<double>(total);
+  compat::empty_cuda_cache();
+  compat::limit_cuda_memory(cap);
+  ro.jobs = 0;  // the default: 4 on CUDA
+  ro.db_path = dir + "/four.db";
+  const SweepRunSummary s = run_sweep(spec, ro);
+  compat::limit_cuda_memory(1.0);
+  EXPECT_EQ(s.jobs, 4);
+  EXPECT_EQ(s.run, 16);
+  EXPECT_GE(s.out_of_memory, 1);
+  EXPECT_GE(s.jobs_at_end, 1);
+  const auto a = losses(dir + "/one.db"), b = losses(dir + "/four.db");
+  ASSERT_EQ(a.size(), 16u);
+  ASSERT_EQ(b.size(), 16u);
+  double worst = 0;
+  for (const auto& [id, l] : a) {
+    ASSERT_TRUE(b.count(id)) << id;
+    worst = std::max(worst, std::abs(b.at(id) - l) / std::abs(l));
+  }
+  EXPECT_LT(worst, 1e-5);
+  std::printf("  sweep out of memory on CUDA: one chunk held %.2f GB, cap %.2f GB; %lld chunks rerun, %d jobs at the "
+              "end; max relative final-loss difference vs 1 job %.2e\n",
+              static_cast<double>(one_chunk) / 1e9, cap * static_cast<double>(total) / 1e9,
+              static_cast<long long>(s.out_of_memory), s.jobs_at_end, worst);
+}
+
 TEST(CudaDist, OneRankOnNcclAndTwoRanksSharingTheGpuMatchOneProcess) {
   REQUIRE_GPU();
   const std::string dir = temp_dir("cuda_dist");

@@ -341,6 +341,24 @@ void forbid_cuda_syncs(bool forbidden) {
 #endif
 }
 
+void limit_cuda_memory(double fraction) {
+#if defined(SCALEINV_CUDA)
+  if (torch::cuda::is_available())
+    c10::cuda::CUDACachingAllocator::setMemoryFraction(fraction, c10::cuda::current_device());
+#else
+  (void)fraction;
+#endif
+}
+
+int64_t cuda_total_bytes() {
+#if defined(SCALEINV_CUDA)
+  if (!torch::cuda::is_available()) return 0;
+  return static_cast<int64_t>(at::cuda::getDeviceProperties(c10::cuda::current_device())->totalGlobalMem);
+#else
+  return 0;
+#endif
+}
+
 int64_t cuda_reserved_bytes() {
 #if defined(SCALEINV_CUDA)
   if (!torch::cuda::is_available()) return 0;

@@ -183,6 +183,13 @@ bool is_out_of_memory(const std::exception& e);
 // between read-backs never wait for the GPU. A no-op without CUDA.
 void forbid_cuda_syncs(bool forbidden);
 
+// Caps what the CUDA allocator may hold on the current device at `fraction` of its memory (c10's
+// setMemoryFraction; 1 lifts the cap): allocations past it fail as a full device's would, with
+// c10::OutOfMemoryError. For tests of what an out-of-memory does. A no-op without CUDA.
+void limit_cuda_memory(double fraction);
+// The current CUDA device's memory in bytes; 0 without CUDA.
+int64_t cuda_total_bytes();
+
 // Bytes the CUDA allocator holds from the driver on the current device (in use or cached, every
 // pool, graphs' included); 0 without CUDA.
 int64_t cuda_reserved_bytes();
