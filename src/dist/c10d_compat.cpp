@@ -72,4 +72,15 @@ void abort_if_nccl(const c10::intrusive_ptr<Collectives>& group) {
 #endif
 }
 
+void shutdown_if_nccl(const c10::intrusive_ptr<Collectives>& group) {
+#if SCALEINV_HAS_NCCL
+  try {
+    if (auto nccl = c10::dynamic_intrusive_pointer_cast<c10d::ProcessGroupNCCL>(group)) nccl->shutdown();
+  } catch (...) {
+  }
+#else
+  (void)group;
+#endif
+}
+
 }  // namespace scaleinv::compat

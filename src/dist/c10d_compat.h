@@ -46,4 +46,10 @@ c10::intrusive_ptr<Collectives> make_nccl_group(const c10::intrusive_ptr<c10d::S
 // other group and without NCCL; throws nothing.
 void abort_if_nccl(const c10::intrusive_ptr<Collectives>& group);
 
+// At a normal end: shuts `group` down where it is a NCCL group (its pending work finished, its
+// communicators destroyed), as torch's destroy_process_group does; the group's destructor in
+// libtorch >= 2.4 does the same after a warning on stderr that the run did not. A no-op for any
+// other group and without NCCL; throws nothing.
+void shutdown_if_nccl(const c10::intrusive_ptr<Collectives>& group);
+
 }  // namespace scaleinv::compat

@@ -518,6 +518,8 @@ DataParallel::~DataParallel() {
     (void)impl_->pg.release();
     (void)impl_->grad_pg.release();
     (void)impl_->store.release();
+  } else if (impl_->nccl) {
+    compat::shutdown_if_nccl(impl_->grad_pg);  // what its destructor would do, without the warning
   }
 }
 
