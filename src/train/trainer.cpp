@@ -152,6 +152,7 @@ RunSummary train_run(const TrainConfig& cfg, const RunOptions& opts) {
   const int64_t end = opts.stop_after >= 0 ? std::min(cfg.train.steps, opts.stop_after) : cfg.train.steps;
   std::unique_ptr<Progress> bar;
   if (opts.show_progress && dp.is_root()) bar = std::make_unique<Progress>(cfg.train.steps, "train", "steps");
+  std::string bar_status;  // the bar's text at the last logged step
   // CUDA: bf16 autocast over the forward passes (train.autocast), TF32 for fp32 matmuls (train.tf32).
   if (dev.is_cuda()) compat::set_tf32(cfg.train.tf32);
   const bool bf16 = dev.is_cuda() && cfg.train.autocast == "bf16";  // autocast per forward pass
@@ -276,8 +277,9 @@ RunSummary train_run(const TrainConfig& cfg, const RunOptions& opts) {
     if (deferred && (log_now || save_now || done == end) && !read_back(done - static_cast<int64_t>(pending.size()))) {
       return false;
     }
-    if (deferred && !log_now && !save_now) {  // nothing to report until the next read-back
-      if (opts.on_step) opts.on_step(done);  // (a step count: a sweep's bar)
+    if (deferred && !log_now && !save_now) {  // no new loss to report until the next read-back
+      if (bar) bar->update(done, bar_status);  // the step count moves, with the last logged loss
+      if (opts.on_step) opts.on_step(done);    // (a step count: a sweep's bar)
       return true;
     }
     const double lv = s.losses.back();
@@ -287,10 +289,11 @@ RunSummary train_run(const TrainConfig& cfg, const RunOptions& opts) {
     if (eval_now) val = *(val_now = evaluate(*model, *data, cfg, dev, dp));
     if (log_now) log.log({done, lv, cfg.optim.lr * schedule_factor(cfg.optim, done - 1), val_now, elapsed, rate});
     if (save_now) save(done);
-    if (bar)
-      bar->update(done, fmt::format("loss {:.4f}{} | {} {}/s", lv,
-                                    std::isnan(val) ? "" : fmt::format(" val {:.4f}", val), format_rate(rate),
-                                    s.items_unit));
+    if (bar) {
+      bar_status = fmt::format("loss {:.4f}{} | {} {}/s", lv, std::isnan(val) ? "" : fmt::format(" val {:.4f}", val),
+                               format_rate(rate), s.items_unit);
+      bar->update(done, bar_status);
+    }
     if (opts.on_step) opts.on_step(done);
     return true;
   };
