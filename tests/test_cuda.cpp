@@ -390,6 +390,31 @@ std::string cuda_config(const std::string& dir) {
   return path;
 }
 
+// Two sweep databases of the same grid of n points: every point in both, each final loss within
+// `rel` of the other's. Returns the worst relative difference.
+double compare_final_losses(const std::string& a_db, const std::string& b_db, size_t n, double rel) {
+  auto read = [](const std::string& db) {
+    std::map<std::string, double> out;
+    SqliteDb d(db);
+    for (const auto& r : d.query("SELECT id, final_loss FROM points")) out[std::get<std::string>(r[0])] = std::get<double>(r[1]);
+    return out;
+  };
+  const auto a = read(a_db), b = read(b_db);
+  EXPECT_EQ(a.size(), n);
+  EXPECT_EQ(b.size(), n);
+  double worst = 0;
+  for (const auto& [id, l] : a) {
+    const auto it = b.find(id);
+    if (it == b.end()) {
+      ADD_FAILURE() << id << " is missing from " << b_db;
+      continue;
+    }
+    EXPECT_NEAR(it->second, l, rel * std::abs(l)) << id;
+    worst = std::max(worst, std::abs(it->second - l) / std::abs(l));
+  }
+  return worst;
+}
+
 }  // namespace
 
 // Sweep jobs on CUDA each queue on a stream of their own (run_sweep): three jobs must store what one
@@ -459,7 +484,6 @@ lr_log2 = [-8, -6]
 seed = [0, 1]
 )",
                                               "cuda_jobs.toml", ".");
-  std::map<std::string, double> loss[2];
   for (int k = 0; k < 2; ++k) {
     SweepRunOptions ro;
     ro.db_path = fmt::format("{}/j{}.db", dir, k);
@@ -468,18 +492,8 @@ seed = [0, 1]
     const SweepRunSummary s = run_sweep(spec, ro);
     EXPECT_EQ(s.jobs, ro.jobs);
     EXPECT_EQ(s.run, static_cast<int64_t>(spec.points.size()));
-    SqliteDb d(ro.db_path);
-    for (const auto& r : d.query("SELECT id, final_loss FROM points"))
-      loss[k][std::get<std::string>(r[0])] = std::get<double>(r[1]);
   }
-  ASSERT_EQ(loss[0].size(), spec.points.size());
-  ASSERT_EQ(loss[1].size(), spec.points.size());
-  double worst = 0;
-  for (const auto& [id, l] : loss[0]) {
-    ASSERT_TRUE(loss[1].count(id)) << id;
-    EXPECT_NEAR(loss[1][id], l, 1e-5 * std::abs(l)) << id;
-    worst = std::max(worst, std::abs(loss[1][id] - l) / std::abs(l));
-  }
+  const double worst = compare_final_losses(dir + "/j0.db", dir + "/j1.db", spec.points.size(), 1e-5);
   std::printf("  sweep on CUDA, 3 jobs on their own streams vs 1 job: max relative final-loss difference %.2e\n", worst);
 }
 
@@ -520,12 +534,6 @@ seed = [0, 1, 2, 3]
   struct Uncap {
     ~Uncap() { compat::limit_cuda_memory(1.0); }
   } uncap;
-  auto losses = [](const std::string& db) {
-    std::map<std::string, double> out;
-    SqliteDb d(db);
-    for (const auto& r : d.query("SELECT id, final_loss FROM points")) out[std::get<std::string>(r[0])] = std::get<double>(r[1]);
-    return out;
-  };
   SweepRunOptions ro;
   ro.show_progress = false;
   ro.jobs = 1;
@@ -544,14 +552,7 @@ seed = [0, 1, 2, 3]
   EXPECT_EQ(s.run, 16);
   EXPECT_GE(s.out_of_memory, 1);
   EXPECT_GE(s.jobs_at_end, 1);
-  const auto a = losses(dir + "/one.db"), b = losses(dir + "/four.db");
-  ASSERT_EQ(a.size(), 16u);
-  ASSERT_EQ(b.size(), 16u);
-  double worst = 0;
-  for (const auto& [id, l] : a) {
-    ASSERT_TRUE(b.count(id)) << id;
-    worst = std::max(worst, std::abs(b.at(id) - l) / std::abs(l));
-  }
+  const double worst = compare_final_losses(dir + "/one.db", dir + "/four.db", 16, 1e-5);
   EXPECT_LT(worst, 1e-5);
   std::printf("  sweep out of memory on CUDA: one chunk held %.2f GB, cap %.2f GB; %lld chunks rerun, %d jobs at the "
               "end; max relative final-loss difference vs 1 job %.2e\n",

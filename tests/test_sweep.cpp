@@ -101,6 +101,17 @@ std::set<std::string> grid_ids(const SweepSpec& s) {
 
 std::string error_of(const std::string& text) { return scaleinv::testing::sweep_error_of(text); }
 
+// id -> "final_loss curve final_val_loss" of every point in a sweep database (what must not depend
+// on how the sweep was run).
+std::map<std::string, std::string> point_results(const std::string& db) {
+  SqliteDb d(db);
+  std::map<std::string, std::string> out;
+  for (const auto& r : d.query("SELECT id, final_loss, curve, final_val_loss FROM points"))
+    out[std::get<std::string>(r[0])] =
+        fmt::format("{} {} {}", std::get<double>(r[1]), std::get<std::string>(r[2]), std::get<double>(r[3]));
+  return out;
+}
+
 }  // namespace
 
 TEST(SweepSpec, GridIsTheCartesianProductInAFixedOrderWithStableIds) {
@@ -447,10 +458,7 @@ TEST(SweepRunner, ParallelJobsGiveTheSameRowsAsOneJob) {
     const SweepRunSummary s = run_sweep(spec, ro);
     EXPECT_EQ(s.jobs, jobs);
     EXPECT_EQ(s.run, static_cast<int64_t>(spec.points.size()));
-    SqliteDb d(ro.db_path);
-    for (const auto& r : d.query("SELECT id, final_loss, curve, final_val_loss FROM points"))
-      rows[jobs - 1][std::get<std::string>(r[0])] =
-          fmt::format("{} {} {}", std::get<double>(r[1]), std::get<std::string>(r[2]), std::get<double>(r[3]));
+    rows[jobs - 1] = point_results(ro.db_path);
   }
   ASSERT_EQ(rows[0].size(), spec.points.size());
   EXPECT_EQ(rows[0], rows[1]);
@@ -482,14 +490,6 @@ TEST(SweepRunner, AChunkOutOfMemoryBesideOthersIsRerunWithFewerJobs) {
   const std::string dir = temp_dir("sweep_oom");
   const SweepSpec spec = inline_spec();
   auto oom = [] { throw c10::OutOfMemoryError(c10::SourceLocation{__func__, __FILE__, __LINE__}, "simulated: out of memory"); };
-  auto rows = [](const std::string& db) {
-    std::map<std::string, std::string> out;
-    SqliteDb d(db);
-    for (const auto& r : d.query("SELECT id, final_loss, curve, final_val_loss FROM points"))
-      out[std::get<std::string>(r[0])] =
-          fmt::format("{} {} {}", std::get<double>(r[1]), std::get<std::string>(r[2]), std::get<double>(r[3]));
-    return out;
-  };
   SweepRunOptions ro;
   ro.show_progress = false;
   ro.batching = Batching::Off;
@@ -518,7 +518,7 @@ TEST(SweepRunner, AChunkOutOfMemoryBesideOthersIsRerunWithFewerJobs) {
   EXPECT_EQ(attempts[0], 2);
   EXPECT_EQ(attempts[1], 2);
   EXPECT_EQ(alone_when_failed, std::vector<bool>({false, false}));
-  EXPECT_EQ(rows(dir + "/three.db"), rows(dir + "/one.db"));
+  EXPECT_EQ(point_results(dir + "/three.db"), point_results(dir + "/one.db"));
   const std::string table = render_sweep_summary(s);
   EXPECT_NE(table.find("out of memory    2 chunks rerun after running out beside others; 1 at a time at the end"), std::string::npos)
       << table;
@@ -550,7 +550,7 @@ TEST(SweepRunner, AChunkOutOfMemoryBesideOthersIsRerunWithFewerJobs) {
   EXPECT_EQ(r.run, static_cast<int64_t>(spec.points.size()));
   EXPECT_EQ(r.out_of_memory, 0);
   EXPECT_EQ(render_sweep_summary(r).find("out of memory"), std::string::npos);
-  EXPECT_EQ(rows(dir + "/all.db"), rows(dir + "/one.db"));
+  EXPECT_EQ(point_results(dir + "/all.db"), point_results(dir + "/one.db"));
 }
 
 TEST(SweepCli, DivergedPointsAreRecordedAndTheSweepGoesOn) {

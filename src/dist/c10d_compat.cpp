@@ -61,26 +61,29 @@ c10::intrusive_ptr<Collectives> make_nccl_group(const c10::intrusive_ptr<c10d::S
 #endif
 }
 
-void abort_if_nccl(const c10::intrusive_ptr<Collectives>& group) {
+namespace {
+// Calls f(the NCCL group) where `group` is one, swallowing what it throws (both callers run at the
+// end of a run, where nothing is left to report it to); nothing for any other group or without NCCL.
+template <class F>
+void on_nccl_group(const c10::intrusive_ptr<Collectives>& group, F f) {
 #if SCALEINV_HAS_NCCL
   try {
-    if (auto nccl = c10::dynamic_intrusive_pointer_cast<c10d::ProcessGroupNCCL>(group)) nccl->abort();
+    if (auto nccl = c10::dynamic_intrusive_pointer_cast<c10d::ProcessGroupNCCL>(group)) f(*nccl);
   } catch (...) {
   }
 #else
   (void)group;
+  (void)f;
 #endif
+}
+}  // namespace
+
+void abort_if_nccl(const c10::intrusive_ptr<Collectives>& group) {
+  on_nccl_group(group, [](auto& nccl) { nccl.abort(); });
 }
 
 void shutdown_if_nccl(const c10::intrusive_ptr<Collectives>& group) {
-#if SCALEINV_HAS_NCCL
-  try {
-    if (auto nccl = c10::dynamic_intrusive_pointer_cast<c10d::ProcessGroupNCCL>(group)) nccl->shutdown();
-  } catch (...) {
-  }
-#else
-  (void)group;
-#endif
+  on_nccl_group(group, [](auto& nccl) { nccl.shutdown(); });
 }
 
 }  // namespace scaleinv::compat

@@ -113,9 +113,12 @@ SweepRunSummary run_sweep(const SweepSpec& spec, const SweepRunOptions& opts) {
   // TF32 is one switch for the whole process (every run sets it at its start): jobs running side by
   // side with different train.tf32 would set it for each other. Asked for, that is an error; by
   // default such a grid runs one chunk at a time.
-  bool tf32_varies = false;
-  for (size_t i : pending) tf32_varies = tf32_varies || spec.points[i].config.train.tf32 != spec.points[pending.front()].config.train.tf32;
-  if (cuda && jobs > 1 && tf32_varies) {
+  auto tf32_varies = [&] {
+    for (size_t i : pending)
+      if (spec.points[i].config.train.tf32 != spec.points[pending.front()].config.train.tf32) return true;
+    return false;
+  };
+  if (cuda && jobs > 1 && tf32_varies()) {
     if (opts.jobs > 1)
       throw UserError(first->source, "train.tf32",
                       "varies across the grid, and TF32 is one switch for the whole process, which jobs running "
