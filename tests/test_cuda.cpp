@@ -30,6 +30,10 @@
 #include "data/data.h"
 #include "dist/c10d_compat.h"
 #include "fixtures.h"
+#include "models/layers.h"
+#include "models/model.h"
+#include "optim/optimizer.h"
+#include "param/table.h"
 #include "sweep/sweep_runner.h"
 #include "sweep/sweep_spec.h"
 #include "train/config.h"
@@ -114,6 +118,49 @@ TEST(CudaKernels, FusedAttentionIsTheExplicitProduct) {
       EXPECT_LT((got.to(torch::kFloat64) - want).abs().max().item<double>(), 1e-5)
           << "causal " << causal << " scale " << scale;
     }
+}
+
+// Model::move_to on CUDA packs every attention's W_q, W_k, W_v into one buffer (models/packed_rows.h),
+// read in place by one GEMM each step; the loss and every gradient are the CPU's unpacked model's
+// (fp32, TF32 off: reassociation only, 1e-5 relative as in FusedAttentionIsTheExplicitProduct),
+// and under bf16 autocast the backward gives fp32 gradients within bf16's 5e-2.
+TEST(CudaKernels, MoveToPacksTheAttentionAndGivesTheCpusLossAndGradients) {
+  REQUIRE_GPU();
+  compat::set_tf32(false);
+  const TrainConfig c = small_gpt({"model.width=128"});
+  const ParamTable table = resolve_param(c);
+  const ScaleContext ctx{table, optimizer_family(c.optim.kind), c.model.width, c.model.depth};
+  auto cpu = build_model_seeded(3, c.model, ctx, c.hp), gpu = build_model_seeded(3, c.model, ctx, c.hp);
+  gpu->move_to(torch::Device(torch::kCUDA));
+  int packed = 0;
+  for (const auto& m : gpu->modules(false))
+    if (auto* a = dynamic_cast<Attention*>(m.get())) packed += a->packed() ? 1 : 0;
+  EXPECT_EQ(packed, c.model.depth);
+  auto gen = at::detail::createCPUGenerator(11);
+  const torch::Tensor x = torch::randint(c.model.vocab, {4, c.model.seq_len}, gen, torch::kLong);
+  const torch::Tensor y = torch::randint(c.model.vocab, {4, c.model.seq_len}, gen, torch::kLong);
+  const torch::Tensor lc = cpu->loss(x, y);
+  lc.backward();
+  for (bool bf16 : {false, true}) {
+    gpu->zero_grad();
+    torch::Tensor lg;
+    {
+      compat::CudaAutocast ac(bf16);
+      lg = gpu->loss(x.cuda(), y.cuda());
+    }
+    lg.backward();
+    const double tol = bf16 ? 5e-2 : 1e-5;
+    EXPECT_NEAR(lg.item<double>(), lc.item<double>(), tol * lc.item<double>()) << "bf16 " << bf16;
+    const auto pc = cpu->tagged_parameters(), pg = gpu->tagged_parameters();
+    for (size_t i = 0; i < pc.size(); ++i) {
+      ASSERT_TRUE(pg[i].tensor.grad().defined()) << pg[i].name;
+      EXPECT_EQ(pg[i].tensor.grad().scalar_type(), torch::kFloat32) << pg[i].name;
+      const torch::Tensor gc = pc[i].tensor.grad(), gg = pg[i].tensor.grad().cpu();
+      // Relative to the gradient's largest entry (a zero-initialised W_q's gradient has many tiny ones).
+      EXPECT_LT(((gg - gc).abs().max() / gc.abs().max().clamp_min(1e-30)).item<double>(), bf16 ? 5e-2 : 1e-4)
+          << pg[i].name << " bf16 " << bf16;
+    }
+  }
 }
 
 TEST(CudaKernels, FusedAdamAndAdamwAreTheStepsTheirHeaderStates) {

@@ -109,6 +109,12 @@ CpuAutocastForTests::~CpuAutocastForTests() {
   at::autocast::clear_cache();
 }
 
+std::optional<at::ScalarType> autocast_dtype(const torch::Tensor& t) {
+  const AutocastState s = autocast_state(t.device().type());
+  if (!s.enabled) return std::nullopt;
+  return s.dtype;
+}
+
 namespace {
 thread_local FusedAdamUse t_fused_adam_use = FusedAdamUse::Auto;
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,10 @@ class CpuAutocastForTests {
   bool prev_enabled_ = false;
   at::ScalarType prev_dtype_ = at::kBFloat16;
 };
+
+// The dtype autocast casts to on `t`'s device type, where autocast is on there in this thread
+// (nullopt otherwise): for custom autograd functions that cast their inputs themselves.
+std::optional<at::ScalarType> autocast_dtype(const torch::Tensor& t);
 
 // One fused Adam step (PyTorch's multi-tensor CUDA kernels, libtorch >= 2.4) over tensors that
 // share one step count t (1-based), LR, weight decay and epsilon: for each i, with `decay`

@@ -111,7 +111,7 @@ CoordRun measure_run(const CoordCheckConfig& cc, const ParamTable& model_table, 
   ScaleContext ctx{model_table, family, width, depth};
   torch::manual_seed(static_cast<uint64_t>(seed));
   std::shared_ptr<Model> model = build_model(cfg.model, ctx, cfg.hp);
-  model->to(dev);
+  model->move_to(dev);
   const std::vector<TaggedParam> tagged = model->tagged_parameters();
   NamedTensors params;
   for (const TaggedParam& p : tagged) {

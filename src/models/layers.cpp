@@ -7,6 +7,7 @@
 
 #include "core/errors.h"
 #include "core/torch_compat.h"
+#include "models/packed_rows.h"
 #include "precision/quantize.h"
 #include "unit/probe.h"
 #include "unit/scaled_ops.h"
@@ -369,11 +370,35 @@ torch::Tensor Attention::forward_unit(const torch::Tensor& x) {
   return o_->forward(out);
 }
 
+void Attention::pack_weights() {
+  if (q_->weight().dim() == 2) pack_rows({q_->weight(), k_->weight(), v_->weight()});
+}
+
+bool Attention::packed() const {
+  return k_->multiplier() == 1.0 && v_->multiplier() == 1.0 && (!qk_norm_ || q_->multiplier() == 1.0) &&
+         rows_adjacent({q_->weight(), k_->weight(), v_->weight()});
+}
+
 torch::Tensor Attention::forward(const torch::Tensor& x) {
   if (unit_.any() || precision::active() || unit::probing()) return forward_unit(x);
   // x: [B, T, d], or [E, B, T, d] in an ensemble (the members then fold into the batch).
   const int64_t T = x.size(-2), d = x.size(-1), B = x.numel() / (T * d);
   const int64_t H = hs_.n_heads, dh = hs_.d_head;
+  if (packed()) {
+    // [W_q; W_k; W_v] read in place (pack_weights). W_q's multiplier m scales q, so the logits by
+    // m: it joins the logit scale in the kernel (under QK-norm m is 1, by packed()).
+    std::vector<torch::Tensor> qkv = linear_packed(x, {q_->weight(), k_->weight(), v_->weight()})
+                                         .view({B, T, 3, H, dh})
+                                         .unbind(2);
+    torch::Tensor q = qkv[0].transpose(1, 2), k = qkv[1].transpose(1, 2), v = qkv[2].transpose(1, 2);
+    if (qk_norm_) {
+      q = rms_norm(q);
+      k = rms_norm(k);
+    }
+    const double s = qk_norm_ ? scale_ : scale_ * q_->multiplier();
+    torch::Tensor out = compat::attention(q, k, v, causal_, s, &mask_).transpose(1, 2).reshape(x.sizes());
+    return o_->forward(out);
+  }
   // One matmul for q, k, v. Without QK-norm the logit scale is folded into W_q (the same
   // product, one multiply of a [d, d] matrix instead of one of a [B, H, T, dh] tensor).
   const double q_factor = qk_norm_ ? 1.0 : scale_;

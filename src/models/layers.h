@@ -152,6 +152,12 @@ class Attention : public TaggedModule {
             const ScaleContext& ctx, const Hyper& hp);
   torch::Tensor forward(const torch::Tensor& x);  // [B, T, d] -> [B, T, d]
   double logit_scale() const { return scale_; }
+  // Packs W_q, W_k, W_v into one [3d, d] buffer (models/packed_rows.h; one model, not an
+  // ensemble). forward then reads it in place, passing the logit scale (and W_q's multiplier) to
+  // the attention kernel instead of folding it into a copy of W_q. Needs the k and v multipliers
+  // at 1 (and W_q's too under QK-norm); otherwise forward keeps the per-step cat.
+  void pack_weights() override;
+  bool packed() const;  // forward takes the packed path
   // Unit backward: the v path's backward scales over the forward ones (o and the q/k/v op); the
   // q/k paths are re-weighted to it inside forward, so this is the whole sublayer's ratio.
   double grad_ratio() const;

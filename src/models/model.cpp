@@ -37,6 +37,13 @@ torch::Tensor Model::member_losses(const torch::Tensor& x, const torch::Tensor& 
   return per_item.view({E, -1}).mean(1);
 }
 
+void Model::move_to(const torch::Device& dev) {
+  to(dev);
+  if (!dev.is_cuda()) return;
+  for (const auto& m : modules(/*include_self=*/false))
+    if (auto* tm = dynamic_cast<TaggedModule*>(m.get())) tm->pack_weights();
+}
+
 std::vector<TaggedParam> Model::tagged_parameters() {
   // Every tag, fully qualified by its module's path ("blocks.2.attn.q" + "." + "weight").
   std::map<std::string, ParamTag> tags = this->tags();

@@ -66,6 +66,10 @@ class TaggedModule : public torch::nn::Module {
   const std::map<std::string, ParamTag>& tags() const { return tags_; }
   // Marks a registered tensor as the tied embedding/readout (ParamTag::tied).
   void mark_tied(const std::string& name) { tags_.at(name).tied = true; }
+  // Lays this module's own parameters out for a faster forward where it has such a layout (the
+  // attention packs q, k, v into one buffer: models/packed_rows.h); values, names and tags stay.
+  // Model::move_to calls it on CUDA. The default does nothing.
+  virtual void pack_weights() {}
 
  private:
   std::map<std::string, ParamTag> tags_;
@@ -84,6 +88,11 @@ class Model : public TaggedModule {
   torch::Tensor member_losses(const torch::Tensor& x, const torch::Tensor& y);
   // Every parameter with its tag. Throws UserError naming any parameter registered without a tag.
   std::vector<TaggedParam> tagged_parameters();
+  // Module::to(dev), then on CUDA every submodule's pack_weights() (one GEMM's weights in one
+  // buffer, read in place each step instead of copied together). Call it before the optimizer is
+  // built. On the CPU it only moves: there the copy it saves is small and the attention's logit
+  // scale is cheaper folded into W_q, which the packed layout cannot do.
+  void move_to(const torch::Device& dev);
   virtual const ModelConfig& config() const = 0;
   virtual const ScaleContext& context() const = 0;
 

@@ -91,7 +91,13 @@ void save_checkpoint(const std::string& path, const CheckpointMeta& meta, Model&
   torch::serialize::OutputArchive ar;
   ar.write("meta", c10::IValue(meta_json(meta)));
   torch::serialize::OutputArchive params;
-  for (const TaggedParam& p : model.tagged_parameters()) params.write(p.name, p.tensor.detach(), /*is_buffer=*/true);
+  for (const TaggedParam& p : model.tagged_parameters()) {
+    // A parameter packed beside others (Model::move_to on CUDA) is a view of a larger buffer, which
+    // the archive would write whole: write its own values, so the file is the same either way.
+    torch::Tensor t = p.tensor.detach();
+    if (t.storage().nbytes() != static_cast<size_t>(t.numel()) * t.element_size()) t = t.clone();
+    params.write(p.name, t, /*is_buffer=*/true);
+  }
   ar.write("params", params);
   ar.write("losses", torch::tensor(meta.losses, torch::kFloat64), /*is_buffer=*/true);
   if (opt) {

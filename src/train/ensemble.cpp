@@ -131,7 +131,7 @@ std::vector<RunSummary> train_ensemble(const std::vector<TrainConfig>& members, 
       member_params += singles[0][i].tensor.numel();
     }
   }
-  model->to(dev);
+  model->move_to(dev);
   params = model->tagged_parameters();
 
   // --- one optimizer over the stacked tensors, per-member base LR and weight decay -------------

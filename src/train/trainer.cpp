@@ -83,7 +83,7 @@ RunSummary train_run(const TrainConfig& cfg, const RunOptions& opts) {
   auto data = make_data(cfg.data);
   check_data_fits(cfg, *data);
   check_batch_fits_in_memory(cfg.model, cfg.train.batch_size / std::max(1, dp.world()));
-  model->to(dev);
+  model->move_to(dev);
   // Simulated low precision (train.precision): active across every forward and backward pass.
   std::unique_ptr<precision::Scope> low_precision;
   const precision::Format pformat = precision::format_from_string(cfg.train.precision, cfg.source, "train.precision");
