@@ -19,8 +19,9 @@
 #               are built only where cuda-tests or suite is among the stages)
 #   curves      a 30-step CUDA fp32 and bf16 curve against the CPU's (README's figures)
 #   speed       tokens/s and MFU against the peer (gpt_peer_gpu.py), one after the other in this
-#               run (the fp32 + TF32 shape twice, ours / peer / ours / peer, for the spread), and a
-#               batched ensemble with the fused optimizer against its per-tensor loop
+#               run (the fp32 + TF32 shape twice, ours / peer / ours / peer, for the spread; the
+#               pairs are SPEED_PAIRS where set), and a batched ensemble with the fused optimizer
+#               against its per-tensor loop (SPEED_ENSEMBLE=0 skips it)
 #   cuda-tests  tests/test_cuda.cpp (CUDA vs CPU, fused attention, Adam and AdamW, bf16, CUDA graphs,
 #               batched ensembles, NCCL at world size 1 and two ranks sharing a GPU, demo, bench)
 #   suite       the rest of this build's test suite (the CPU paths under libtorch 2.x): ctest -j 4,
@@ -167,13 +168,16 @@ print(f"width/depth/seq/batch {label}: scaleinv {ours} | peer eager+sdpa {peer} 
 PY
 }
 if stage speed; then
-  run_pair 2048 8 1024 16 20 bf16 1
-  run_pair 512 4 128 16 100 bf16 1
-  run_pair 512 4 128 16 100 bf16 1 --cuda-graph
-  run_pair 2048 8 512 16 30 off 0
-  run_pair 2048 8 512 16 30 off 0
+  # SPEED_PAIRS: the pairs run, ";"-separated run_pair arguments (default: issue 14's three shapes,
+  # the small one also with CUDA graphs, the fp32 + TF32 one twice for the spread).
+  IFS=';' read -ra pairs <<<"${SPEED_PAIRS:-2048 8 1024 16 20 bf16 1;512 4 128 16 100 bf16 1;512 4 128 16 100 bf16 1 --cuda-graph;2048 8 512 16 30 off 0;2048 8 512 16 30 off 0}"
+  for p in "${pairs[@]}"; do
+    # shellcheck disable=SC2086
+    run_pair $p
+  done
   # Batched ensembles (8 members at width 64, the settle sweep's depth, sequence and batch, fp32 +
   # TF32 as there) stepped by the fused optimizer and by its per-tensor loop, in one run.
+  if [ "${SPEED_ENSEMBLE:-1}" != 0 ]; then
   bounded 120 $B bench --device cuda --quick --quiet --widths 64 --depth 2 --seq-len 32 --batch 8 --steps 50 --autocast off \
     --json "$W/bench_ensemble.json" >"$W/bench_ensemble.txt" 2>&1
   python3 - "$W/bench_ensemble.json" <<'PY' 2>&1 | tee -a "$summary"
@@ -185,6 +189,7 @@ try:
 except Exception as err:
     print(f"ensemble bench: no result ({err!r}; see bench_ensemble.txt)")
 PY
+  fi
   pack
 fi
 stage cuda-tests && ctest_stage cuda-tests -R '^Cuda' -j 1 -V
