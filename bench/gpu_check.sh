@@ -29,7 +29,10 @@
 #               libtorch has no OpenBLAS, so a process takes every core for libtorch's OpenMP pool;
 #               four such processes at once on the H200's 16 cores (2026-11-25) ran the coordinate
 #               check tests 50-90x slower than this 2-core machine runs them (48-90 s each), and
-#               the stage was cut after 16 of 252 tests
+#               the stage was cut after 16 of 252 tests (with a quarter each, 2026-11-26: the
+#               whole stage in 99 s). Three tests that make the KJV text from a cold cache on
+#               purpose need Debian's bible-kjv program, which the GPU machine lacks; they are
+#               left out there (named in the summary) and run in the CPU suite
 #   settle      examples/sweeps/gpt_kjv_width_settle.toml (144 runs of 1000 steps) on CUDA with
 #               batched ensembles, timed (issue 14's target: <= 60 s) at --jobs 1 and 4
 #               (SETTLE_JOBS), and its transfer reports
@@ -76,9 +79,9 @@ if stage speed && [ ! -f "$peer" ]; then
 fi
 { timeout 30 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader; timeout 60 python3 -c 'import torch; print("torch", torch.__version__)'; } | tee "$OUT/gpu.txt"
 debs=(); [ -d .deps/debs ] && debs=(--debs .deps/debs)
-# The KJV text cached by scripts/fetch_cuda_deps.sh (the GPU machine has no bible-kjv). The test
-# that starts from a cold cache on purpose (Demo.QuickDemo...) still needs bible-kjv and fails in
-# the suite stage there; the Fashion-MNIST and bible-kjv tests skip.
+# The KJV text cached by scripts/fetch_cuda_deps.sh (the GPU machine has no bible-kjv). The tests
+# that start from a cold cache on purpose need bible-kjv's program: the suite stage leaves them out
+# where it is missing (KJV_COLD below); the Fashion-MNIST and bible-kjv tests skip.
 [ -s .deps/data/kjv.txt ] && [ -z "${SCALEINV_DATA_DIR:-}" ] && export SCALEINV_DATA_DIR="$here/.deps/data"
 # Fashion-MNIST (the demo's depth sweep, the resmlp/vit tests): scaleinv reads
 # /usr/share/datasets/fashion-mnist; the .deb carried in .deps/debs is unpacked there.
@@ -192,10 +195,19 @@ PY
   fi
   pack
 fi
-stage cuda-tests && ctest_stage cuda-tests -R '^Cuda' -j 1 -V
+# CUDA_TESTS: a regex narrowing the GPU tests run (default all of them).
+stage cuda-tests && ctest_stage cuda-tests -R "${CUDA_TESTS:-^Cuda}" -j 1 -V
 if stage suite; then
   threads=$(( $(nproc) / 4 )); [ "$threads" -ge 1 ] || threads=1
-  SCALEINV_TORCH_THREADS=$threads ctest_stage suite -E '^Cuda' -j 4
+  # The tests that make the KJV text from an empty cache (their own SCALEINV_DATA_DIR), which
+  # needs the `bible` program: left out where it is missing, and said so.
+  KJV_COLD='Demo.QuickDemoWritesAReportWithEveryStageAndItsPlotsLoad|ColdCache.ConcurrentSweepsOnKjvCreateTheCacheOnce|TrainData.GptOnKjvBeatsTheUnigramEntropy'
+  exclude='^Cuda'
+  if ! command -v bible >/dev/null 2>&1; then
+    exclude="$exclude|$KJV_COLD"
+    note "suite: left out (no bible-kjv program here; they run in the CPU suite): ${KJV_COLD//|/, }"
+  fi
+  SCALEINV_TORCH_THREADS=$threads ctest_stage suite -E "$exclude" -j 4
 fi
 if stage settle; then
   # The same file with every run on CUDA (fp32 + TF32; batched ensembles are the default there).

@@ -667,21 +667,28 @@ TEST(CudaCli, DemoOnTheGpuGivesTheCpuDemosOptimaAndVerdicts) {
       for (size_t ci = 0; ci < pa["curves"].size(); ++ci) {
         const auto &ca = pa["curves"][ci], &cb = pb["curves"][ci];
         // TF32 (on in `demo --device cuda`): losses to 1e-2; an optimum to a quarter of the grid's step.
-        // A point on the edge of divergence (the largest LRs) may diverge on one device only under
-        // TF32's rounding: one such point per curve is allowed, more is a real difference.
+        // The exception is the point on the edge of divergence: the curve's largest LR, past its
+        // optimum, where training is unstable and amplifies any rounding difference step after
+        // step. There one device may diverge and the other not, or both land far apart (H200,
+        // 2026-11-26: the --quick depth sweep's LR 2^-7, loss 1.80 on the CPU and 1.97 on the GPU,
+        // against 0.93 at the optimum). One such point per curve is allowed, only there.
         ASSERT_EQ(cb["points"].size(), ca["points"].size());
-        int one_sided = 0;
-        for (size_t k = 0; k < ca["points"].size(); ++k) {
+        const size_t n = ca["points"].size();
+        double best = std::numeric_limits<double>::infinity();
+        for (const auto& p : ca["points"])
+          if (!p["mean_loss"].is_null()) best = std::min(best, p["mean_loss"].get<double>());
+        for (size_t k = 0; k < n; ++k) {
           const auto &la = ca["points"][k]["mean_loss"], &lb = cb["points"][k]["mean_loss"];
-          if (lb.is_null() != la.is_null()) {
-            ++one_sided;
-            continue;
-          }
-          if (!la.is_null()) {
-            EXPECT_NEAR(lb.get<double>(), la.get<double>(), 1e-2 * la.get<double>());
-          }
+          const bool agree = la.is_null() == lb.is_null() &&
+                             (la.is_null() || std::abs(lb.get<double>() - la.get<double>()) <= 1e-2 * la.get<double>());
+          if (agree) continue;
+          const bool edge = k + 1 == n && (la.is_null() || la.get<double>() > best);
+          EXPECT_TRUE(edge) << "point " << k << " of " << n << ": CPU " << la.dump() << ", GPU " << lb.dump()
+                            << " (beyond 1e-2 away from the edge of divergence)";
+          if (edge)
+            std::printf("  demo on CUDA: edge-of-divergence point (largest LR) CPU %s, GPU %s, curve best %.4f\n",
+                        la.dump().c_str(), lb.dump().c_str(), best);
         }
-        EXPECT_LE(one_sided, 1) << "grid points that diverged on one device only";
         EXPECT_NEAR(cb["optimum_lr_log2"].get<double>(), ca["optimum_lr_log2"].get<double>(), 0.25);
       }
     }
