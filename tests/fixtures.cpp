@@ -14,6 +14,7 @@
 #include "core/threads.h"
 #include "core/toml_reader.h"
 #include "data/data.h"
+#include "models/layers.h"
 #include "optim/optimizer.h"
 #include "sweep/sweep_spec.h"
 #include "train/checkpoint.h"
@@ -60,6 +61,17 @@ double max_rel_diff(const std::vector<double>& a, const std::vector<double>& b) 
   double m = 0;
   for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) m = std::max(m, std::fabs(a[i] - b[i]) / std::fabs(b[i]));
   return m;
+}
+
+double diff_over_largest(const torch::Tensor& a, const torch::Tensor& b) {
+  return ((a - b).abs().max() / b.abs().max().clamp_min(1e-30)).item<double>();
+}
+
+int packed_attention_layers(Model& m) {
+  int packed = 0;
+  for (const auto& sub : m.modules(/*include_self=*/false))
+    if (auto* a = dynamic_cast<Attention*>(sub.get())) packed += a->packed() ? 1 : 0;
+  return packed;
 }
 
 std::string user_error_of(const std::function<void()>& f) {

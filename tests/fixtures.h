@@ -20,6 +20,11 @@ TrainConfig small_gpt(const std::vector<std::string>& sets = {});
 std::vector<double> losses_in(const std::string& metrics_jsonl);
 // max over i of |a_i - b_i| / |b_i| (a failed expectation when the sizes differ).
 double max_rel_diff(const std::vector<double>& a, const std::vector<double>& b);
+// The largest |a - b| over the largest |b| (the difference relative to the tensor's scale, so
+// entries near zero do not blow it up; 0 where both are all zero).
+double diff_over_largest(const torch::Tensor& a, const torch::Tensor& b);
+// How many of a model's attention layers read q, k, v packed (Attention::packed, models/packed_rows.h).
+int packed_attention_layers(Model& m);
 
 // Run c's model on the CPU, built under `table` (the config's own: resolve_param(c)) with the
 // weights of the checkpoint at `path`, in eval mode; and a model's mean loss over c's validation

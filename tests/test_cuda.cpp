@@ -30,7 +30,6 @@
 #include "data/data.h"
 #include "dist/c10d_compat.h"
 #include "fixtures.h"
-#include "models/layers.h"
 #include "models/model.h"
 #include "optim/optimizer.h"
 #include "param/table.h"
@@ -41,10 +40,12 @@
 #include "train/trainer.h"
 
 using namespace scaleinv;
+using scaleinv::testing::diff_over_largest;
 using scaleinv::testing::losses_in;
 using scaleinv::testing::max_rel_diff;
 using scaleinv::testing::user_error_of;
 using scaleinv::testing::model_from_checkpoint;
+using scaleinv::testing::packed_attention_layers;
 using scaleinv::testing::run_cli;
 using scaleinv::testing::ScopedEnv;
 using scaleinv::testing::slurp;
@@ -132,10 +133,7 @@ TEST(CudaKernels, MoveToPacksTheAttentionAndGivesTheCpusLossAndGradients) {
   const ScaleContext ctx{table, optimizer_family(c.optim.kind), c.model.width, c.model.depth};
   auto cpu = build_model_seeded(3, c.model, ctx, c.hp), gpu = build_model_seeded(3, c.model, ctx, c.hp);
   gpu->move_to(torch::Device(torch::kCUDA));
-  int packed = 0;
-  for (const auto& m : gpu->modules(false))
-    if (auto* a = dynamic_cast<Attention*>(m.get())) packed += a->packed() ? 1 : 0;
-  EXPECT_EQ(packed, c.model.depth);
+  EXPECT_EQ(packed_attention_layers(*gpu), c.model.depth);
   auto gen = at::detail::createCPUGenerator(11);
   const torch::Tensor x = torch::randint(c.model.vocab, {4, c.model.seq_len}, gen, torch::kLong);
   const torch::Tensor y = torch::randint(c.model.vocab, {4, c.model.seq_len}, gen, torch::kLong);
@@ -157,7 +155,7 @@ TEST(CudaKernels, MoveToPacksTheAttentionAndGivesTheCpusLossAndGradients) {
       EXPECT_EQ(pg[i].tensor.grad().scalar_type(), torch::kFloat32) << pg[i].name;
       const torch::Tensor gc = pc[i].tensor.grad(), gg = pg[i].tensor.grad().cpu();
       // Relative to the gradient's largest entry (a zero-initialised W_q's gradient has many tiny ones).
-      EXPECT_LT(((gg - gc).abs().max() / gc.abs().max().clamp_min(1e-30)).item<double>(), bf16 ? 5e-2 : 1e-4)
+      EXPECT_LT(diff_over_largest(gg, gc), bf16 ? 5e-2 : 1e-4)
           << pg[i].name << " bf16 " << bf16;
     }
   }

@@ -21,15 +21,13 @@
 #include "fixtures.h"
 
 using namespace scaleinv;
+using scaleinv::testing::diff_over_largest;
 using scaleinv::testing::fd_check;
+using scaleinv::testing::packed_attention_layers;
 using scaleinv::testing::slurp;
 using scaleinv::testing::temp_dir;
 
 namespace {
-
-double max_rel(const torch::Tensor& a, const torch::Tensor& b) {
-  return ((a - b).abs().max() / b.abs().max().clamp_min(1e-30)).item<double>();
-}
 
 ModelConfig tiny_gpt(int width, bool qk_norm) {
   ModelConfig c;
@@ -62,19 +60,11 @@ std::shared_ptr<Model> gpt(const std::string& param, const ModelConfig& c, const
   return build_model(c, ctx, hp);
 }
 
-// How many attention layers take the packed path.
-int count_packed(Model& m) {
-  int packed = 0;
-  for (const auto& sub : m.modules(/*include_self=*/false))
-    if (auto* a = dynamic_cast<Attention*>(sub.get())) packed += a->packed() ? 1 : 0;
-  return packed;
-}
-
 // Packs every module as Model::move_to does on CUDA (here on the CPU, so the suite checks the path).
 int pack_all(Model& m) {
   for (const auto& sub : m.modules(/*include_self=*/false))
     if (auto* tm = dynamic_cast<TaggedModule*>(sub.get())) tm->pack_weights();
-  return count_packed(m);
+  return packed_attention_layers(m);
 }
 
 struct Tokens {
@@ -106,18 +96,18 @@ TEST(PackedRows, LinearPackedEqualsLinearOfTheCatAndGivesEachBlockItsGradient) {
   torch::Tensor x = torch::randn({2, 3, 8}).requires_grad_(), xr = x.detach().clone().requires_grad_();
   torch::Tensor r = torch::randn({2, 3, 15});
   torch::Tensor y = linear_packed(x, ws), yr = torch::linear(xr, torch::cat(ref, 0));
-  EXPECT_LT(max_rel(y, yr), 1e-6);
+  EXPECT_LT(diff_over_largest(y, yr), 1e-6);
   (y * r).sum().backward();
   (yr * r).sum().backward();
-  EXPECT_LT(max_rel(x.grad(), xr.grad()), 1e-6);
+  EXPECT_LT(diff_over_largest(x.grad(), xr.grad()), 1e-6);
   for (size_t i = 0; i < ws.size(); ++i) {
     ASSERT_TRUE(ws[i].grad().defined()) << i;
     EXPECT_EQ(ws[i].grad().sizes(), ws[i].sizes());
-    EXPECT_LT(max_rel(ws[i].grad(), ref[i].grad()), 1e-6) << "block " << i;
+    EXPECT_LT(diff_over_largest(ws[i].grad(), ref[i].grad()), 1e-6) << "block " << i;
   }
   // A second backward accumulates into each block's gradient as autograd does for any leaf.
   linear_packed(x, ws).mul(r).sum().backward();
-  for (size_t i = 0; i < ws.size(); ++i) EXPECT_LT(max_rel(ws[i].grad(), 2 * ref[i].grad()), 1e-6) << i;
+  for (size_t i = 0; i < ws.size(); ++i) EXPECT_LT(diff_over_largest(ws[i].grad(), 2 * ref[i].grad()), 1e-6) << i;
   // In-place updates (an optimizer's) keep the packing.
   {
     torch::NoGradGuard ng;
@@ -177,7 +167,7 @@ TEST(PackedRows, APackedGptTrainsAsTheUnpackedOneAndCheckpointsTheSame) {
       const std::string what = fmt::format("{} qk_norm={}", param, qk);
       const ModelConfig c = tiny_gpt(128, qk);
       auto plain = gpt(param, c), packed = gpt(param, c);
-      ASSERT_EQ(count_packed(*plain), 0) << what;
+      ASSERT_EQ(packed_attention_layers(*plain), 0) << what;
       // Under QK-norm a W_q multiplier other than 1 keeps the cat (packed() is false there).
       const int expect = param == "mup+q" && qk ? 0 : c.depth;
       ASSERT_EQ(pack_all(*packed), expect) << what;
@@ -211,7 +201,7 @@ TEST(PackedRows, APackedGptTrainsAsTheUnpackedOneAndCheckpointsTheSame) {
       for (size_t i = 0; i < pp.size(); ++i)
         EXPECT_LT(((pk[i].tensor - pp[i].tensor).norm() / pp[i].tensor.norm().clamp_min(1e-30)).item<double>(), 1e-4)
             << what << " " << pp[i].name;
-      EXPECT_EQ(count_packed(*packed), expect) << what << ": the optimizer's updates ended the packing";
+      EXPECT_EQ(packed_attention_layers(*packed), expect) << what << ": the optimizer's updates ended the packing";
 
       // The checkpoint writes each parameter's own values, not the buffer it shares.
       // (temp_dir and slurp, not std::filesystem's remove_all and file_size: pip's libtorch

@@ -12,7 +12,7 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::tensor_list;
 
-bool same_layout(const std::vector<torch::Tensor>& ws) {
+bool same_layout(torch::TensorList ws) {
   if (ws.empty()) return false;
   for (const torch::Tensor& w : ws)
     if (!w.defined() || w.dim() != 2 || w.size(1) != ws[0].size(1) || w.scalar_type() != ws[0].scalar_type() ||
@@ -21,7 +21,7 @@ bool same_layout(const std::vector<torch::Tensor>& ws) {
   return true;
 }
 
-int64_t total_rows(const std::vector<torch::Tensor>& ws) {
+int64_t total_rows(torch::TensorList ws) {
   int64_t rows = 0;
   for (const torch::Tensor& w : ws) rows += w.size(0);
   return rows;
@@ -29,15 +29,14 @@ int64_t total_rows(const std::vector<torch::Tensor>& ws) {
 
 // The stacked [sum rows, cols] matrix over the storage the row blocks share (no copy, no autograd
 // history: the caller's Function routes gradients to the blocks).
-torch::Tensor stacked(const std::vector<torch::Tensor>& ws) {
+torch::Tensor stacked(torch::TensorList ws) {
   const int64_t cols = ws[0].size(1);
   return ws[0].detach().as_strided({total_rows(ws), cols}, {cols, 1}, ws[0].storage_offset());
 }
 
 struct PackedLinearFn : public torch::autograd::Function<PackedLinearFn> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, torch::TensorList ws) {
-    std::vector<torch::Tensor> blocks(ws.begin(), ws.end());
-    torch::Tensor w = stacked(blocks), xi = x;
+    torch::Tensor w = stacked(ws), xi = x;
     // Under autocast: cast here (once) and keep the casts for backward, where the incoming
     // gradient is in the autocast dtype; autograd casts each returned gradient to its input's.
     if (const auto dt = compat::autocast_dtype(x); dt && w.is_floating_point()) {
@@ -45,7 +44,7 @@ struct PackedLinearFn : public torch::autograd::Function<PackedLinearFn> {
       xi = x.to(*dt);
     }
     std::vector<int64_t> rows;
-    for (const torch::Tensor& b : blocks) rows.push_back(b.size(0));
+    for (const torch::Tensor& b : ws) rows.push_back(b.size(0));
     ctx->saved_data["rows"] = rows;
     ctx->save_for_backward({xi, w});
     return torch::linear(xi, w);
