@@ -13,7 +13,7 @@
 
 #include "adapt/own_model.h"
 #include "core/errors.h"
-#include "measure/coordcheck.h"
+#include "measure/coord_result.h"
 #include "param/table.h"
 #include "theory/depth_theory.h"
 #include "theory/theory_report.h"
@@ -92,6 +92,7 @@ py::tuple judge_coordcheck(const std::string& input_json) {
     layer.name = l.at("name").get<std::string>();
     layer.weight = l.at("weight").get<bool>();
     layer.in_block = l.value("in_block", false);
+    layer.tied = l.value("tied", false);
     if (l.contains("role") && !l.at("role").is_null()) {
       Role r;
       const std::string rn = l.at("role").get<std::string>();

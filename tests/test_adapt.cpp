@@ -106,8 +106,10 @@ TEST(AdaptRoles, ErrorsNameTheTensor) {
   s.overrides = {{"^emb", Role::Embedding}};  // fits: accepted
   EXPECT_EQ(error_of([&] { infer_roles(s); }), "(no error)");
   s.overrides.clear();
-  s.tied = {"out.weight"};
-  EXPECT_NE(error_of([&] { infer_roles(s); }).find("field 'out.weight': is shared"), std::string::npos);
+  s.tied = {{"emb_again", "emb.weight", TensorLayout::Vector}};  // embedding and vector: no tie plan
+  EXPECT_NE(error_of([&] { infer_roles(s); }).find("field 'emb_again': shares 'emb.weight'"), std::string::npos);
+  s.tied = {{"emb_again", "nothing.weight", TensorLayout::InOut}};
+  EXPECT_NE(error_of([&] { infer_roles(s); }).find("not a tensor of the model"), std::string::npos);
   s.tied.clear();
   s.delta = stack(32, 2);
   s.target = stack(32, 2);

@@ -4,7 +4,7 @@ mup and under standard. muP's claim: the optimal LR moves <= 1 doubling from wid
 mup, and more than that under standard (the README's "Your own model", issue 15).
 
 The model (class GPT): byte vocab 256, learned positional embedding, pre-LayerNorm blocks with causal
-self-attention and a 4x GELU MLP, final LayerNorm, an untied lm_head (scaleinv refuses tied weights),
+self-attention and a 4x GELU MLP, final LayerNorm, an untied lm_head (written untied; scaleinv.apply also plans tied embeddings),
 no dropout, nanoGPT's init (N(0, 0.02), residual projections 0.02/sqrt(2 depth), zero biases).
 The head dimension is FIXED (d_head = 32, n_head = width/32), so the attention logit scale
 1/sqrt(d_head) is the same at every width: muP's 1/d attention rule (the note scaleinv.plan() gives

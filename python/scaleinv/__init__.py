@@ -5,12 +5,38 @@
     r = scaleinv.coordcheck(make_model, widths=[128, 256, 512], batches=[(x, y)], param="mup")
     print(r); assert r.passed
 
-The C++ core (_scaleinv) does the work: roles, the shifted table (seed 000 eq. 28), the theory and
-the coordinate check's verdicts; this package measures with torch and builds the torch optimizer.
+The C++ core (_scaleinv, torch-free) does the work: roles, the shifted table (seed 000 eq. 28), the
+theory and the coordinate check's verdicts; this package measures with torch and builds the torch
+optimizer. torch is imported when a function that needs it is first used, so `scaleinv.table`,
+`scaleinv.theory` and `scaleinv.presets` work without it, beside any torch >= 1.13.
 Bad input raises scaleinv.UserError (a ValueError) with one line naming the field and the fix.
 """
-from ._core import UserError, presets, table, theory
-from .apply import apply, plan
-from .coordcheck import CoordCheckResult, coordcheck
+import importlib
 
-__all__ = ["UserError", "apply", "plan", "coordcheck", "CoordCheckResult", "presets", "table", "theory"]
+from ._core import UserError, presets, table, theory
+
+# name -> the submodule that defines it (loaded, with torch, on first use).
+_TORCH_SIDE = {"apply": "_apply", "plan": "_apply", "named_tensors": "_apply", "coordcheck": "_coordcheck",
+               "CoordCheckResult": "_coordcheck", "lr_schedule": "_schedule", "check_schedule": "_schedule"}
+
+__all__ = ["UserError", "presets", "table", "theory"] + sorted(_TORCH_SIDE)
+
+
+def __getattr__(name):
+    sub = _TORCH_SIDE.get(name)
+    if sub is None:
+        raise AttributeError(f"module 'scaleinv' has no attribute '{name}'")
+    try:
+        mod = importlib.import_module(f".{sub}", __name__)
+    except ModuleNotFoundError as e:
+        if e.name == "torch":
+            raise ImportError(f"scaleinv.{name} needs torch (fix: install torch >= 1.13 into this environment; "
+                              "scaleinv.table, theory and presets work without it)") from None
+        raise
+    value = getattr(mod, name)
+    globals()[name] = value  # found directly from now on
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_TORCH_SIDE))

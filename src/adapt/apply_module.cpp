@@ -37,13 +37,13 @@ std::vector<Named> walk(torch::nn::Module& root) {
 
 }  // namespace
 
-std::vector<OwnTensor> own_tensors(torch::nn::Module& m, std::vector<std::string>* tied) {
+std::vector<OwnTensor> own_tensors(torch::nn::Module& m, std::vector<TiedUse>* tied) {
   std::vector<OwnTensor> out;
   std::map<const void*, std::string> seen;
   for (const Named& n : walk(m)) {
     const void* impl = n.tensor.unsafeGetTensorImpl();
     if (seen.count(impl)) {
-      if (tied && seen[impl] != n.name) tied->push_back(n.name);
+      if (tied && seen[impl] != n.name) tied->push_back({n.name, seen[impl], n.layout});
       continue;
     }
     seen[impl] = n.name;

@@ -14,7 +14,9 @@
 // ParamGroup per tensor with the shifted row's lr_mult, wd_mult and eps_mult and its role (Muon
 // orthogonalizes hidden and attention matrices). base and delta are read, never written. Layouts:
 // torch::nn::Embedding's weight is [num, dim] (in_out), every other matrix [out, in, ...].
-// Throws UserError (where "model") as own_model.h lists: tied tensors, unknown roles, a shape that
+// A tied embedding's readout multiplier (OwnTie) is not installed (libtorch modules have no forward
+// hooks): the plan's notes name it and the user's forward applies it.
+// Throws UserError (where "model") as own_model.h lists: tied tensors of two other roles, unknown roles, a shape that
 // does not fit, adam with weight decay, adafactor, unit-scaled rows.
 #include <vector>
 
@@ -31,8 +33,8 @@ struct OwnApplied {
 };
 
 // The names, shapes, layouts and init RMS of a module's trainable tensors (named_parameters order);
-// `tied` gets every name whose tensor already appeared under another name.
-std::vector<OwnTensor> own_tensors(torch::nn::Module& m, std::vector<std::string>* tied = nullptr);
+// `tied` gets every name whose tensor already appeared under another name, with that first name.
+std::vector<OwnTensor> own_tensors(torch::nn::Module& m, std::vector<TiedUse>* tied = nullptr);
 
 OwnApplied apply_parameterization(torch::nn::Module& model, torch::nn::Module& base, torch::nn::Module& delta,
                                   const ParamTable& table, const OptimConfig& optim,

@@ -19,6 +19,7 @@ const char* layout_name(TensorLayout l) {
     case TensorLayout::OutIn: return "out_in";
     case TensorLayout::InOut: return "in_out";
     case TensorLayout::Vector: return "vector";
+    case TensorLayout::Bare: return "bare";
   }
   return "?";
 }
@@ -130,15 +131,10 @@ Role role_from_growth(bool out_grows, bool in_grows) {
   return Role::Vector;
 }
 
-// The spec's refusals before anything is matched: no tensors, tied tensors.
+// The spec's refusals before anything is matched: no tensors.
 void check_spec(const OwnModelSpec& spec) {
-  const std::string& where = spec.where;
   if (spec.target.empty())
-    throw UserError(where, "parameters", "the model has no trainable tensors", "pass a model with parameters");
-  for (const std::string& name : spec.tied)
-    throw UserError(where, name,
-                    "is shared with another parameter (tied weights): one tensor cannot take two roles' init and LR",
-                    "untie it (e.g. a separate readout matrix) before applying a parameterization");
+    throw UserError(spec.where, "parameters", "the model has no trainable tensors", "pass a model with parameters");
 }
 
 // The overrides' patterns, compiled in order (UserError for one that is not a regular expression).
@@ -186,22 +182,47 @@ std::pair<const OwnTensor*, const OwnTensor*> find_counterparts(const OwnModelSp
 }
 
 // One tensor's fans (target and base) under its layout, and which fans grow from base to delta.
+// A bare parameter (no layer owns it) is laid out by its growing dimensions: with two or more, a
+// matrix whose fan-out is the first growing dimension and fan-in the last ([E, 4d, d] expert
+// weights: fan-out 4d, fan-in d, E a fixed batch dimension); with one or none, a vector (a class
+// token [1, 1, d] or a position embedding [1, n, d] is added to the stream like a bias).
 struct TensorFans {
   TensorLayout layout;
   int64_t fo, fi, bo, bi;
   bool out_grows, in_grows;
+  std::string layout_why;  // how a bare parameter was read ("" otherwise)
 };
 
 TensorFans tensor_fans(const OwnTensor& t, const OwnTensor& base, const OwnTensor& delta) {
-  const TensorLayout layout = t.shape.size() <= 1 ? TensorLayout::Vector : t.layout;
+  TensorLayout layout = t.shape.size() <= 1 ? TensorLayout::Vector : t.layout;
+  if (layout == TensorLayout::Bare) {
+    std::vector<size_t> grow;
+    for (size_t d = 0; d < t.shape.size(); ++d)
+      if (delta.shape[d] != base.shape[d]) grow.push_back(d);
+    if (grow.size() >= 2) {
+      const size_t o = grow.front(), i = grow.back();
+      return TensorFans{TensorLayout::Bare, t.shape[o], t.shape[i], base.shape[o], base.shape[i], true, true,
+                        fmt::format("a bare parameter with {} growing dimensions (fan-out dimension {}, fan-in "
+                                    "dimension {})",
+                                    grow.size(), o, i)};
+    }
+    auto [fo, fi] = fans(t.shape, TensorLayout::Vector);
+    auto [bo, bi] = fans(base.shape, TensorLayout::Vector);
+    auto [dout, din] = fans(delta.shape, TensorLayout::Vector);
+    return TensorFans{TensorLayout::Vector, fo, fi, bo, bi, dout != bo, false,
+                      grow.empty() ? "a bare parameter with no growing dimension: vector-like"
+                                   : "a bare parameter with one growing dimension: vector-like (added like a bias)"};
+  }
   auto [fo, fi] = fans(t.shape, layout);
   auto [bo, bi] = fans(base.shape, layout);
   auto [dout, din] = fans(delta.shape, layout);
-  return TensorFans{layout, fo, fi, bo, bi, dout != bo, din != bi};
+  return TensorFans{layout, fo, fi, bo, bi, dout != bo, din != bi, ""};
 }
 
-// Every dimension must either stay fixed in all three models or grow in both delta and target,
-// and every growing dimension by the same factor (recorded in `growth`).
+// Every dimension must either stay fixed in all three models or grow from the base (in delta and
+// target alike, never shrinking). Growing dimensions may grow by different factors (a SwiGLU
+// hidden size rounded up to a multiple grows by 1.83 when the width doubles): each tensor's
+// exponents use the ratio of the dimension they are about (OwnRole::m). `growth` keeps the first.
 void check_width_dims(const std::string& where, const OwnTensor& t, const OwnTensor& base, const OwnTensor& delta,
                       WidthGrowth& growth) {
   for (size_t d = 0; d < t.shape.size(); ++d) {
@@ -212,18 +233,18 @@ void check_width_dims(const std::string& where, const OwnTensor& t, const OwnTen
                                   "({}): not a width dimension",
                                   d, t.shape[d], base.shape[d], delta.shape[d]),
                       "keep non-width dimensions (vocabulary, classes, kernel sizes) the same in all three models");
+    if (grows && (delta.shape[d] < base.shape[d] || t.shape[d] < base.shape[d]))
+      throw UserError(where, t.name,
+                      fmt::format("dimension {} shrinks from the base model ({} in the base, {} in the delta, {} "
+                                  "here)",
+                                  d, base.shape[d], delta.shape[d], t.shape[d]),
+                      "the base model is the smallest: build base at the width the hyperparameters were tuned at, "
+                      "delta and the model at larger widths");
     if (grows) {
       growth.any = true;
-      const double ratio = static_cast<double>(t.shape[d]) / static_cast<double>(base.shape[d]);
       if (!growth.m) {
-        growth.m = ratio;
+        growth.m = static_cast<double>(t.shape[d]) / static_cast<double>(base.shape[d]);
         growth.m_from = t.name;
-      } else if (std::fabs(ratio / *growth.m - 1) > 1e-9) {
-        throw UserError(where, t.name,
-                        fmt::format("dimension {} grows by {:g} from the base model, but {} grows by {:g}", d, ratio,
-                                    growth.m_from, *growth.m),
-                        "every width dimension must grow by the same factor (or override the tensor's role and "
-                        "keep its shape fixed)");
       }
     }
   }
@@ -232,11 +253,21 @@ void check_width_dims(const std::string& where, const OwnTensor& t, const OwnTen
 // The role (and why) that the growth of the fans tells.
 void role_by_growth(const TensorFans& f, OwnRole& r) {
   r.role = f.layout == TensorLayout::Vector ? Role::Vector : role_from_growth(f.out_grows, f.in_grows);
-  r.why = f.layout == TensorLayout::Vector
+  r.why = !f.layout_why.empty() ? f.layout_why
+          : f.layout == TensorLayout::Vector
               ? "a vector"
               : (f.out_grows && f.in_grows ? "fan-in and fan-out grow"
                                            : f.out_grows ? "fan-out grows" : f.in_grows ? "fan-in grows"
                                                                                         : "no fan grows");
+}
+
+// The width ratio a tensor's exponents use: the fan-in's for matrices read from their input
+// (hidden, attention, readout: the LR and a readout's multiplier are about the fan-in), the
+// fan-out's for an embedding and a vector (what grows is what they write).
+double role_ratio(Role role, const TensorFans& f) {
+  const bool by_fan_in = role != Role::Embedding && role != Role::Vector;
+  return by_fan_in ? static_cast<double>(f.fi) / static_cast<double>(f.bi)
+                   : static_cast<double>(f.fo) / static_cast<double>(f.bo);
 }
 
 // The first override whose pattern matches the name sets the role; a matrix whose layout reads the
@@ -285,11 +316,61 @@ OwnRole classify_tensor(const OwnModelSpec& spec, const std::vector<std::regex>&
   check_width_dims(spec.where, t, *base, *delta, growth);
   role_by_growth(f, r);
   apply_override(spec, overrides, t, *base, f, r);
+  r.m = role_ratio(r.role, f);
   r.fan_out = f.fo;
   r.fan_in = f.fi;
   r.base_fan_out = f.bo;
   r.base_fan_in = f.bi;
   return r;
+}
+
+// A tie (see OwnTie): the second use classified under its own layout against the shared tensor's
+// base and delta counterparts. Equal roles share the plan; an embedding read as a readout makes the
+// tensor an embedding (its fans and ratio those of the embedding reading) and names the readout use.
+void classify_tie(const OwnModelSpec& spec, const std::vector<std::regex>& overrides, const SpecBlocks& blocks,
+                  const TiedUse& u, OwnRoles& out) {
+  size_t i = 0;
+  while (i < spec.target.size() && spec.target[i].name != u.shares) ++i;
+  if (i == spec.target.size())
+    throw UserError(spec.where, u.name, fmt::format("is tied to '{}', which is not a tensor of the model", u.shares),
+                    "name the tensor's first name (as named_parameters() gives it) in shares");
+  OwnRole& owner = out.tensors[i];
+  const auto [base, delta] = find_counterparts(spec, blocks, spec.target[i], owner.in_block);
+  OwnTensor t = spec.target[i], b = *base, d = *delta;
+  t.name = u.name;
+  t.layout = b.layout = d.layout = u.layout;
+  TensorFans f = tensor_fans(t, b, d);
+  OwnRole use;
+  use.name = u.name;
+  role_by_growth(f, use);
+  apply_override(spec, overrides, t, b, f, use);
+  OwnTie tie{owner.name, u.name, owner.role, use.role, "", 0, 1};
+  if (use.role != owner.role) {
+    const bool emb_read_out = owner.role == Role::Embedding && use.role == Role::Readout;
+    const bool out_read_emb = owner.role == Role::Readout && use.role == Role::Embedding;
+    if (!emb_read_out && !out_read_emb)
+      throw UserError(spec.where, u.name,
+                      fmt::format("shares '{}': read as {} here ({}) and as {} there ({}), and one tensor cannot take "
+                                  "two roles' init and LR",
+                                  u.shares, role_name(use.role), use.why, role_name(owner.role), owner.why),
+                      "untie it, or override one use's role to match (only an embedding read again as the readout "
+                      "is planned as a tie)");
+    tie.readout = emb_read_out ? u.name : owner.name;
+    if (out_read_emb) {  // the tensor takes the embedding reading's fans and ratio
+      owner.role = Role::Embedding;
+      owner.fan_out = f.fo;
+      owner.fan_in = f.fi;
+      owner.base_fan_out = f.bo;
+      owner.base_fan_in = f.bi;
+      owner.m = role_ratio(Role::Embedding, f);
+    }
+    owner.why = fmt::format("tied: the embedding of '{}', read again as the readout by '{}' (its output gets the "
+                            "readout's multiplier)",
+                            emb_read_out ? owner.name : u.name, tie.readout);
+    tie.tensor_role = Role::Embedding;
+    tie.use_role = emb_read_out ? Role::Readout : Role::Embedding;
+  }
+  out.ties.push_back(std::move(tie));
 }
 
 // Depth: blocks of every container holding in-block tensors, target over base (sets k and the counts).
@@ -337,6 +418,7 @@ OwnRoles infer_roles(const OwnModelSpec& spec) {
                     "the base and delta models have the same shapes, so no tensor's role can be told",
                     "build the delta model at another width than the base");
   out.m = growth.m.value_or(1.0);
+  for (const TiedUse& u : spec.tied) classify_tie(spec, overrides, blocks, u, out);
   infer_depth(spec, blocks.target, blocks.base, out);
   return out;
 }
@@ -396,7 +478,7 @@ OwnPlan plan_own_model(const ParamTable& table, const std::string& optimizer, do
         if (block_name(b.name).indexed && canonical_name(block_name(b.name)) == r.canonical && b.shape.size() ==
                                                                                                    t.shape.size())
           base = &b;
-    const TensorScale s = tensor_scale(p.shifted, r.role, p.family, p.roles.m, p.roles.k, r.in_block);
+    const TensorScale s = tensor_scale(p.shifted, r.role, p.family, r.m, p.roles.k, r.in_block);
     OwnTensorPlan tp;
     tp.name = r.name;
     tp.role = r.role;
@@ -407,20 +489,47 @@ OwnPlan plan_own_model(const ParamTable& table, const std::string& optimizer, do
     tp.eps = s.eps;
     p.tensors.push_back(tp);
   }
+  for (OwnTie tie : p.roles.ties) {
+    if (!tie.readout.empty()) {
+      const RoleExponents& e = table.row(Role::Embedding);
+      const RoleExponents& r = table.row(Role::Readout);
+      const int f = static_cast<int>(p.family);
+      const double q = p.family == OptFamily::SGD ? 2.0 : 1.0;
+      double m = 1;
+      for (const OwnRole& o : p.roles.tensors)
+        if (o.name == tie.tensor) m = o.m;
+      tie.exponent = (r.a - e.a) + (r.c[f] - e.c[f]) / q;
+      tie.multiplier = std::pow(m, -tie.exponent);
+      if (std::fabs(tie.multiplier - 1) > 1e-12)
+        p.notes.push_back(fmt::format("tied '{}': the output of the layer holding '{}' is multiplied by m^-{:g} = "
+                                      "{:.6g} (a forward hook that apply installs; C++ modules: in your forward)",
+                                      tie.tensor, tie.readout, tie.exponent, tie.multiplier));
+    }
+    p.ties.push_back(std::move(tie));
+  }
   p.branch_multiplier = branch_multiplier(table, p.roles.k);
   if (table.branch != 0 && p.roles.k != 1)
     p.notes.push_back(fmt::format("multiply every residual branch by k^-{:g} = {:.6g} in your forward (table branch "
                                   "exponent; seed 000 eq. 30)",
                                   table.branch, p.branch_multiplier));
-  if (table.attn_logit != 0.5)
-    p.notes.push_back(fmt::format("scale attention logits by d_head0^-1/2 (d_head/d_head0)^-{:g} in your forward "
-                                  "(table attn_logit; muP's 1/d attention)",
-                                  table.attn_logit));
+  if (table.attn_logit != 0.5 && spec.attention.value_or(true))
+    p.notes.push_back(fmt::format("{}where d_head grows with width, scale attention logits by d_head0^-1/2 "
+                                  "(d_head/d_head0)^-{:g} in your forward (table attn_logit; muP's 1/d attention); "
+                                  "with d_head fixed (heads grow with width) nothing changes",
+                                  spec.attention ? "" : "if the model has attention: ", table.attn_logit));
   if (table.shortcut != 0)
     p.notes.push_back(fmt::format("post-LN shortcut L^{:g} inside the norm (table shortcut) is not applied",
                                   table.shortcut));
   return p;
 }
+
+namespace {
+TensorLayout parse_layout(const std::string& l, const std::string& name) {
+  for (TensorLayout t : {TensorLayout::OutIn, TensorLayout::InOut, TensorLayout::Vector, TensorLayout::Bare})
+    if (l == layout_name(t)) return t;
+  throw UserError("model", name, fmt::format("unknown layout '{}'", l), "use out_in, in_out, vector or bare");
+}
+}  // namespace
 
 OwnModelSpec own_spec_from_json(const nlohmann::json& j) {
   OwnModelSpec s;
@@ -432,7 +541,7 @@ OwnModelSpec own_spec_from_json(const nlohmann::json& j) {
       t.name = e.at("name").get<std::string>();
       t.shape = e.at("shape").get<std::vector<int64_t>>();
       const std::string l = e.value("layout", std::string("out_in"));
-      t.layout = l == "in_out" ? TensorLayout::InOut : l == "vector" ? TensorLayout::Vector : TensorLayout::OutIn;
+      t.layout = parse_layout(l, t.name);
       t.rms = e.value("rms", 0.0);
       out.push_back(std::move(t));
     }
@@ -451,8 +560,16 @@ OwnModelSpec own_spec_from_json(const nlohmann::json& j) {
                         "use embedding, hidden, readout, vector, attn_q, attn_k, attn_v or attn_o");
       s.overrides.push_back(ro);
     }
-  if (j.contains("tied")) s.tied = j.at("tied").get<std::vector<std::string>>();
+  if (j.contains("tied"))
+    for (const auto& e : j.at("tied")) {
+      TiedUse u;
+      u.name = e.at("name").get<std::string>();
+      u.shares = e.at("shares").get<std::string>();
+      u.layout = parse_layout(e.value("layout", std::string("out_in")), u.name);
+      s.tied.push_back(std::move(u));
+    }
   if (j.contains("where")) s.where = j.at("where").get<std::string>();
+  if (j.contains("attention") && !j.at("attention").is_null()) s.attention = j.at("attention").get<bool>();
   return s;
 }
 
@@ -475,12 +592,23 @@ nlohmann::json own_plan_to_json(const OwnPlan& p) {
                   {"why", r.why},
                   {"fan_in", r.fan_in},
                   {"fan_out", r.fan_out},
+                  {"m", r.m},
                   {"init", t.init},
                   {"lr", t.lr},
                   {"wd", t.wd},
                   {"eps", t.eps}});
   }
   j["tensors"] = ts;
+  nlohmann::json ties = nlohmann::json::array();
+  for (const OwnTie& t : p.ties)
+    ties.push_back({{"tensor", t.tensor},
+                    {"use", t.use},
+                    {"tensor_role", role_name(t.tensor_role)},
+                    {"use_role", role_name(t.use_role)},
+                    {"readout", t.readout},
+                    {"exponent", t.exponent},
+                    {"multiplier", t.multiplier}});
+  j["ties"] = ties;
   j["branch_multiplier"] = p.branch_multiplier;
   j["notes"] = p.notes;
   return j;

@@ -8,6 +8,8 @@
 #include <memory>
 #include <string>
 
+#include "data/data_config.h"
+
 namespace scaleinv {
 
 enum class Split { Train, Val };
@@ -17,18 +19,6 @@ struct Batch {
   torch::Tensor y;  // [B, T] or [B] int64 targets
 };
 
-struct DataConfig {
-  std::string source = "kjv";     // kjv | text (any file) | fashion_mnist | markov
-  std::string path;               // text: the file; kjv: the cache file (default: see kjv_cache_path)
-  double val_fraction = 0.1;      // text sources: the last fraction of the bytes is validation
-  int seq_len = 64;               // language sources
-  int vocab = 256;                // markov
-  double markov_temperature = 1.0;
-  int64_t markov_length = 1 << 20;  // markov: tokens generated per split
-  std::string fashion_dir = "/usr/share/datasets/fashion-mnist";
-  bool flatten = false;           // fashion_mnist: [B, 784] instead of [B, 1, 28, 28]
-  int64_t seed = 0;               // data seed (which windows / images a step sees)
-};
 
 class DataSource {
  public:
@@ -52,10 +42,6 @@ class DataSource {
 
 // Builds a source; missing files or programs throw UserError naming the file and the fix.
 std::unique_ptr<DataSource> make_data(const DataConfig& cfg);
-// The Markov source's vocabulary rule (make_data applies it; the config applies it before it
-// copies data.vocab into model.vocab): UserError (file "config", field data.vocab) outside
-// [2, 2048], the transition matrix being vocab^2 doubles.
-void check_markov_vocab(int vocab);
 // Creates the on-disk cache a source needs (the KJV text) if it is missing, so that commands
 // which then build the source on several threads (sweep workers) only read it. Safe to call from
 // several processes at once (each writes a whole file under a unique temporary name and renames).

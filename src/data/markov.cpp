@@ -12,7 +12,7 @@
 namespace scaleinv::data_detail {
 namespace {
 
-constexpr int kMaxVocab = 2048;  // the transition matrix is vocab^2 doubles
+constexpr int kMaxVocab = kMaxMarkovVocab;
 
 std::vector<int32_t> generate(const std::vector<double>& cdf, const std::vector<double>& pi_cdf, int V, int64_t n,
                               uint64_t key) {
@@ -90,13 +90,3 @@ std::unique_ptr<DataSource> make_markov(const DataConfig& cfg) {
 }
 
 }  // namespace scaleinv::data_detail
-
-namespace scaleinv {
-
-void check_markov_vocab(int vocab) {
-  if (vocab < 2 || vocab > data_detail::kMaxVocab)
-    throw UserError("config", "data.vocab", fmt::format("value {} is outside [2, {}]", vocab, data_detail::kMaxVocab),
-                    fmt::format("use a vocabulary of 2..{} tokens for the markov source", data_detail::kMaxVocab));
-}
-
-}  // namespace scaleinv

@@ -1,6 +1,6 @@
 #pragma once
 // What the pieces of the coordinate check share, each declared once here: internal to measure/,
-// not part of coordcheck.h's contract. Read in this order:
+// not part of coord_result.h's contract. Read in this order:
 //   coord_quantity.cpp   the quantities' names and fmt_exp
 //   coord_layer_map.cpp  the layer map: which theory row a recorded tensor follows (role_layer_map)
 //   coord_predict.cpp    the predicted exponent of a row (width_prediction, depth_prediction) and
@@ -8,7 +8,8 @@
 //   spectral_norm.cpp    ||W|| and ||dW|| (coordcheck.h's spectral_norm)
 //   coord_judge.cpp      the rows: fitted slopes with their tolerance and prediction (fit_rows),
 //                        and the verdicts (judge)
-//   coordcheck.cpp       the drivers: run_coordcheck (the zoo's grid) and judge_own_coordcheck
+//   coordcheck.cpp       the driver of the zoo's grid: run_coordcheck (torch)
+//   coord_own.cpp        the judge of runs measured elsewhere: judge_own_coordcheck
 //   coord_render.cpp     the outputs: table, JSON, plots
 #include <functional>
 #include <map>
@@ -16,9 +17,12 @@
 #include <string>
 #include <vector>
 
-#include "measure/coordcheck.h"
+#include "measure/coord_result.h"
 
 namespace scaleinv::coord_detail {
+
+// The values sorted, each once.
+std::vector<int> sorted_unique(std::vector<int> v);
 
 // An exponent as a fraction ("1/2", "-1"), with values within kExponentTol of 0 shown as 0.
 std::string fmt_exp(double e);

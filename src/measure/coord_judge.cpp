@@ -14,7 +14,7 @@
 #include <fmt/ranges.h>
 
 #include "measure/coord_detail.h"
-#include "measure/coordcheck.h"
+#include "measure/coord_result.h"
 #include "measure/slope_fit.h"
 
 namespace scaleinv::coord_detail {
@@ -142,6 +142,25 @@ Pred row_prediction(const RowTheory& th, const AxisGrid& g, const Mapping& m, co
   return p;
 }
 
+// Why a quantity is zero at every width and seed at step t: what the theory says of such a state.
+std::string zero_reason(CoordQuantity q, int t) {
+  switch (q) {
+    case CoordQuantity::DW:
+    case CoordQuantity::DWSpec:
+      return "zero everywhere: the tensor did not move (frozen, or no gradient reached it)";
+    case CoordQuantity::DH:
+      return "zero everywhere: nothing below it has moved yet";
+    case CoordQuantity::HGrad:
+    case CoordQuantity::WGrad:
+      return t == 0 ? "zero everywhere at step 0: no gradient passes a zero-initialized layer above it (e.g. a "
+                      "zero-init readout) until its first update"
+                    : "zero everywhere: no gradient reaches it (frozen or cut off)";
+    default:
+      return t == 0 ? "zero everywhere at step 0: a zero-initialized layer (e.g. a zero-init readout)"
+                    : "zero everywhere: a zero layer";
+  }
+}
+
 // One (quantity, layer, step) along the axis: measured, fitted, predicted. nullopt: no row.
 std::optional<CoordRow> fit_row(const RowTheory& th, const AxisGrid& g, const Mapping& m, CoordQuantity q,
                                 const std::string& name, int t) {
@@ -153,6 +172,15 @@ std::optional<CoordRow> fit_row(const RowTheory& th, const AxisGrid& g, const Ma
   row.step = t;
   for (int x : g.xs) row.x.push_back(x);
   if (!row_values(g, th.stream_prefix, row)) return std::nullopt;
+  bool all_zero = !row.y.empty();
+  for (const std::vector<double>& ys : row.y)
+    for (double y : ys) all_zero = all_zero && y == 0.0;
+  if (all_zero) {  // a state, not a failure (coord_result.h CoordRow::zero)
+    row.zero = true;
+    row.fit.problem = "zero at every width and seed";
+    row.maps_to = zero_reason(q, t);
+    return row;
+  }
   row.fit = fit_loglog_slope(row.x, row.y);
   row.finite_term = row_finite_term(g, row);
   row.tolerance = row.fit.half_width + row.finite_term;
@@ -168,10 +196,20 @@ void fit_axis(CoordCheckResult& res, const RowTheory& th, const std::string& axi
   const AxisGrid g = axis_grid(res, axis, at, xs);
   for (const auto& [q, name] : axis_layers(g, th.stream_prefix)) {
     const Mapping m = th.map_layer(axis, !is_activation_quantity(q), name);
+    bool zero_at_init = false;  // h_0 = 0 at every width (a zero-initialized layer): h_t = dh_t
     for (int t = 0; t <= res.config.steps; ++t) {
       if ((q == CoordQuantity::DH || q == CoordQuantity::DW || q == CoordQuantity::DWSpec) && t == 0) continue;
       std::optional<CoordRow> row = fit_row(th, g, m, q, name, t);
-      if (row) res.rows.push_back(std::move(*row));
+      if (!row) continue;
+      if (q == CoordQuantity::H && t == 0) zero_at_init = row->zero;
+      if (q == CoordQuantity::H && t >= 1 && zero_at_init && !row->zero) {
+        CoordRow as_dh = *row;  // the zero-init prediction: h_t = h_0 + dh_t = dh_t
+        as_dh.q = CoordQuantity::DH;
+        const Pred p = row_prediction(th, g, m, as_dh);
+        row->predicted = p.e;
+        row->maps_to = p.e ? "h_t = dh_t (h_0 = 0 at every width: zero-initialized); " + p.why : p.why;
+      }
+      res.rows.push_back(std::move(*row));
     }
   }
 }
@@ -218,6 +256,7 @@ void judge(CoordCheckResult& res) {
   std::map<std::string, Group> groups;
   for (CoordRow& r : res.rows) {
     const bool activation = r.q == CoordQuantity::H || r.q == CoordQuantity::DH;
+    if (r.zero) continue;  // zero at every width and seed: reported, not judged
     if (!r.fit.valid) {
       if (r.predicted || activation) {
         r.matches = r.predicted ? std::optional<bool>(false) : std::nullopt;

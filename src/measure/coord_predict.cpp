@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 
 #include "measure/coord_detail.h"
-#include "measure/coordcheck.h"
+#include "measure/coord_result.h"
 
 namespace scaleinv::coord_detail {
 

@@ -1,20 +1,28 @@
 // The coordinate check's quantities (coordcheck.h): their names, the parsing of a list of them,
 // and how an exponent is printed.
+#include <algorithm>
 #include <cmath>
 #include <iterator>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "core/errors.h"
 #include "core/fraction.h"
 #include "measure/coord_detail.h"
-#include "measure/coordcheck.h"
+#include "measure/coord_result.h"
 
 namespace scaleinv {
 
 namespace coord_detail {
+
+std::vector<int> sorted_unique(std::vector<int> v) {
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+  return v;
+}
 
 std::string fmt_exp(double e) { return format_fraction(std::fabs(e) <= kExponentTol ? 0.0 : e); }
 

@@ -2,7 +2,7 @@
 // One run's measurement, step by step: the seven quantities of coordcheck.h on the tensors a
 // forward recorded and on the trainable parameters. The one implementation behind the zoo's check
 // (run_coordcheck) and a user module's (adapt/module_coordcheck.h); the Python module measures
-// the same quantities with the same definitions (python/scaleinv/coordcheck.py).
+// the same quantities with the same definitions (python/scaleinv/_coordcheck.py).
 //
 //   CoordRecorder rec(T, cfg.quantities);
 //   for t = 0..T: forward on the probe (activations retain their grad), backward,

@@ -16,7 +16,7 @@
 #include "core/fraction.h"
 #include "core/gnuplot.h"
 #include "measure/coord_detail.h"
-#include "measure/coordcheck.h"
+#include "measure/coord_result.h"
 #include "param/table.h"
 #include "theory/theory_report.h"
 #include "train/config.h"
@@ -99,7 +99,7 @@ std::string render_coordcheck(const CoordCheckResult& r) {
     if (!last_group.empty() && group != last_group) s += "\n";
     last_group = group;
     const std::string vs = fmt::format("{}{}", row.axis == "width" ? "d|L=" : "L|d=", row.at);
-    std::string meas = "n/a", interval = "", tol = "";
+    std::string meas = row.zero ? "zero" : "n/a", interval = "", tol = "";
     if (row.fit.valid) {
       meas = fmt::format("{:+.3f}", row.fit.slope);
       interval = row.fit.dof > 0 ? fmt::format("[{:+.3f},{:+.3f}]", row.fit.slope - row.fit.half_width,
@@ -209,6 +209,7 @@ nlohmann::json coordcheck_to_json(const CoordCheckResult& r) {
     jr["maps_to"] = row.maps_to;
     jr["valid"] = row.fit.valid;
     if (!row.fit.valid) jr["problem"] = row.fit.problem;
+    if (row.zero) jr["zero"] = true;
     jr["slope"] = row.fit.valid ? num(row.fit.slope) : nlohmann::json(nullptr);
     jr["se"] = num(row.fit.se);
     jr["half_width"] = num(row.fit.half_width);

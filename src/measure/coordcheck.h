@@ -1,153 +1,15 @@
 #pragma once
-// Coordinate checks judged against the theory (docs/design.md "Data flow of a coordinate check"; issue 5).
-//
-// For every grid point (width, depth) and seed a model is built (torch::manual_seed(seed)) and
-// trained T steps on fixed data: the same training batch(es) at every width, depth and seed. At
-// every step t = 0..T the model runs forward and backward on a fixed probe batch (the first
-// training batch, so that the update the model just took is aligned with what is measured, as
-// the theory's alignment exponents assume) and records
-//   h   RMS of every recorded activation h_l (Model::record, in forward order; the logits included)
-//   dh  RMS of h_l(t) - h_l(0)                                  (t >= 1)
-//   h'  RMS of dLoss/dh_l (retain_grad)
-//   W'  RMS of dLoss/dW for every trainable tensor W
-//   dW  RMS of W(t) - W(t-1), the t-th update                   (t >= 1)
-//   ||W||   spectral norm of every matrix W (ref. [spectral]; spectral_norm below)
-//   ||dW||  spectral norm of W(t) - W(t-1)                      (t >= 1)
-// with RMS(v) = sqrt(mean v^2). W', dW are those of the *stored* tensor W: the forward multiplier
-// d^-a of the table is applied in forward, exactly as in seed 000 eqs. (1), (5), (15), whose
-// exponents the theory engine computes (W'_l "multiplier included" = the stored tensor's gradient).
-//
-// Per (quantity, layer, step) the log-log slope of RMS against width (and against depth when
-// several depths are given) is fitted with a 95% interval over seeds (measure/slope_fit.h) and
-// judged twice:
-//   matches theory  |slope - predicted| <= tol
-//   stable          slope <= tol, for activations (h, dh and the logits: the theory asks Theta(1)
-//                   or O(1) of them); "-" for gradients and updates, which are meant to shrink
-//   tol = t_{0.975, S-1} * SE(slope over seeds)  +  finite-size term
-//   width: (1/2) [ln(1 + n/d_min) - ln(1 + n/d_max)] / ln(d_max / d_min),  n = n_probe + n_out
-//   depth: ln(1 + L_min^-1/2) / ln(L_max / L_min)
-// The width term is the slope change caused by the incoherent remainder of sums over the n_probe
-// probe inputs (B*T positions, or B samples) and the n_out outputs, of relative size sqrt(n/d)
-// against the aligned part the theory's exponents describe (slope_fit.h). So the check is sharp
-// only for d_min >> n: small probe batches. The same formula for every parameterization and model.
-// ||W|| of a matrix with one fan fixed at f (embedding, readout) adds the Bai-Yin finite-size term:
-// an iid matrix has ||W||_2 ~ sigma (sqrt(d) + sqrt(f)), whose slope differs from 1/2 by
-//   [ln(1 + sqrt(f/d_min)) - ln(1 + sqrt(f/d_max))] / ln(d_max / d_min).
-//
-// Predictions come from roles, never from names (coordcheck.cpp, role_layer_map): every recorded
-// activation carries the role of the weight that produced it (Model::record) and every parameter
-// its tag, as a user's model gets them from its shapes (adapt/own_model.h). A chain (no hidden
-// tensor in a repeated block: bigram, mlp) maps exactly onto the rows of width_theory: the
-// embedding output onto h_1, its i-th hidden output onto h_{i+1}, its i-th hidden matrix onto W_i.
-// With blocks (gpt, vit, resmlp) the stream after each block is the hidden activations (h of h_1;
-// dh and h' the max over the hidden rows of an L = 2 chain: every sublayer applies two matrices to
-// a normalised input) and every block matrix a hidden W. The embedding(s) map onto W_0 (not a tied
-// one, which is W_{L+1} too), the readout onto W_{L+1}, its output onto the logits h_{L+2}; resmlp
-// across depths maps its top activation and logits onto depth_theory. Vector-like tensors (norm
-// gains, biases) are measured and shown with "no prediction".
-// From the one-step exponents to step t (coordcheck.cpp, width_prediction):
-//   h at t >= 1 only where e(h) = e(dh) (h_t = h_0 + dh_t mixes two power laws otherwise);
-//   dh after t updates has the one-step exponent (seed 000 1.2.1);
-//   h', W' at t >= 1 and dW at t >= 2 keep their exponents while the parameterization is stable;
-//   an unstable parameterization is predicted at steps 0 and 1 only, and a dh fed by an update that
-//   already grows with width gets no prediction: the theory's compounded exponent (W dh_l, dW dh_l
-//   with e(dh_l) > 0) is a fixed-LR d -> infinity limit reached only once eta*d >> 1, while at
-//   finite widths the first-order terms dominate (measured: standard's dh_3 ~ d^0.94, not d^2).
-// Stability is judged on every activation row whether or not it has a prediction.
-#include <cstdint>
-#include <optional>
-#include <string>
-#include <vector>
-
-#include <nlohmann/json_fwd.hpp>
+// The coordinate check of the zoo's models (docs/design.md "Data flow of a coordinate check"; issue
+// 5): the driver that builds and trains every (width, depth, seed) and the spectral norm it measures.
+// What is measured and how it is judged is measure/coord_result.h (torch-free).
 #include <torch/torch.h>
 
-#include "measure/slope_fit.h"
-#include "param/table.h"
-#include "theory/depth_theory.h"
-#include "theory/width_theory.h"
-#include "train/config.h"
+#include "data/data.h"
+#include "measure/coord_result.h"
+#include "models/model.h"
+#include "optim/optimizer.h"
 
 namespace scaleinv {
-
-enum class CoordQuantity : int { H = 0, DH, HGrad, WGrad, DW, WSpec, DWSpec };
-inline constexpr int kNumCoordQuantities = 7;
-const char* coord_quantity_name(CoordQuantity q);  // "h", "dh", "h'", "W'", "dW", "||W||", "||dW||"
-bool is_activation_quantity(CoordQuantity q);      // h, dh, h'
-inline constexpr unsigned kAllCoordQuantities = (1u << kNumCoordQuantities) - 1;
-// A comma-separated list of quantities (printed names h, dh, h', W', dW, ||W||, ||dW|| or the plot
-// files' hgrad, wgrad, dw, wspec, dwspec; "all") as a mask of bits 1 << CoordQuantity. UserError
-// (where, "quantities") for an unknown or empty list.
-unsigned parse_coord_quantities(const std::string& list, const std::string& where);
-
-struct CoordCheckConfig {
-  TrainConfig train;          // model kind and architecture, param, hp, optim, data (width/depth set per point)
-  std::vector<int> widths;    // empty: {train.model.width}
-  std::vector<int> depths;    // empty: {train.model.depth}
-  int steps = 3;              // T
-  std::vector<int64_t> seeds = {0, 1, 2};
-  int64_t train_batches = 1;  // training steps cycle through this many fixed batches; the probe is the first
-  Alignment align;            // alignment assumptions of the width theory (eqs. 18-20)
-  // Testing hook "the check can fail": "readout-multiplier" builds the model with the readout's
-  // multiplier exponent a set to 0; the predictions still come from the unbroken table.
-  std::string break_mode;
-  // What is measured (parse_coord_quantities): the spectral norms cost most at large widths (2 x 16
-  // matrix-vector products per matrix and step), so a quick check may leave them out.
-  unsigned quantities = kAllCoordQuantities;
-  bool show_progress = true;
-};
-
-// The raw measurement of one (width, depth, seed).
-struct CoordSeries {
-  CoordQuantity q = CoordQuantity::H;
-  std::string layer;          // the recorded activation's name or the parameter's name
-  std::vector<double> rms;    // steps 0..T; NaN where undefined (dh, dW at step 0) or after divergence
-  std::vector<int64_t> shape; // ||W||, ||dW||: the matrix's [rows, cols] (trailing dims flattened)
-};
-struct CoordRun {
-  int width = 0, depth = 0;
-  int64_t seed = 0;
-  std::vector<CoordSeries> series;
-  std::vector<double> loss;   // probe loss at steps 0..T
-  bool diverged = false;
-};
-
-// One judged row: a quantity of a layer at a step, fitted against width or depth.
-struct CoordRow {
-  std::string axis;           // "width" or "depth"
-  int at = 0;                 // the other dimension held fixed: the depth of a width fit, the width of a depth fit
-  CoordQuantity q = CoordQuantity::H;
-  std::string layer;
-  int step = 0;
-  std::optional<double> predicted;  // exponent; nullopt: no prediction
-  std::string maps_to;        // the theory row used, or why there is no prediction
-  SlopeFit fit;
-  double finite_term = 0;     // ln(1 + x_min^-1/2) / ln(x_max / x_min)
-  double tolerance = 0;       // fit.half_width + finite_term
-  std::optional<bool> matches;  // nullopt without a prediction
-  std::optional<bool> stable;   // nullopt for gradients and updates
-  std::vector<double> x;                 // widths or depths
-  std::vector<std::vector<double>> y;    // [seed][x] RMS values
-};
-
-struct CoordCheckResult {
-  CoordCheckConfig config;
-  ParamTable table;           // the unbroken table (predictions)
-  OptFamily family = OptFamily::Adam;
-  std::vector<int> widths, depths;
-  int64_t n_probe = 0;        // probe inputs: B*T positions (language models) or B samples
-  int64_t n_out = 0;          // outputs: vocabulary or classes
-  WidthTheory width_theory;   // the theory the width rows are judged against (see theory_depth)
-  int theory_depth = 0;       // L of that theory
-  std::string theory_note;    // how the model maps onto it
-  DepthTheory depth_theory;
-  std::vector<CoordRun> runs;
-  std::vector<CoordRow> rows;
-  // One line per failed verdict: "dh logits (width, depth 2): deviates from theory at steps 1, 2 ...".
-  std::vector<std::string> failures;
-  double wall_s = 0;
-  bool pass() const { return failures.empty(); }
-};
 
 // The spectral norm (largest singular value) of a matrix [rows, cols] (trailing dims flattened) by
 // `steps` Golub-Kahan-Lanczos steps (2 matrix-vector products each, fully reorthogonalised) from a
@@ -161,46 +23,5 @@ double spectral_norm(const torch::Tensor& w, int steps = 16);
 // does not split into heads, fewer than 2 widths and 2 depths, unknown model/param/optimizer,
 // steps < 1, no seeds, unknown break mode), runs the grid and judges every row.
 CoordCheckResult run_coordcheck(const CoordCheckConfig& cfg);
-
-// The coordinate check of a model scaleinv did not write (issue 15), measured elsewhere (the Python
-// module's forward hooks: python/scaleinv/coordcheck.py), judged exactly as run_coordcheck judges,
-// with the layer map taken from roles (adapt/own_model.h) instead of the zoo's names:
-//   parameters: embedding -> W_0, hidden and attention -> a hidden W (attn_q, attn_k: see
-//     width_prediction), readout -> W_{L+1}, vector -> no prediction;
-//   activations (a module's output, named by the role of its own weight): embedding -> h_1,
-//     readout -> the logits h_{L+2}; hidden modules -> h_2 .. h_{L+1} in forward order when no
-//     hidden tensor sits in a repeated block (a chain: L = their number), else the residual stream
-//     (h of h_1, dh and h' the max over the hidden rows of an L = 2 chain, as the zoo's gpt).
-struct OwnCoordLayer {
-  std::string name;
-  bool weight = false;        // a parameter (W', dW, ||W||, ||dW||) or a module output (h, dh, h')
-  std::optional<Role> role;   // nullopt: no prediction
-  bool in_block = false;
-  bool tied = false;          // a tied embedding/readout tensor: no prediction
-};
-struct OwnCoordInput {
-  ParamTable table;
-  std::string optimizer = "adamw";  // sgd, adam, adamw, sign, muon
-  MuonScale muon_scale = MuonScale::Spectral;
-  std::string model = "own model";  // for the report's titles
-  std::vector<int64_t> seeds;
-  int steps = 3;
-  int64_t n_probe = 0, n_out = 0;
-  std::vector<CoordRun> runs;       // one per (width, seed), depth 1; series named as in `layers`
-  std::vector<OwnCoordLayer> layers;
-};
-// UserError ("coordcheck", field) for fewer than 2 widths, a missing (width, seed) run, a series of
-// another length than steps + 1, or a layer of a series not in `layers`.
-CoordCheckResult judge_own_coordcheck(const OwnCoordInput& in);
-
-// The full table, the tolerance formula with its values, a summary and, last, the failures.
-std::string render_coordcheck(const CoordCheckResult& r);
-// Everything: configuration, table, theory, tolerances, rows with fits, raw RMS per width, depth,
-// seed and step, failures.
-nlohmann::json coordcheck_to_json(const CoordCheckResult& r);
-// Per fitted axis and quantity one figure (DIR/<axis>_<at>_<quantity>.svg and .png): one panel per
-// step, RMS against width (or depth) on log-log axes, one line per layer (geometric mean over
-// seeds) and its predicted slope as a dashed line anchored at the smallest x. Returns the stems written.
-std::vector<std::string> plot_coordcheck(const CoordCheckResult& r, const std::string& dir);
 
 }  // namespace scaleinv

@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 
 #include "core/errors.h"
-#include "optim/optimizer.h"
+#include "optim/optim_config.h"
 
 namespace scaleinv {
 

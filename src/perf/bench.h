@@ -33,6 +33,9 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "data/data.h"
+#include "models/model.h"
+#include "optim/optimizer.h"
 #include "train/config.h"
 
 namespace scaleinv {

@@ -4,6 +4,9 @@
 #include <cstdint>
 #include <string>
 
+#include "data/data.h"
+#include "models/model.h"
+#include "optim/optimizer.h"
 #include "train/config.h"
 
 namespace scaleinv {

@@ -8,9 +8,10 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "data/data.h"
-#include "models/model.h"
-#include "optim/optimizer.h"
+#include "data/data_config.h"
+#include "models/model_config.h"
+#include "optim/optim_config.h"
+#include "param/table.h"
 
 namespace scaleinv {
 

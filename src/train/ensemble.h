@@ -15,6 +15,9 @@
 #include <string>
 #include <vector>
 
+#include "data/data.h"
+#include "models/model.h"
+#include "optim/optimizer.h"
 #include "train/config.h"
 #include "train/trainer.h"
 

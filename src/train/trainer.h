@@ -8,6 +8,9 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "data/data.h"
+#include "models/model.h"
+#include "optim/optimizer.h"
 #include "precision/quantize.h"
 #include "train/config.h"
 

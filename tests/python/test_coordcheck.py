@@ -114,7 +114,7 @@ class SpectralNorm(unittest.TestCase):
     1% on an iid matrix, exact below rank 16 (the C++ test: CoordCheck.SpectralNormIsALanczos...)."""
 
     def test_lower_bound_and_exact_at_low_rank(self):
-        spectral_norm = importlib.import_module("scaleinv.coordcheck").spectral_norm
+        spectral_norm = importlib.import_module("scaleinv._coordcheck").spectral_norm
         g = torch.Generator().manual_seed(3)
         w = torch.randn(512, 256, generator=g)
         exact = float(torch.linalg.svdvals(w.double())[0])

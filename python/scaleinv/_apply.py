@@ -11,17 +11,31 @@ import torch
 from torch import nn
 
 import _scaleinv
-from ._core import UserError, rms
+from ._core import UserError
+from ._tensors import rms
 
 OPTIMIZERS = ("sgd", "adam", "adamw")
 
 
 def _layout(module, pname, p):
+    """How the tensor's dimensions read, from the layer that owns it (src/adapt/own_model.h):
+    out_in [out, in, ...] for nn.Linear, convolutions, RNN weights and MultiheadAttention's packed
+    in_proj_weight [3d, d]; in_out for nn.Embedding and transposed convolutions; vector for 1-D
+    tensors; bare for a parameter no known layer owns (its growing dimensions decide)."""
     if p.dim() <= 1:
         return "vector"
-    if isinstance(module, nn.Embedding) and pname == "weight":
+    if isinstance(module, (nn.Embedding, nn.EmbeddingBag)) and pname == "weight":
         return "in_out"  # [num_embeddings, embedding_dim]: fan-in is the index, fan-out the width
-    return "out_in"      # nn.Linear, nn.Conv*: [out, in, ...]
+    conv_t = (nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d)
+    if isinstance(module, conv_t) and pname == "weight":
+        return "in_out"  # [in, out / groups, k...]
+    if isinstance(module, (nn.Linear, nn.Bilinear, nn.Conv1d, nn.Conv2d, nn.Conv3d)) and pname == "weight":
+        return "out_in"
+    if isinstance(module, nn.MultiheadAttention) and pname.endswith("_weight"):
+        return "out_in"  # in_proj_weight [3d, d] (q, k, v row blocks) or q/k/v_proj_weight
+    if isinstance(module, nn.RNNBase) and pname.startswith("weight_"):
+        return "out_in"  # weight_ih_l0 [gates * h, in], weight_hh_l0 [gates * h, h]
+    return "bare"
 
 
 def named_tensors(model):
@@ -35,12 +49,19 @@ def named_tensors(model):
     return out
 
 
+def _has_attention(model):
+    """True where a module is nn.MultiheadAttention or is named like an attention (nanoGPT's
+    CausalSelfAttention, llama2.c's Attention): the attention-logit note applies."""
+    return any(isinstance(m, nn.MultiheadAttention) or "attention" in type(m).__name__.lower()
+               for m in model.modules())
+
+
 def _spec(model):
     tensors, seen, tied = [], {}, []
     for name, mod, pname, p in named_tensors(model):
         if id(p) in seen:
             if seen[id(p)] != name:
-                tied.append(name)
+                tied.append({"name": name, "shares": seen[id(p)], "layout": _layout(mod, pname, p)})
             continue
         seen[id(p)] = name
         tensors.append({"name": name, "shape": list(p.shape), "layout": _layout(mod, pname, p), "rms": rms(p, torch.float64) or 0.0})
@@ -49,13 +70,16 @@ def _spec(model):
 
 def plan(model, base, delta, param="mup", optimizer="adamw", weight_decay=0.0, overrides=None):
     """The roles and per-tensor factors without touching anything: a dict with m, k, tensors
-    [{name, role, in_block, why, init, lr, wd, eps, fan_in, fan_out}], notes (what your forward
-    must do itself: residual branch multipliers, the attention logit scale)."""
+    [{name, role, in_block, why, init, lr, wd, eps, fan_in, fan_out, m}], ties [{tensor, use,
+    tensor_role, use_role, readout, exponent, multiplier}] (a tied embedding's readout multiplier,
+    which apply installs as a forward hook), notes (what your forward must do itself: residual branch
+    multipliers, the attention logit scale)."""
     if optimizer not in OPTIMIZERS:
         raise UserError(f"python: optimizer: '{optimizer}' is not one of {', '.join(OPTIMIZERS)} "
                         "(fix: use one of them; muon and adafactor run on scaleinv's C++ optimizers)")
     target, tied = _spec(model)
     spec = {"base": _spec(base)[0], "delta": _spec(delta)[0], "target": target, "tied": tied,
+            "attention": _has_attention(model),
             "overrides": [{"pattern": k, "role": v} for k, v in (overrides or {}).items()]}
     return json.loads(_scaleinv.plan(param, optimizer, float(weight_decay), json.dumps(spec)))
 
@@ -69,7 +93,14 @@ def apply(model, base, delta, param="mup", optimizer="adamw", lr=1e-3, weight_de
     the shapes do not tell. optimizer: "adamw" (torch.optim.AdamW), "adam" (no weight decay), "sgd".
     Weight decay is a per-step fraction lr * weight_decay at the base, scaled per tensor by the
     table. The plan is kept on the optimizer and the model as `scaleinv_plan`.
+    Tied embeddings (nanoGPT's lm_head.weight = wte.weight): the tensor takes the embedding's init
+    and LR, and the layer reading it as the readout gets a forward hook multiplying its output by
+    the plan's ties[i]["multiplier"] (m^-1 under mup); the handles are `model.scaleinv_hooks`
+    (h.remove() takes a hook off). A model apply has already rescaled is refused.
     """
+    if getattr(model, "scaleinv_plan", None) is not None:
+        raise UserError("python: model: apply has already rescaled this model (its init and hooks are applied) "
+                        "(fix: build a fresh model and apply once)")
     p = plan(model, base, delta, param, optimizer, weight_decay, overrides)
     params = {name: t for name, _, _, t in named_tensors(model)}
     groups = []
@@ -81,7 +112,7 @@ def apply(model, base, delta, param="mup", optimizer="adamw", lr=1e-3, weight_de
             g_lr = lr * t["lr"]
             frac = lr * weight_decay * t["wd"]
             g = {"params": [tensor], "lr": g_lr, "weight_decay": frac / g_lr if g_lr > 0 else 0.0,
-                 "name": t["name"], "role": t["role"]}
+                 "name": t["name"], "role": t["role"], "scaleinv_lr": g_lr}
             if optimizer != "sgd":
                 g["eps"] = eps * t["eps"]
             groups.append(g)
@@ -91,6 +122,18 @@ def apply(model, base, delta, param="mup", optimizer="adamw", lr=1e-3, weight_de
         opt = torch.optim.Adam(groups, lr=lr, betas=betas, eps=eps)
     else:
         opt = torch.optim.SGD(groups, lr=lr, momentum=momentum)
+    owners = {name: mod for name, mod, _, _ in named_tensors(model)}
+    hooks = []
+    for tie in p.get("ties", []):
+        if tie["readout"] and tie["multiplier"] != 1.0:
+            hooks.append(owners[tie["readout"]].register_forward_hook(_multiply_output(tie["multiplier"])))
     opt.scaleinv_plan = p
     object.__setattr__(model, "scaleinv_plan", p)
+    object.__setattr__(model, "scaleinv_hooks", hooks)
     return opt
+
+
+def _multiply_output(factor):
+    def hook(module, inputs, output):
+        return output * factor
+    return hook

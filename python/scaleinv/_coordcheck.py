@@ -15,8 +15,9 @@ import torch
 import torch.nn.functional as F
 
 import _scaleinv
-from ._core import UserError, rms
-from .apply import apply, named_tensors
+from ._core import UserError
+from ._tensors import rms
+from ._apply import apply, named_tensors
 
 
 def spectral_norm(w, steps=16):
@@ -68,7 +69,7 @@ def spectral_norm(w, steps=16):
 
 class CoordCheckResult:
     """passed (bool), rows (list of dicts: module, quantity, step, measured, predicted, matches,
-    stable, tolerance, maps_to), failures (lines), json (the CLI's JSON), plots (stems written);
+    stable, tolerance, maps_to, zero: exactly zero at every width and seed, not judged), failures (lines), json (the CLI's JSON), plots (stems written);
     str() is the CLI's printed table."""
 
     def __init__(self, data, text, plots):
@@ -79,7 +80,8 @@ class CoordCheckResult:
         self.failures = list(data["failures"])
         self.rows = [{"module": r["layer"], "quantity": r["quantity"], "step": r["step"], "measured": r["slope"],
                       "predicted": r["predicted"], "matches": r["matches"], "stable": r["stable"],
-                      "tolerance": r["tolerance"], "maps_to": r["maps_to"]} for r in data["rows"]]
+                      "tolerance": r["tolerance"], "maps_to": r["maps_to"], "zero": bool(r.get("zero", False))}
+                     for r in data["rows"]]
 
     def __str__(self):
         return self.text
@@ -132,7 +134,11 @@ def _measure(model, opt, batches, steps, loss_fn, wanted=frozenset(QUANTITIES)):
         return hook
 
     handles = [mod.register_forward_hook(make_hook(name)) for name, mod in _record_modules(model)]
-    params = [(name, t) for name, _, _, t in named_tensors(model)]
+    params, seen = [], set()
+    for name, _, _, t in named_tensors(model):  # a tied tensor once, under its first name (as the plan)
+        if id(t) not in seen:
+            seen.add(id(t))
+            params.append((name, t))
     T = steps
     series = {}
 
@@ -147,7 +153,7 @@ def _measure(model, opt, batches, steps, loss_fn, wanted=frozenset(QUANTITIES)):
         series[key]["rms"][t] = v
 
     losses, diverged = [None] * (T + 1), False
-    h0, prev = {}, None
+    h0, prev, shapes = {}, None, {}
     x, y = batches[0]
     n_out = None
     try:
@@ -172,6 +178,7 @@ def _measure(model, opt, batches, steps, loss_fn, wanted=frozenset(QUANTITIES)):
                 put("h", name, t, rms(h))
                 if t == 0:
                     h0[name] = h.detach().clone()
+                    shapes[name] = list(h.shape)
                 elif h.shape == h0[name].shape:
                     put("dh", name, t, rms(h.detach() - h0[name]))
                 put("h'", name, t, rms(h.grad))
@@ -203,7 +210,7 @@ def _measure(model, opt, batches, steps, loss_fn, wanted=frozenset(QUANTITIES)):
     for name, p in params:
         if ("dW", name) not in series:
             put("dW", name, 0, None)
-    return {"loss": losses, "diverged": diverged, "series": list(series.values())}, order, n_out
+    return {"loss": losses, "diverged": diverged, "series": list(series.values())}, order, n_out, shapes
 
 
 def coordcheck(make_model, widths, batches, param="mup", optimizer="adamw", lr=1e-3, steps=3, seeds=3,
@@ -241,6 +248,7 @@ def coordcheck(make_model, widths, batches, param="mup", optimizer="adamw", lr=1
     delta = make_model(delta_width)
     runs, layers, plan = [], None, None
     n_out = None
+    act_shapes = {}
     total, done, t0 = len(widths) * len(seed_list), 0, time.time()
     try:
         for w in widths:
@@ -249,7 +257,8 @@ def coordcheck(make_model, widths, batches, param="mup", optimizer="adamw", lr=1
                 model = make_model(w)
                 opt = apply(model, base, delta, param=param, optimizer=optimizer, lr=lr,
                             weight_decay=weight_decay, momentum=momentum, overrides=overrides)
-                run, order, n_out = _measure(model, opt, batches, int(steps), loss_fn, wanted)
+                run, order, n_out, shapes = _measure(model, opt, batches, int(steps), loss_fn, wanted)
+                act_shapes[w] = shapes
                 run.update({"width": w, "seed": s})
                 runs.append(run)
                 if layers is None:
@@ -267,25 +276,57 @@ def coordcheck(make_model, widths, batches, param="mup", optimizer="adamw", lr=1
     finally:
         torch.random.set_rng_state(state)
     y = batches[0][1]
+    n_probe = _probe_positions(act_shapes, int(y.numel()))
     data, text, stems = _scaleinv.judge_coordcheck(json.dumps({
         "param": param, "table": plan["shifted"], "optimizer": optimizer, "model": type(base).__name__, "seeds": seed_list,
-        "steps": int(steps), "n_probe": int(y.numel()), "n_out": int(n_out or 0), "layers": layers,
+        "steps": int(steps), "n_probe": n_probe, "n_out": int(n_out or 0), "layers": layers,
         "runs": runs, "plot": plot or ""}))
     return CoordCheckResult(json.loads(data), text, stems)
+
+
+def _probe_positions(act_shapes, n_targets):
+    """The probe's positions: the rows each measured activation holds per width feature (B for an MLP,
+    B*T for a language model, B*tokens for a ViT, B*H*W for a convolution), the most of any
+    activation, which sets the check's finite-size term (src/measure/coord_result.h): an activation
+    summed over many positions per sample has that many incoherent terms, not the B the targets
+    count. The width dimension is the one that differs between the two smallest widths."""
+    widths = sorted(act_shapes)
+    best = n_targets
+    if len(widths) >= 2:
+        lo, hi = act_shapes[widths[0]], act_shapes[widths[1]]
+        for name, s0 in lo.items():
+            s1 = hi.get(name)
+            if s1 is None or len(s1) != len(s0):
+                continue
+            grow = [i for i in range(len(s0)) if s0[i] != s1[i]]
+            if len(grow) == 1:
+                best = max(best, math.prod(s0) // s0[grow[0]])
+    return int(best)
 
 
 def _layers(model, plan, order):
     """Roles of the measured activations (the role of the module's own weight, else its first
     tensor's) and of the parameters, from the apply plan."""
     by_name = {t["name"]: t for t in plan["tensors"]}
+    # A tied tensor's uses: each reads it in its own role (the readout's output gets the readout's
+    # multiplier from apply's hook, so it is judged as logits); the tensor itself, trained by both
+    # uses, has no prediction.
+    use_role = {}
+    for tie in plan.get("ties", []):
+        use_role[tie["use"]] = tie["use_role"]
+        use_role[tie["tensor"]] = tie["tensor_role"]
+        if tie["readout"]:
+            use_role[tie["readout"]] = "readout"
+    tied = {tie["tensor"] for tie in plan.get("ties", []) if tie["readout"]}
     layers = []
     mods = dict(model.named_modules())
     for name in order:
         own = [f"{name}.{p}" for p, _ in mods[name].named_parameters(recurse=False)]
         key = f"{name}.weight" if f"{name}.weight" in by_name else next((k for k in own if k in by_name), None)
         t = by_name.get(key) if key else None
-        layers.append({"name": name, "weight": False, "role": t["role"] if t else None,
-                       "in_block": bool(t and t["in_block"])})
+        role = use_role.get(f"{name}.weight", t["role"] if t else None)
+        layers.append({"name": name, "weight": False, "role": role, "in_block": bool(t and t["in_block"])})
     for t in plan["tensors"]:
-        layers.append({"name": t["name"], "weight": True, "role": t["role"], "in_block": t["in_block"]})
+        layers.append({"name": t["name"], "weight": True, "role": t["role"], "in_block": t["in_block"],
+                       "tied": t["name"] in tied})
     return layers

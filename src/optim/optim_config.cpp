@@ -1,0 +1,66 @@
+// Optimizer kinds, families and validation (optim/optim_config.h), torch-free.
+#include "optim/optim_config.h"
+
+#include <cmath>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "core/errors.h"
+
+namespace scaleinv {
+
+namespace {
+const char* kKindList = "sgd, adam, adamw, sign, adafactor, muon";
+std::string kinds_fix() { return std::string("use one of ") + kKindList; }
+
+void check_range(bool ok, const std::string& field, double value, const std::string& want) {
+  if (!ok) throw UserError("config", field, fmt::format("value {} is out of range", value), "use " + want);
+}
+}  // namespace
+
+OptFamily optimizer_family(const std::string& kind) {
+  if (kind == "sgd") return OptFamily::SGD;
+  if (kind == "adam" || kind == "adamw" || kind == "sign") return OptFamily::Adam;
+  if (kind == "adafactor") return OptFamily::Adafactor;
+  if (kind == "muon") return OptFamily::Muon;
+  throw UserError("config", "optim.kind", "unknown optimizer '" + kind + "'", kinds_fix());
+}
+
+const char* optimizer_kinds() { return kKindList; }
+
+MuonScale muon_scale_of(const OptimConfig& cfg) {
+  MuonScale s;
+  if (!parse_muon_scale(cfg.muon_scale, &s))
+    throw UserError("config", "optim.muon_scale", "unknown Muon scale rule '" + cfg.muon_scale + "'",
+                    "use spectral (max(1, fan_out/fan_in)^1/2) or rms (0.2 sqrt(max(fan_in, fan_out)))");
+  return s;
+}
+
+void validate_optim_config(const OptimConfig& cfg) {
+  optimizer_family(cfg.kind);
+  if (cfg.wd_mode != "coupled" && cfg.wd_mode != "independent")
+    throw UserError("config", "optim.wd_mode", "unknown weight-decay mode '" + cfg.wd_mode + "'",
+                    "use coupled (W -= lr*wd*W) or independent (W -= wd*W)");
+  check_range(std::isfinite(cfg.lr) && cfg.lr > 0, "optim.lr", cfg.lr, "a finite value > 0, e.g. lr = 0.01");
+  check_range(cfg.momentum >= 0 && cfg.momentum < 1, "optim.momentum", cfg.momentum, "a value in [0, 1)");
+  check_range(cfg.beta1 >= 0 && cfg.beta1 < 1, "optim.beta1", cfg.beta1, "a value in [0, 1)");
+  check_range(cfg.beta2 >= 0 && cfg.beta2 < 1, "optim.beta2", cfg.beta2, "a value in [0, 1)");
+  check_range(std::isfinite(cfg.eps) && cfg.eps >= 0, "optim.eps", cfg.eps, "a finite value >= 0");
+  if (cfg.kind == "adafactor")
+    check_range(cfg.eps > 0, "optim.eps", cfg.eps, "a value > 0 for adafactor (e.g. 1e-15)");
+  check_range(std::isfinite(cfg.weight_decay) && cfg.weight_decay >= 0, "optim.weight_decay", cfg.weight_decay,
+              "a finite value >= 0");
+  check_range(std::isfinite(cfg.clip_grad_norm) && cfg.clip_grad_norm >= 0, "optim.clip_grad_norm",
+              cfg.clip_grad_norm, "0 (off) or a positive norm");
+  check_range(cfg.muon_momentum >= 0 && cfg.muon_momentum < 1, "optim.muon_momentum", cfg.muon_momentum,
+              "a value in [0, 1) (reference: 0.95)");
+  check_range(cfg.ns_steps >= 1 && cfg.ns_steps <= 100, "optim.ns_steps", static_cast<double>(cfg.ns_steps),
+              "an integer in [1, 100] (reference: 5)");
+  muon_scale_of(cfg);
+  check_range(std::isfinite(cfg.muon_eps) && cfg.muon_eps >= 0, "optim.muon_eps", cfg.muon_eps,
+              "a finite value >= 0 (reference: 1e-7)");
+  validate_schedule(cfg);
+}
+
+}  // namespace scaleinv

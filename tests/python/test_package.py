@@ -1,0 +1,60 @@
+"""The installed package (scripts/python_venv.sh: `pip install .` into build/venv): imported from the
+venv, not the checkout; its extension links no torch library; the core works in a Python without
+torch, and the torch-side functions say what is missing."""
+import glob
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+import unittest
+
+import _scaleinv
+import scaleinv
+
+SOURCE = os.environ.get("SCALEINV_SOURCE_DIR", "")
+
+
+class InstalledPackage(unittest.TestCase):
+    def test_imported_from_the_environment_not_the_checkout(self):
+        site = sysconfig.get_paths()["purelib"]
+        platsite = sysconfig.get_paths()["platlib"]
+        for mod in (scaleinv, _scaleinv):
+            path = os.path.realpath(mod.__file__)
+            self.assertTrue(path.startswith(os.path.realpath(site)) or path.startswith(os.path.realpath(platsite)),
+                            f"{mod.__name__} imported from {path}, not from this environment's {site}")
+            if SOURCE:
+                self.assertFalse(path.startswith(os.path.realpath(SOURCE) + os.sep), path)
+
+    def test_extension_links_no_torch_library(self):
+        out = subprocess.run(["readelf", "-d", _scaleinv.__file__], capture_output=True, text=True, check=True).stdout
+        needed = [line.split("[")[1].rstrip("]") for line in out.splitlines() if "(NEEDED)" in line]
+        self.assertTrue(needed, out)
+        for lib in needed:
+            for banned in ("torch", "c10", "libgomp-", "cuda"):
+                self.assertNotIn(banned, lib, f"_scaleinv needs {lib}: {needed}")
+
+    def test_core_works_in_a_python_without_torch(self):
+        # -S: no site-packages (where torch lives); only the folder holding the installed package.
+        pkg_dir = os.path.dirname(os.path.dirname(os.path.realpath(scaleinv.__file__)))
+        ext_dir = os.path.dirname(os.path.realpath(_scaleinv.__file__))
+        code = ("import sys, json\n"
+                f"sys.path[:0] = [{pkg_dir!r}, {ext_dir!r}]\n"
+                "try:\n    import torch\n    print('TORCH'); sys.exit(3)\nexcept ImportError:\n    pass\n"
+                "import _scaleinv, scaleinv\n"
+                "t = scaleinv.theory('mup', optimizer='adam')\n"
+                "print(json.dumps({'presets': len(scaleinv.presets()), 'name': scaleinv.table('mup')['name'],\n"
+                "                  'feature_learning': t['width']['feature_learning'] if 'width' in t else None}))\n"
+                "try:\n    scaleinv.apply\nexcept ImportError as e:\n    print('APPLY', e)\n")
+        r = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        lines = r.stdout.strip().splitlines()
+        data = json.loads(lines[0])
+        self.assertGreaterEqual(data["presets"], 10)
+        self.assertEqual(data["name"], "mup")
+        self.assertTrue(lines[1].startswith("APPLY scaleinv.apply needs torch"), lines)
+        self.assertIn("fix: install torch", lines[1])
+
+
+if __name__ == "__main__":
+    unittest.main()
