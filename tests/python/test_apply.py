@@ -116,16 +116,25 @@ class Errors(unittest.TestCase):
         self.check(lambda: scaleinv.plan(MLP(64), MLP(64), MLP(128), overrides={"fc": "nope"}), "nope")
         # a dimension that is not a width dimension changes
         self.check(lambda: scaleinv.plan(MLP(128, classes=7), MLP(64), MLP(128)), "head.weight", "width dimension")
-        # two dimensions growing by different factors
+        # dimensions growing by different factors are planned, each with its ratio; shrinking is refused
         odd = lambda w: nn.Sequential(nn.Linear(8, w), nn.Linear(w, w * w // 16), nn.Linear(w * w // 16, 3))
-        self.check(lambda: scaleinv.plan(odd(64), odd(16), odd(32)), "grows by")
+        self.assertAlmostEqual({t["name"]: t for t in scaleinv.plan(odd(64), odd(16), odd(32))["tensors"]}
+                               ["2.weight"]["m"], 16.0)
+        self.check(lambda: scaleinv.plan(odd(16), odd(32), odd(64)), "0.weight", "shrinks")
 
-    def test_tied_weights_are_refused_naming_the_tensor(self):
-        def tied(w):
+    def test_tied_weights_of_two_other_roles_are_refused_naming_the_tensor(self):
+        def tied(w):  # an embedding and its readout: planned (test_real_modules.TiedEmbeddings)
             m = TinyLM(w, 1)
             m.out.weight = m.emb.weight
             return m
-        self.check(lambda: scaleinv.plan(tied(64), tied(16), tied(32)), "out.weight", "tied")
+        self.assertEqual(len(scaleinv.plan(tied(64), tied(16), tied(32))["ties"]), 1)
+
+        def shared(w):  # the embedding table again as a bare parameter: vector-like there
+            m = TinyLM(w, 1)
+            m.extra = nn.Module()
+            m.extra.table = m.emb.weight
+            return m
+        self.check(lambda: scaleinv.plan(shared(64), shared(16), shared(32)), "extra.table", "shares 'emb.weight'")
 
 
 class Apply(unittest.TestCase):
