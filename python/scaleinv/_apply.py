@@ -102,7 +102,9 @@ def apply(model, base, delta, param="mup", optimizer="adamw", lr=1e-3, weight_de
         raise UserError("python: model: apply has already rescaled this model (its init and hooks are applied) "
                         "(fix: build a fresh model and apply once)")
     p = plan(model, base, delta, param, optimizer, weight_decay, overrides)
-    params = {name: t for name, _, _, t in named_tensors(model)}
+    entries = named_tensors(model)
+    params = {name: t for name, _, _, t in entries}
+    owners = {name: mod for name, mod, _, _ in entries}
     groups = []
     with torch.no_grad():
         for t in p["tensors"]:
@@ -122,9 +124,8 @@ def apply(model, base, delta, param="mup", optimizer="adamw", lr=1e-3, weight_de
         opt = torch.optim.Adam(groups, lr=lr, betas=betas, eps=eps)
     else:
         opt = torch.optim.SGD(groups, lr=lr, momentum=momentum)
-    owners = {name: mod for name, mod, _, _ in named_tensors(model)}
     hooks = []
-    for tie in p.get("ties", []):
+    for tie in p["ties"]:
         if tie["readout"] and tie["multiplier"] != 1.0:
             hooks.append(owners[tie["readout"]].register_forward_hook(_multiply_output(tie["multiplier"])))
     opt.scaleinv_plan = p

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 import _scaleinv
 from ._core import UserError
 from ._tensors import rms
-from ._apply import apply, named_tensors
+from ._apply import apply
 
 
 def spectral_norm(w, steps=16):
@@ -134,11 +134,8 @@ def _measure(model, opt, batches, steps, loss_fn, wanted=frozenset(QUANTITIES)):
         return hook
 
     handles = [mod.register_forward_hook(make_hook(name)) for name, mod in _record_modules(model)]
-    params, seen = [], set()
-    for name, _, _, t in named_tensors(model):  # a tied tensor once, under its first name (as the plan)
-        if id(t) not in seen:
-            seen.add(id(t))
-            params.append((name, t))
+    # One per tensor, a tied one under its first name: apply's groups, in the plan's order.
+    params = [(g["name"], g["params"][0]) for g in opt.param_groups]
     T = steps
     series = {}
 
@@ -312,12 +309,12 @@ def _layers(model, plan, order):
     # multiplier from apply's hook, so it is judged as logits); the tensor itself, trained by both
     # uses, has no prediction.
     use_role = {}
-    for tie in plan.get("ties", []):
+    for tie in plan["ties"]:
         use_role[tie["use"]] = tie["use_role"]
         use_role[tie["tensor"]] = tie["tensor_role"]
         if tie["readout"]:
             use_role[tie["readout"]] = "readout"
-    tied = {tie["tensor"] for tie in plan.get("ties", []) if tie["readout"]}
+    tied = {tie["tensor"] for tie in plan["ties"] if tie["readout"]}
     layers = []
     mods = dict(model.named_modules())
     for name in order:

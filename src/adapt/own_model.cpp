@@ -160,7 +160,6 @@ struct SpecBlocks {
 // The width multiplier as seen so far: the first growing dimension's ratio, and whether any grew.
 struct WidthGrowth {
   std::optional<double> m;
-  std::string m_from;
   bool any = false;
 };
 
@@ -195,6 +194,7 @@ struct TensorFans {
 
 TensorFans tensor_fans(const OwnTensor& t, const OwnTensor& base, const OwnTensor& delta) {
   TensorLayout layout = t.shape.size() <= 1 ? TensorLayout::Vector : t.layout;
+  std::string why;
   if (layout == TensorLayout::Bare) {
     std::vector<size_t> grow;
     for (size_t d = 0; d < t.shape.size(); ++d)
@@ -206,17 +206,14 @@ TensorFans tensor_fans(const OwnTensor& t, const OwnTensor& base, const OwnTenso
                                     "dimension {})",
                                     grow.size(), o, i)};
     }
-    auto [fo, fi] = fans(t.shape, TensorLayout::Vector);
-    auto [bo, bi] = fans(base.shape, TensorLayout::Vector);
-    auto [dout, din] = fans(delta.shape, TensorLayout::Vector);
-    return TensorFans{TensorLayout::Vector, fo, fi, bo, bi, dout != bo, false,
-                      grow.empty() ? "a bare parameter with no growing dimension: vector-like"
-                                   : "a bare parameter with one growing dimension: vector-like (added like a bias)"};
+    layout = TensorLayout::Vector;
+    why = grow.empty() ? "a bare parameter with no growing dimension: vector-like"
+                       : "a bare parameter with one growing dimension: vector-like (added like a bias)";
   }
   auto [fo, fi] = fans(t.shape, layout);
   auto [bo, bi] = fans(base.shape, layout);
   auto [dout, din] = fans(delta.shape, layout);
-  return TensorFans{layout, fo, fi, bo, bi, dout != bo, din != bi, ""};
+  return TensorFans{layout, fo, fi, bo, bi, dout != bo, din != bi, why};
 }
 
 // Every dimension must either stay fixed in all three models or grow from the base (in delta and
@@ -244,7 +241,6 @@ void check_width_dims(const std::string& where, const OwnTensor& t, const OwnTen
       growth.any = true;
       if (!growth.m) {
         growth.m = static_cast<double>(t.shape[d]) / static_cast<double>(base.shape[d]);
-        growth.m_from = t.name;
       }
     }
   }
