@@ -315,6 +315,7 @@ def _layers(model, plan, order):
         if tie["readout"]:
             use_role[tie["readout"]] = "readout"
     tied = {tie["tensor"] for tie in plan["ties"] if tie["readout"]}
+    tied_readouts = {tie["readout"] for tie in plan["ties"] if tie["readout"]}
     layers = []
     mods = dict(model.named_modules())
     for name in order:
@@ -322,7 +323,8 @@ def _layers(model, plan, order):
         key = f"{name}.weight" if f"{name}.weight" in by_name else next((k for k in own if k in by_name), None)
         t = by_name.get(key) if key else None
         role = use_role.get(f"{name}.weight", t["role"] if t else None)
-        layers.append({"name": name, "weight": False, "role": role, "in_block": bool(t and t["in_block"])})
+        layers.append({"name": name, "weight": False, "role": role, "in_block": bool(t and t["in_block"]),
+                       "tied": f"{name}.weight" in tied_readouts})
     for t in plan["tensors"]:
         layers.append({"name": t["name"], "weight": True, "role": t["role"], "in_block": t["in_block"],
                        "tied": t["name"] in tied})

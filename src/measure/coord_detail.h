@@ -49,6 +49,9 @@ enum class Target {
   HiddenWQK,    // attention query/key: a hidden W, but see width_prediction (logit scale d_head^-p)
   ReadoutW,     // W_{L+1}
   Logits,       // h_{L+2}
+  TiedLogits,   // h_{L+2} read through a tied embedding: as Logits, but no iid exponent at init (the
+                // readout is the input embedding, aligned with the stream it reads: one coherent
+                // Theta(1) logit per position beside the d^-1/2 others)
   DepthTop,     // depth axis: the top of the residual stream (seed 004; seed 000 eqs. 29-31)
   DepthLogits,  // depth axis: the logits (readout of the top)
 };

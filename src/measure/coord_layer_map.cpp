@@ -51,8 +51,8 @@ LayerMapper role_layer_map(const std::vector<OwnCoordLayer>& layers, bool depth_
         m.row = 1;
         m.what = "h_1 (embedding output)";
       } else if (r == Role::Readout) {
-        m.target = Target::Logits;
-        m.what = "h_L+2 = logits";
+        m.target = l.tied ? Target::TiedLogits : Target::Logits;
+        m.what = l.tied ? "h_L+2 = logits (tied readout)" : "h_L+2 = logits";
       } else if (blocks) {
         m.target = Target::Stream;
         m.what = "hidden h (residual stream)";
@@ -74,7 +74,7 @@ LayerMapper role_layer_map(const std::vector<OwnCoordLayer>& layers, bool depth_
         return m;
       }
       const auto it = acts.find(name);
-      if (it != acts.end() && it->second.target == Target::Logits) {
+      if (it != acts.end() && (it->second.target == Target::Logits || it->second.target == Target::TiedLogits)) {
         m.target = Target::DepthLogits;
         m.what = "logits f = V x_L (seed 004)";
         return m;

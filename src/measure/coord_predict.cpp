@@ -32,6 +32,7 @@ struct BaseExponents {
   bool fed_by_growth = false;
   int fed_row = 0;
   double fed_e = 0;
+  const char* no_h = nullptr;  // why h has no exponent where the row has none (TiedLogits)
 };
 
 // Row l's dh is computed from row l-1's (eqs. 16-23); rows 0 and 1 take no incoming dh.
@@ -91,10 +92,16 @@ BaseExponents base_exponents(const WidthTheory& w, const Mapping& m) {
       b.dws = row(L + 1).dw_spec;
       break;
     case Target::Logits:
+    case Target::TiedLogits:
       b.h = row(L + 2).h;
       b.dh = row(L + 2).dh;
       b.hg = row(L + 2).h_grad;
       check_fed(w, L + 2, b);
+      if (m.target == Target::TiedLogits) {
+        b.h.reset();
+        b.no_h = "no prediction: a tied readout is the input embedding, aligned at init with the stream it reads "
+                 "(one Theta(1) logit per position beside d^-1/2 ones); see dh";
+      }
       break;
     default: break;
   }
@@ -144,11 +151,15 @@ Pred width_prediction(const WidthTheory& w, const Mapping& m, CoordQuantity q, i
       // h_t = h_0 + dh_t: one power law only when both have the same exponent; otherwise the
       // measured slope mixes d^e(h) and d^e(dh) with weights set by the LR, and the two are judged
       // separately (h at step 0, dh).
-      if (step == 0 || !b.dh || std::fabs(*b.dh - *b.h) <= kExponentTol) {
+      if (step == 0 || !b.dh || (b.h && std::fabs(*b.dh - *b.h) <= kExponentTol)) {
         p.e = b.h;
       } else if (b.h) {
         p.why = fmt::format("no prediction: h_t = h_0 (d^{}) + dh_t (d^{}) mixes two exponents; see h at step 0 and dh",
                             fmt_exp(*b.h), fmt_exp(*b.dh));
+        return p;
+      }
+      if (!p.e && b.no_h) {
+        p.why = b.no_h;
         return p;
       }
       break;

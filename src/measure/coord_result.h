@@ -171,7 +171,8 @@ struct OwnCoordLayer {
   bool weight = false;        // a parameter (W', dW, ||W||, ||dW||) or a module output (h, dh, h')
   std::optional<Role> role;   // nullopt: no prediction
   bool in_block = false;
-  bool tied = false;          // a tied embedding/readout tensor: no prediction
+  bool tied = false;          // a tied embedding/readout tensor: no prediction; a module output: the
+                              // readout reading a tied embedding (its logits get no iid exponent at init)
 };
 struct OwnCoordInput {
   ParamTable table;
