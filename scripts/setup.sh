@@ -7,15 +7,15 @@ cd "$here"
 
 # chromium: the tests render the HTML reports headless and check every image loads; procps:
 # pgrep, which the launch fault test uses to find a rank. python3-*, pybind11-dev: the Python module
-# (python/): pybind11-dev builds it, python3-venv and python3-setuptools let `pip install .` run
-# offline into a venv (scripts/python_venv.sh), python3-torch and python3-torchvision are what the
+# (python/): pybind11-dev builds it, python3-venv, python3-setuptools and python3-wheel let `pip install .`
+# run offline into a venv (scripts/python_venv.sh), python3-torch and python3-torchvision are what the
 # Python tests run beside; binutils: readelf, which checks the extension links no torch.
 PKGS=(build-essential cmake ninja-build pkg-config
       libtorch-dev libopenblas0-pthread libgloo-dev
       libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libfmt-dev
       libsqlite3-dev sqlite3 zlib1g-dev libgtest-dev libgmock-dev libbenchmark-dev
       gnuplot-nox bible-kjv dataset-fashion-mnist chromium procps
-      python3-dev pybind11-dev python3-venv python3-setuptools python3-torch python3-torchvision python3-numpy
+      python3-dev pybind11-dev python3-venv python3-setuptools python3-wheel python3-torch python3-torchvision python3-numpy
       binutils)
 
 missing=()
