@@ -36,6 +36,11 @@
 #   settle      examples/sweeps/gpt_kjv_width_settle.toml (144 runs of 1000 steps) on CUDA with
 #               batched ensembles, timed (issue 14's target: <= 60 s) at --jobs 1 and 4
 #               (SETTLE_JOBS), and its transfer reports
+#   ensemble    the speed stage's batched-ensemble bench alone
+#   width       issue 37: examples/sweeps/gpt_kjv_width_gpu.toml (widths 64..2048, 216 runs) and its
+#               transfer report; the store and the report come back in $OUT (WIDTH_CAP s at most)
+#   depth       issue 37: examples/sweeps/gpt_kjv_depth_gpu.toml (depths 2..64, 216 runs), likewise
+#               (DEPTH_CAP)
 #   width2048   issue 16's width check at widths 1024 and 2048
 #               (examples/sweeps/gpt_kjv_width_tuned_2048.toml, 72 runs) and its transfer report,
 #               with the 64..512 database (runs/sweeps/gpt_kjv_width_tuned.db) where it was carried
@@ -180,7 +185,12 @@ if stage speed; then
   done
   # Batched ensembles (8 members at width 64, the settle sweep's depth, sequence and batch, fp32 +
   # TF32 as there) stepped by the fused optimizer and by its per-tensor loop, in one run.
-  if [ "${SPEED_ENSEMBLE:-1}" != 0 ]; then
+  pack
+fi
+# Batched ensembles (8 members at width 64, the settle sweep's depth, sequence and batch, fp32 +
+# TF32 as there) stepped by the fused optimizer and by its per-tensor loop, in one run: part of the
+# speed stage (SPEED_ENSEMBLE=0 leaves it out there), or a stage of its own.
+if { stage speed && [ "${SPEED_ENSEMBLE:-1}" != 0 ]; } || stage ensemble; then
   bounded 120 $B bench --device cuda --quick --quiet --widths 64 --depth 2 --seq-len 32 --batch 8 --steps 50 --autocast off \
     --json "$W/bench_ensemble.json" >"$W/bench_ensemble.txt" 2>&1
   python3 - "$W/bench_ensemble.json" <<'PY' 2>&1 | tee -a "$summary"
@@ -192,7 +202,6 @@ try:
 except Exception as err:
     print(f"ensemble bench: no result ({err!r}; see bench_ensemble.txt)")
 PY
-  fi
   pack
 fi
 # CUDA_TESTS: a regex narrowing the GPU tests run (default all of them).
@@ -235,4 +244,19 @@ if stage width2048; then
   bounded 60 $B transfer-report "${dbs[@]}" --out "$W/width_2048_report" >"$W/width_2048_report.md" 2>&1
   grep -E "^\| width transfer" "$W/width_2048_report.md" | head -4 | tee -a "$summary"
 fi
+# Issue 37's width and depth evidence: one sweep file each, every run on this card; the store comes
+# back in $OUT with the report (SWEEP_JOBS: --jobs, default the CUDA default).
+evidence() {  # NAME FILE CAP
+  local name=$1 file=$2 t1; t1=$(date +%s)
+  mkdir -p runs/gpu
+  bounded "$3" $B sweep --config "$file" --out "runs/gpu/$name.db" --resume ${SWEEP_JOBS:+--jobs $SWEEP_JOBS} --quiet >"$W/$name.log" 2>&1
+  note "$name sweep ($file): exit $? in $(( $(date +%s) - t1 )) s; $(python3 -c 'import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute("select count(*) from points").fetchone()[0])' "runs/gpu/$name.db" 2>/dev/null || echo '?') runs stored"
+  cp "runs/gpu/$name.db" "$OUT/" 2>/dev/null
+  bounded 60 $B transfer-report --db "runs/gpu/$name.db" --out "$W/${name}_report" >"$W/${name}_report.md" 2>&1
+  cp "$W/${name}_report.md" "$OUT/" 2>/dev/null
+  grep -E "^\| (width|depth) transfer" "$W/${name}_report.md" | head -6 | tee -a "$summary"
+  pack
+}
+stage width && evidence width_gpu examples/sweeps/gpt_kjv_width_gpu.toml "${WIDTH_CAP:-400}"
+stage depth && evidence depth_gpu examples/sweeps/gpt_kjv_depth_gpu.toml "${DEPTH_CAP:-400}"
 echo "--- summary"; cat "$summary"
