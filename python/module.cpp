@@ -1,6 +1,7 @@
 // _scaleinv: the Python module's C++ half (issue 15). A thin layer: every function takes and returns
 // JSON text (the same JSON the CLI writes), so no torch types cross it and the module works with any
-// installed PyTorch. python/scaleinv/ is the Python half (apply, coordcheck, table, theory).
+// installed PyTorch. python/scaleinv/ is the Python half (apply, coordcheck, table, theory,
+// predict, report).
 // A UserError (a bad input the user can fix) surfaces as scaleinv.UserError, a ValueError whose
 // message is the CLI's one line naming the field and the fix.
 #include <cmath>
@@ -15,6 +16,8 @@
 #include "core/errors.h"
 #include "measure/coord_result.h"
 #include "param/table.h"
+#include "report/predict.h"
+#include "report/transfer.h"
 #include "theory/depth_theory.h"
 #include "theory/theory_report.h"
 #include "theory/width_theory.h"
@@ -128,6 +131,29 @@ py::tuple judge_coordcheck(const std::string& input_json) {
   return py::make_tuple(coordcheck_to_json(res).dump(), render_coordcheck(res), stems);
 }
 
+// (predictions JSON, printed tables) of `scaleinv predict` (report/predict.h).
+py::tuple predict_py(const std::vector<std::string>& dbs, const std::map<std::string, double>& at, bool holdout,
+                     double fit_upto, const std::string& param, double max_extrapolation, int bootstrap) {
+  if (bootstrap < 0) throw UserError("predict", "bootstrap", "must be >= 0", "e.g. bootstrap=200");
+  PredictOptions o;
+  o.at = at;
+  o.holdout = holdout;
+  o.fit_upto = fit_upto;
+  o.param = param;
+  o.max_extrapolation = max_extrapolation;
+  o.transfer.bootstrap = bootstrap;
+  const std::vector<Prediction> preds = predict(read_sweep_rows(dbs), o);
+  return py::make_tuple(predict_to_json(preds, o).dump(), predict_markdown(preds));
+}
+
+// transfer-report's analysis as JSON (report/transfer.h), the tables as markdown.
+std::string report_py(const std::vector<std::string>& dbs, int bootstrap) {
+  if (bootstrap < 0) throw UserError("report", "bootstrap", "must be >= 0", "e.g. bootstrap=200");
+  TransferOptions o;
+  o.bootstrap = bootstrap;
+  return transfer_to_json(analyze_transfer(read_sweep_rows(dbs), o)).dump();
+}
+
 }  // namespace
 }  // namespace scaleinv
 
@@ -143,4 +169,7 @@ PYBIND11_MODULE(_scaleinv, m) {
         "roles and per-tensor factors for a model scaleinv did not write (adapt/own_model.h)");
   m.def("judge_coordcheck", &judge_coordcheck, py::arg("input_json"),
         "(coordcheck JSON, printed table, plot stems) of runs measured in Python");
+  m.def("predict", &predict_py, py::arg("dbs"), py::arg("at"), py::arg("holdout"), py::arg("fit_upto"), py::arg("param"),
+        py::arg("max_extrapolation"), py::arg("bootstrap"), "(predictions JSON, printed tables) of sweep stores");
+  m.def("report", &report_py, py::arg("dbs"), py::arg("bootstrap"), "transfer-report's analysis of sweep stores as JSON");
 }

@@ -4,22 +4,23 @@
     opt = scaleinv.apply(model, base=base, delta=delta, param="mup", optimizer="adamw", lr=1e-3)
     r = scaleinv.coordcheck(make_model, widths=[128, 256, 512], batches=[(x, y)], param="mup")
     print(r); assert r.passed
+    print(scaleinv.predict("runs/sweeps/width.db", at={"width": 2048}))   # the LR there, with its interval
 
 The C++ core (_scaleinv, torch-free) does the work: roles, the shifted table (seed 000 eq. 28), the
 theory and the coordinate check's verdicts; this package measures with torch and builds the torch
 optimizer. torch is imported when a function that needs it is first used, so `scaleinv.table`,
-`scaleinv.theory` and `scaleinv.presets` work without it, beside any torch >= 1.13.
+`scaleinv.theory`, `scaleinv.presets`, `scaleinv.predict` and `scaleinv.report` work without it, beside any torch >= 1.13.
 Bad input raises scaleinv.UserError (a ValueError) with one line naming the field and the fix.
 """
 import importlib
 
-from ._core import UserError, presets, table, theory
+from ._core import Prediction, UserError, predict, presets, report, table, theory
 
 # name -> the submodule that defines it (loaded, with torch, on first use).
 _TORCH_SIDE = {"apply": "_apply", "plan": "_apply", "named_tensors": "_apply", "coordcheck": "_coordcheck",
                "CoordCheckResult": "_coordcheck", "lr_schedule": "_schedule", "check_schedule": "_schedule"}
 
-__all__ = ["UserError", "presets", "table", "theory"] + sorted(_TORCH_SIDE)
+__all__ = ["Prediction", "UserError", "predict", "presets", "report", "table", "theory"] + sorted(_TORCH_SIDE)
 
 
 def __getattr__(name):
@@ -31,7 +32,7 @@ def __getattr__(name):
     except ModuleNotFoundError as e:
         if e.name == "torch":
             raise ImportError(f"scaleinv.{name} needs torch (fix: install torch >= 1.13 into this environment; "
-                              "scaleinv.table, theory and presets work without it)") from None
+                              "scaleinv.table, theory, presets, predict and report work without it)") from None
         raise
     value = getattr(mod, name)
     globals()[name] = value  # found directly from now on

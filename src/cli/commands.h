@@ -19,6 +19,7 @@ void add_launch_command(CLI::App& app, int& exit_code);    // cmd_launch.cpp (da
 void add_bench_command(CLI::App& app, int& exit_code);     // cmd_bench.cpp (speed benchmark)
 void add_sweep_command(CLI::App& app, int& exit_code);     // cmd_sweep.cpp (sweep, sweep merge)
 void add_transfer_report_command(CLI::App& app, int& exit_code);  // cmd_transfer_report.cpp
+void add_predict_command(CLI::App& app, int& exit_code);   // cmd_predict.cpp (optimal LR at a larger scale)
 void add_scales_command(CLI::App& app, int& exit_code);    // cmd_scales.cpp (unit scales at init)
 void add_precision_command(CLI::App& app, int& exit_code); // cmd_precision.cpp (simulated bf16 / fp8)
 void add_weights_commands(CLI::App& app, int& exit_code);  // cmd_weights.cpp (export, import: safetensors)

@@ -54,6 +54,7 @@ int main(int argc, char** argv) {
   scaleinv::add_bench_command(app, exit_code);
   scaleinv::add_sweep_command(app, exit_code);
   scaleinv::add_transfer_report_command(app, exit_code);
+  scaleinv::add_predict_command(app, exit_code);
   scaleinv::add_scales_command(app, exit_code);
   scaleinv::add_precision_command(app, exit_code);
   scaleinv::add_weights_commands(app, exit_code);

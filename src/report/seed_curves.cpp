@@ -7,6 +7,7 @@
 #include <limits>
 #include <cstdlib>
 #include <set>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -156,6 +157,24 @@ std::string held_text(const std::string& fixed, const std::string& context) {
   std::string extra = fixed;
   if (!context.empty()) extra += (extra.empty() ? "" : ", ") + context;
   return extra.empty() ? "" : " (" + extra + ")";
+}
+
+bool Part::operator<(const Part& o) const { return std::tie(fixed, context) < std::tie(o.fixed, o.context); }
+
+bool on_axis(const SweepRow& r, const std::string& axis) {
+  return axis == "width" || axis == "depth" || r.axes.count(axis) > 0;
+}
+
+std::map<Part, PartRows> partition_rows(const SweepTable& table, const std::string& axis) {
+  std::map<Part, PartRows> parts;
+  for (const auto& r : table.rows) {
+    if (!on_axis(r, axis)) continue;
+    const Part key{fixed_scales(r, axis), other_axes(r, axis)};
+    PartRows& part = parts[key];
+    part.data[r.param][axis_value(r, axis)][r.seed][lr_key(r.lr_log2)] = row_loss(r);
+    part.sample[r.param].emplace(axis_value(r, axis), &r);
+  }
+  return parts;
 }
 
 }  // namespace scaleinv::seed_curves

@@ -53,6 +53,28 @@ std::set<int64_t> seeds_of(const SeedTable& t);
 std::set<int64_t> seeds_also_in(std::set<int64_t> from, const std::vector<const SeedTable*>& tables);
 std::vector<int64_t> draw_within(const std::vector<int64_t>& draw, const std::set<int64_t>& keep);
 
+// A group's data: param -> axis value -> seed -> lr key -> loss (+inf when diverged).
+using GroupData = std::map<std::string, std::map<double, SeedTable>>;
+
+// What a group holds fixed while its axis varies: the scales not analysed and every other grid
+// axis (fixed_scales and other_axes below).
+struct Part {
+  std::string fixed, context;
+  bool operator<(const Part& o) const;
+};
+
+// One part's rows: the group's data and a row per curve (for the curve's config).
+struct PartRows {
+  GroupData data;
+  std::map<std::string, std::map<double, const SweepRow*>> sample;  // param -> axis value -> a row of that curve
+};
+
+// Whether `r` has a value on `axis` (width and depth: every row).
+bool on_axis(const SweepRow& r, const std::string& axis);
+// The rows of `table` on `axis`, grouped into curves: part -> param -> axis value -> seed -> LR.
+// The rows are referenced, not copied: `table` must outlive the result.
+std::map<Part, PartRows> partition_rows(const SweepTable& table, const std::string& axis);
+
 // Whether a grid axis' value is a finite number ("0.1", "64"; not "cosine", not "").
 bool is_number(const std::string& v);
 // A row's loss for the analyses: final_loss, +inf when the run diverged or has none.

@@ -32,6 +32,10 @@ bool is_coordinate_axis(const std::string& k) {
 
 // seed -> (lr key -> loss, +inf when diverged), for one (param, scale).
 using seed_curves::SeedTable;
+using seed_curves::on_axis;
+using seed_curves::Part;
+using seed_curves::PartRows;
+using seed_curves::partition_rows;
 using seed_curves::axis_value;
 using seed_curves::best_point;
 using seed_curves::lr_key;
@@ -203,8 +207,7 @@ const std::vector<AxisInfo>& axis_table() {
   return t;
 }
 
-// A group's data: param -> axis value -> seed -> lr key -> loss (+inf when diverged).
-using GroupData = std::map<std::string, std::map<double, SeedTable>>;
+using seed_curves::GroupData;
 
 // What one seed draw gives for one parameterization: the curve per axis value.
 struct DrawFit {
@@ -298,7 +301,7 @@ namespace {
 
 // The analysis axes present: width and depth, then every numeric grid axis with two values or
 // more (the table's rows first, in its order).
-std::vector<std::string> analysis_axes(const SweepTable& table) {
+std::vector<std::string> analysis_axes_of(const SweepTable& table) {
   std::vector<std::string> axes = {"width", "depth"};
   std::map<std::string, std::set<double>> numeric;
   std::set<std::string> non_numeric;
@@ -314,42 +317,12 @@ std::vector<std::string> analysis_axes(const SweepTable& table) {
   return axes;
 }
 
-// Whether `r` has a value on `axis` (width and depth: every row).
-bool on_axis(const SweepRow& r, const std::string& axis) {
-  return axis == "width" || axis == "depth" || r.axes.count(axis) > 0;
-}
-
 // How many distinct values of `axis` the table holds.
 size_t distinct_values(const SweepTable& table, const std::string& axis) {
   std::set<double> values;
   for (const auto& r : table.rows)
     if (on_axis(r, axis)) values.insert(axis_value(r, axis));
   return values.size();
-}
-
-// Partition by what is held fixed: the scales not analysed and every other axis.
-struct Part {
-  std::string fixed, context;
-  bool operator<(const Part& o) const { return std::tie(fixed, context) < std::tie(o.fixed, o.context); }
-};
-
-// One part's rows: the group's data and a row per curve (for the curve's config).
-struct PartRows {
-  GroupData data;
-  std::map<std::string, std::map<double, const SweepRow*>> sample;  // a row per curve
-};
-
-// The rows on `axis`, grouped into curves: part -> param -> axis value -> seed -> LR.
-std::map<Part, PartRows> partition_rows(const SweepTable& table, const std::string& axis) {
-  std::map<Part, PartRows> parts;
-  for (const auto& r : table.rows) {
-    if (!on_axis(r, axis)) continue;
-    const Part key{seed_curves::fixed_scales(r, axis), seed_curves::other_axes(r, axis)};
-    PartRows& part = parts[key];
-    part.data[r.param][axis_value(r, axis)][r.seed][lr_key(r.lr_log2)] = seed_curves::row_loss(r);
-    part.sample[r.param].emplace(axis_value(r, axis), &r);
-  }
-  return parts;
 }
 
 // Every seed in a group's data, ascending.
@@ -624,6 +597,8 @@ std::optional<TransferGroup> analyze_group(const std::string& axis, const AxisIn
 }
 
 }  // namespace
+
+std::vector<std::string> analysis_axes(const SweepTable& table) { return analysis_axes_of(table); }
 
 TransferAnalysis analyze_transfer(const SweepTable& table, const TransferOptions& opts) {
   TransferAnalysis A;

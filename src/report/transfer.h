@@ -239,6 +239,11 @@ std::vector<ChoiceTransfer> analyze_choices(const SweepTable& table, const Trans
 // unless standard was swept in a hyperparameter beside its LR. Defined in full_baseline.cpp.
 std::vector<FullBaseline> analyze_full_baseline(const SweepTable& table, const TransferOptions& opts = {});
 
+// The analysis axes present: width and depth, then every numeric grid axis with two values or
+// more (the axis table's rows first, in its order). An axis with one value is listed too: callers
+// skip it.
+std::vector<std::string> analysis_axes(const SweepTable& table);
+
 // The LR analysis of every axis, the choices (analyze_choices) and the full baseline.
 TransferAnalysis analyze_transfer(const SweepTable& table, const TransferOptions& opts = {});
 nlohmann::json transfer_to_json(const TransferAnalysis& a);

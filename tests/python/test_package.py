@@ -9,6 +9,8 @@ import sys
 import sysconfig
 import unittest
 
+DB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs", "results", "data", "width_gpu_h100.db")
+
 import _scaleinv
 import scaleinv
 
@@ -46,7 +48,9 @@ class InstalledPackage(unittest.TestCase):
                 "t = scaleinv.theory('mup', optimizer='adam')\n"
                 "print(json.dumps({'presets': len(scaleinv.presets()), 'name': scaleinv.table('mup')['name'],\n"
                 "                  'feature_learning': t['width']['feature_learning'] if 'width' in t else None}))\n"
-                "try:\n    scaleinv.apply\nexcept ImportError as e:\n    print('APPLY', e)\n")
+                "try:\n    scaleinv.apply\nexcept ImportError as e:\n    print('APPLY', e)\n"
+                f"p = scaleinv.predict({DB!r}, at={{'width': 1024}}, param='mup')\n"
+                "print('PREDICT', p.predictions[0]['status'])\n")
         r = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         lines = r.stdout.strip().splitlines()
@@ -55,6 +59,7 @@ class InstalledPackage(unittest.TestCase):
         self.assertEqual(data["name"], "mup")
         self.assertTrue(lines[1].startswith("APPLY scaleinv.apply needs torch"), lines)
         self.assertIn("fix: install torch", lines[1])
+        self.assertEqual(lines[2], "PREDICT predicted")
 
 
 if __name__ == "__main__":

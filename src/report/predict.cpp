@@ -1,0 +1,519 @@
+// The optimal LR at an untrained scale and its held-out check (see predict.h).
+#include "report/predict.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <set>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/errors.h"
+#include "report/seed_curves.h"
+
+namespace scaleinv {
+
+namespace {
+
+const double kNaN = std::nan("");
+using seed_curves::SeedTable;
+
+// A draw's located optimum on one curve, and the curve itself.
+struct DrawCurve {
+  std::vector<LrPoint> points;
+  Optimum opt;
+};
+
+DrawCurve draw_curve(const SeedTable& t, const std::vector<int64_t>& draw) {
+  DrawCurve c;
+  c.points = seed_curves::mean_curve(t, draw, seed_curves::lr_keys(t));
+  std::vector<double> x, y;
+  for (const auto& p : c.points) x.push_back(p.lr_log2), y.push_back(p.mean_loss);
+  c.opt = locate_optimum(x, y);
+  return c;
+}
+
+// OLS of y on x over the finite pairs: {intercept, slope, residual sd (NaN below 3 points), n,
+// mean x, Sxx}.
+struct Ols {
+  double a = kNaN, b = kNaN, sd = kNaN, mx = kNaN, sxx = kNaN;
+  size_t n = 0;
+  double at(double x) const { return a + b * x; }
+  // The least-squares prediction half-width at x (NaN below three points).
+  double half_width(double x, double z) const {
+    return z * sd * std::sqrt(1.0 + 1.0 / static_cast<double>(n) + (x - mx) * (x - mx) / sxx);
+  }
+};
+
+Ols ols(const std::vector<double>& xs_in, const std::vector<double>& ys_in) {
+  std::vector<double> xs, ys;
+  for (size_t i = 0; i < xs_in.size(); ++i)
+    if (std::isfinite(ys_in[i])) xs.push_back(xs_in[i]), ys.push_back(ys_in[i]);
+  Ols f;
+  f.n = xs.size();
+  if (f.n < 2) return f;
+  double mx = 0, my = 0;
+  for (size_t i = 0; i < f.n; ++i) mx += xs[i], my += ys[i];
+  mx /= static_cast<double>(f.n);
+  my /= static_cast<double>(f.n);
+  double sxx = 0, sxy = 0;
+  for (size_t i = 0; i < f.n; ++i) sxx += (xs[i] - mx) * (xs[i] - mx), sxy += (xs[i] - mx) * (ys[i] - my);
+  if (sxx <= 0) return f;
+  f.b = sxy / sxx;
+  f.a = my - f.b * mx;
+  f.mx = mx;
+  f.sxx = sxx;
+  if (f.n >= 3) {
+    double rss = 0;
+    for (size_t i = 0; i < f.n; ++i) rss += (ys[i] - f.at(xs[i])) * (ys[i] - f.at(xs[i]));
+    f.sd = std::sqrt(rss / static_cast<double>(f.n - 2));
+  }
+  return f;
+}
+
+// The curve's mean loss at log2 LR x: linear between the neighbouring grid points (+inf where one
+// of them diverged); NaN outside the grid.
+double loss_at(const std::vector<LrPoint>& pts, double x) {
+  if (pts.empty() || !std::isfinite(x) || x < pts.front().lr_log2 - 1e-9 || x > pts.back().lr_log2 + 1e-9) return kNaN;
+  for (size_t i = 0; i + 1 < pts.size(); ++i)
+    if (x <= pts[i + 1].lr_log2 + 1e-9) {
+      const double t = std::clamp((x - pts[i].lr_log2) / (pts[i + 1].lr_log2 - pts[i].lr_log2), 0.0, 1.0);
+      if (t == 0.0) return pts[i].mean_loss;
+      if (t == 1.0) return pts[i + 1].mean_loss;
+      return (1 - t) * pts[i].mean_loss + t * pts[i + 1].mean_loss;
+    }
+  return pts.back().mean_loss;
+}
+
+double regret_at(const std::vector<LrPoint>& pts, double x) {
+  const LrPoint* best = seed_curves::best_point(pts);
+  return best ? seed_curves::regret_pct(loss_at(pts, x), best->mean_loss) : kNaN;
+}
+
+// Every draw's curves of one (group, param): per draw, per value.
+struct ParamCurves {
+  std::vector<double> values;                   // increasing
+  std::vector<std::vector<DrawCurve>> by_draw;  // [draw][value]; draw 0 the point estimate
+};
+
+ParamCurves param_curves(const std::map<double, SeedTable>& by_value, const std::vector<std::vector<int64_t>>& draws) {
+  ParamCurves pc;
+  for (const auto& [v, t] : by_value) pc.values.push_back(v);
+  for (const auto& d : draws) {
+    std::vector<DrawCurve> row;
+    for (const auto& [v, t] : by_value) row.push_back(draw_curve(t, seed_curves::draw_within(d, seed_curves::seeds_of(t))));
+    pc.by_draw.push_back(std::move(row));
+  }
+  return pc;
+}
+
+struct Quantiles {
+  const TransferOptions& o;
+  bool boot;
+  double lo(const std::vector<double>& v) const { return boot ? seed_curves::percentile(v, o.lo_q) : kNaN; }
+  double hi(const std::vector<double>& v) const { return boot ? seed_curves::percentile(v, o.hi_q) : kNaN; }
+};
+
+// The law over the first `n_fit` values, per draw: the fits (draw 0 first).
+std::vector<Ols> fits_of(const ParamCurves& pc, size_t n_fit) {
+  std::vector<double> xs;
+  for (size_t i = 0; i < n_fit; ++i) xs.push_back(std::log2(pc.values[i]));
+  std::vector<Ols> out;
+  for (const auto& row : pc.by_draw) {
+    std::vector<double> ys;
+    for (size_t i = 0; i < n_fit; ++i) ys.push_back(row[i].opt.lr_log2);
+    out.push_back(ols(xs, ys));
+  }
+  return out;
+}
+
+PowerLawFit describe_fit(const ParamCurves& pc, size_t n_fit, const std::vector<Ols>& fits, const Quantiles& q) {
+  PowerLawFit f;
+  for (size_t i = 0; i < n_fit; ++i) {
+    f.values.push_back(pc.values[i]);
+    f.optima.push_back(pc.by_draw[0][i].opt.lr_log2);
+    f.at_edge.push_back(pc.by_draw[0][i].opt.at_edge);
+    std::vector<double> boot;
+    for (size_t d = 1; d < pc.by_draw.size(); ++d)
+      if (std::isfinite(pc.by_draw[d][i].opt.lr_log2)) boot.push_back(pc.by_draw[d][i].opt.lr_log2);
+    f.lo.push_back(q.lo(boot));
+    f.hi.push_back(q.hi(boot));
+  }
+  f.intercept = fits[0].a;
+  f.slope = fits[0].b;
+  f.residual_sd = fits[0].sd;
+  std::vector<double> slopes;
+  for (size_t d = 1; d < fits.size(); ++d)
+    if (std::isfinite(fits[d].b)) slopes.push_back(fits[d].b);
+  f.slope_lo = q.lo(slopes);
+  f.slope_hi = q.hi(slopes);
+  return f;
+}
+
+// Doublings of `x` outside [lo, hi] (0 inside).
+double outside(double x, double lo, double hi) {
+  if (x > hi) return std::log2(x / hi);
+  if (x < lo) return std::log2(lo / x);
+  return 0.0;
+}
+
+// The law's reading at log2 x: the point, and its interval from the draws and the shape term.
+struct Reading {
+  double point = kNaN, lo = kNaN, hi = kNaN;
+  std::vector<double> per_draw;  // draws 1.. (NaN where a resample's law is undetermined)
+};
+
+Reading read_law(const std::vector<Ols>& fits, double lx, const Quantiles& q, double z) {
+  Reading r;
+  r.point = fits[0].at(lx);
+  std::vector<double> finite;
+  for (size_t d = 1; d < fits.size(); ++d) {
+    r.per_draw.push_back(fits[d].at(lx));
+    if (std::isfinite(r.per_draw.back())) finite.push_back(r.per_draw.back());
+  }
+  const double seed_lo = q.boot ? r.point - q.lo(finite) : 0.0, seed_hi = q.boot ? q.hi(finite) - r.point : 0.0;
+  const double shape = fits[0].n >= 3 ? fits[0].half_width(lx, z) : 0.0;
+  r.lo = r.point - std::hypot(std::max(seed_lo, 0.0), shape);
+  r.hi = r.point + std::hypot(std::max(seed_hi, 0.0), shape);
+  return r;
+}
+
+// What a group holds fixed on `axis`, read from one of its rows (NaN when the row has no value).
+double held_value(const SweepRow& r, const std::string& axis) {
+  if (axis != "width" && axis != "depth" && r.axes.count(axis) == 0) return kNaN;
+  return seed_curves::axis_value(r, axis);
+}
+
+std::string canonical_axis(const std::string& a) {
+  if (a == "batch" || a == "batch_size") return "train.batch_size";
+  if (a == "steps") return "train.steps";
+  return a;
+}
+
+// The slope of `axis` for `param` from the first group of that axis holding it: its draws'
+// slopes (draw 0 first), empty when none.
+std::vector<double> other_axis_slopes(const SweepTable& table, const std::string& axis, const std::string& param,
+                                      const TransferOptions& o) {
+  for (const auto& [key, part] : seed_curves::partition_rows(table, axis)) {
+    const auto it = part.data.find(param);
+    if (it == part.data.end() || it->second.size() < 2) continue;
+    std::set<int64_t> seeds;
+    for (const auto& [v, t] : it->second)
+      for (const auto& [s, by] : t) seeds.insert(s);
+    const auto draws = seed_curves::seed_draws(std::vector<int64_t>(seeds.begin(), seeds.end()), o.bootstrap, o.rng_seed);
+    const ParamCurves pc = param_curves(it->second, draws);
+    std::vector<double> out;
+    for (const Ols& f : fits_of(pc, pc.values.size())) out.push_back(f.b);
+    return out;
+  }
+  return {};
+}
+
+// Adds the other target axes to `p` (see predict.h, "Other axes of the target").
+void compose_other_axes(Prediction& p, const SweepTable& table, const SweepRow& sample, const PredictOptions& opts,
+                        const Quantiles& q) {
+  for (const auto& [axis, target] : opts.at) {
+    if (axis == p.axis) continue;
+    const double held = held_value(sample, axis);
+    if (!std::isfinite(held) || held <= 0 || held == target) continue;
+    const double dist = std::log2(target / held);
+    const std::vector<double> slopes = other_axis_slopes(table, axis, p.param, opts.transfer);
+    if (slopes.empty() || !std::isfinite(slopes[0])) {
+      p.notes.push_back(fmt::format("{} {:g} -> {:g}: never swept for {}; the parameterization's own rule (exponent 0 "
+                                    "in its coordinates) is assumed, not backed by data",
+                                    axis, held, target, p.param));
+      continue;
+    }
+    std::vector<double> boot(slopes.begin() + 1, slopes.end());
+    boot.erase(std::remove_if(boot.begin(), boot.end(), [](double v) { return !std::isfinite(v); }), boot.end());
+    const double shift = slopes[0] * dist;
+    // The shift's interval: the slope's, times the distance (its ends swap when the distance is
+    // negative); each side added to the prediction's in quadrature.
+    double below = 0, above = 0;
+    if (q.boot && !boot.empty()) {
+      const double e1 = q.lo(boot) * dist, e2 = q.hi(boot) * dist;
+      below = std::max(shift - std::min(e1, e2), 0.0);
+      above = std::max(std::max(e1, e2) - shift, 0.0);
+    }
+    const double lo_half = p.lr_log2 - p.lo, hi_half = p.hi - p.lr_log2;
+    p.lr_log2 += shift;
+    p.lo = p.lr_log2 - std::hypot(lo_half, below);
+    p.hi = p.lr_log2 + std::hypot(hi_half, above);
+    p.notes.push_back(fmt::format("{} {:g} -> {:g}: {:+.2f} doublings from the {} drift {:+.3f}/doubling (axes assumed "
+                                  "to act separately)",
+                                  axis, held, target, shift, axis, slopes[0]));
+  }
+}
+
+void set_nan_holdout(Prediction& p) {
+  p.measured = p.measured_lo = p.measured_hi = p.error = p.error_lo = p.error_hi = kNaN;
+  p.regret = p.regret_lo = p.regret_hi = kNaN;
+  p.base_lr_log2 = p.base_error = p.base_regret = p.base_regret_lo = p.base_regret_hi = kNaN;
+}
+
+constexpr size_t kNone = static_cast<size_t>(-1);
+
+// One (group, param): the prediction at `target` from the first `n_fit` values; with `held` (an
+// index past n_fit, else kNone), the check at that value.
+Prediction predict_one(const std::string& axis, const seed_curves::Part& key, const std::string& param,
+                       const ParamCurves& pc, size_t n_fit, double target, size_t held, const PredictOptions& opts) {
+  const Quantiles q{opts.transfer, pc.by_draw.size() > 1};
+  Prediction p;
+  p.axis = axis;
+  p.fixed = key.fixed;
+  p.context = key.context;
+  p.param = param;
+  p.target = target;
+  p.held_out = held != kNone;
+  set_nan_holdout(p);
+  const std::vector<Ols> fits = fits_of(pc, n_fit);
+  p.fit = describe_fit(pc, n_fit, fits, q);
+  p.lr_log2 = p.lo = p.hi = kNaN;
+  const double span = std::log2(p.fit.values.back() / p.fit.values.front());
+  p.extrapolation = outside(target, p.fit.values.front(), p.fit.values.back());
+  for (size_t i = 0; i < n_fit; ++i)
+    if (p.fit.at_edge[i])
+      p.notes.push_back(fmt::format("the optimum at {} {:g} sits at the LR grid's edge: a bound, not a value; widen the grid",
+                                    axis, p.fit.values[i]));
+  if (fits[0].n < 2 || !std::isfinite(fits[0].b)) {
+    p.status = "declined: fewer than two located optima to fit";
+    return p;
+  }
+  if (p.extrapolation > opts.max_extrapolation + 1e-9 || p.extrapolation > span + 1e-9) {
+    p.status = fmt::format("declined: {:.2f} doublings outside the fitted values {:g}..{:g} (the limit: {:g} doublings "
+                           "and no more than the fitted span, {:.2f})",
+                           p.extrapolation, p.fit.values.front(), p.fit.values.back(), opts.max_extrapolation, span);
+    return p;
+  }
+  if (fits[0].n < 3)
+    p.notes.push_back("two values: the power law's shape is not checked; the interval is the seeds' alone");
+  p.status = "predicted";
+  const Reading r = read_law(fits, std::log2(target), q, opts.z);
+  p.lr_log2 = r.point;
+  p.lo = r.lo;
+  p.hi = r.hi;
+  if (held == kNone) return p;
+  // The held-out value: its optimum, and the regret of the predicted and of the base's LR there.
+  const size_t h = held;
+  p.measured = pc.by_draw[0][h].opt.lr_log2;
+  if (pc.by_draw[0][h].opt.at_edge)
+    p.notes.push_back("the held-out optimum sits at the LR grid's edge: the error is a bound");
+  p.error = p.lr_log2 - p.measured;
+  p.regret = regret_at(pc.by_draw[0][h].points, p.lr_log2);
+  if (std::isnan(p.regret)) p.notes.push_back("the predicted LR lies outside the held-out grid: no regret");
+  p.base_lr_log2 = pc.by_draw[0][0].opt.lr_log2;
+  p.base_error = p.base_lr_log2 - p.measured;
+  p.base_regret = regret_at(pc.by_draw[0][h].points, p.base_lr_log2);
+  std::vector<double> meas, err, reg, breg;
+  for (size_t d = 1; d < pc.by_draw.size(); ++d) {
+    const DrawCurve& c = pc.by_draw[d][h];
+    const double pred = r.per_draw[d - 1];
+    if (std::isfinite(c.opt.lr_log2)) meas.push_back(c.opt.lr_log2);
+    if (std::isfinite(c.opt.lr_log2) && std::isfinite(pred)) err.push_back(pred - c.opt.lr_log2);
+    if (const double g = regret_at(c.points, pred); !std::isnan(g)) reg.push_back(g);
+    if (const double g = regret_at(c.points, pc.by_draw[d][0].opt.lr_log2); !std::isnan(g)) breg.push_back(g);
+  }
+  p.measured_lo = q.lo(meas);
+  p.measured_hi = q.hi(meas);
+  p.error_lo = q.lo(err);
+  p.error_hi = q.hi(err);
+  p.regret_lo = q.lo(reg);
+  p.regret_hi = q.hi(reg);
+  p.base_regret_lo = q.lo(breg);
+  p.base_regret_hi = q.hi(breg);
+  return p;
+}
+
+std::string num(double v, const char* f = "{:+.2f}") { return std::isfinite(v) ? fmt::format(fmt::runtime(f), v) : (std::isinf(v) ? "inf" : "n/a"); }
+std::string pct(double v) { return std::isnan(v) ? "n/a" : num(v) + "%"; }
+std::string interval(double lo, double hi, const char* f = "{:+.2f}") {
+  return std::isnan(lo) ? "" : fmt::format(" [{}, {}]", num(lo, f), num(hi, f));
+}
+
+void check_options(const SweepTable& table, const PredictOptions& opts, std::map<std::string, double>& at) {
+  if (opts.at.empty() && !opts.holdout)
+    throw UserError("command line", "--at", "nothing to predict", "give --at width=2048 (axis=value, ...) or --holdout");
+  if (opts.fit_upto < 0 || !std::isfinite(opts.fit_upto) || (opts.fit_upto > 0 && !opts.holdout))
+    throw UserError("command line", "--fit-upto", "needs --holdout and a positive value", "e.g. --holdout --fit-upto 512");
+  if (!(opts.max_extrapolation >= 0) || !std::isfinite(opts.max_extrapolation))
+    throw UserError("command line", "--max-extrapolation", "must be a finite number >= 0 (doublings)", "e.g. 3");
+  const std::vector<std::string> axes = analysis_axes(table);
+  for (const auto& [raw, v] : opts.at) {
+    const std::string a = canonical_axis(raw);
+    if (std::find(axes.begin(), axes.end(), a) == axes.end()) {
+      std::string known;
+      for (const auto& k : axes) known += (known.empty() ? "" : ", ") + k;
+      throw UserError("command line", "--at", fmt::format("'{}' is no axis of {} (its axes: {})", raw, table.db, known),
+                      "name one of them, e.g. --at width=2048");
+    }
+    if (!std::isfinite(v) || v <= 0)
+      throw UserError("command line", "--at", fmt::format("{}={} is not a positive number", raw, v), "e.g. --at width=2048");
+    at[a] = v;
+  }
+  if (!opts.param.empty() &&
+      std::none_of(table.rows.begin(), table.rows.end(), [&](const SweepRow& r) { return r.param == opts.param; })) {
+    std::set<std::string> ps;
+    for (const auto& r : table.rows) ps.insert(r.param);
+    std::string known;
+    for (const auto& k : ps) known += (known.empty() ? "" : ", ") + k;
+    throw UserError("command line", "--param", fmt::format("'{}' is not in {} (it holds {})", opts.param, table.db, known),
+                    "name one of them");
+  }
+}
+
+}  // namespace
+
+std::string Prediction::title() const {
+  return fmt::format("{}, {}{}", param, axis, seed_curves::held_text(fixed, context));
+}
+
+std::vector<Prediction> predict(const SweepTable& table, const PredictOptions& opts_in) {
+  PredictOptions opts = opts_in;
+  std::map<std::string, double> at;
+  check_options(table, opts, at);
+  opts.at = at;
+  std::vector<Prediction> out;
+  std::set<std::string> axes;
+  for (const auto& [a, v] : at) axes.insert(a);
+  if (opts.holdout)
+    for (const auto& a : analysis_axes(table)) axes.insert(a);
+  for (const std::string& axis : axes) {
+    for (const auto& [key, part] : seed_curves::partition_rows(table, axis)) {
+      std::set<int64_t> seeds;
+      for (const auto& [param, by_value] : part.data)
+        for (const auto& [v, t] : by_value)
+          for (const auto& [s, by] : t) seeds.insert(s);
+      const auto draws = seed_curves::seed_draws(std::vector<int64_t>(seeds.begin(), seeds.end()), opts.transfer.bootstrap,
+                                                 opts.transfer.rng_seed);
+      for (const auto& [param, by_value] : part.data) {
+        if ((!opts.param.empty() && param != opts.param) || by_value.size() < 2) continue;
+        const ParamCurves pc = param_curves(by_value, draws);
+        const SweepRow& sample = *part.sample.at(param).begin()->second;
+        const Quantiles q{opts.transfer, draws.size() > 1};
+        if (at.count(axis)) {
+          Prediction p = predict_one(axis, key, param, pc, pc.values.size(), at.at(axis), kNone, opts);
+          if (p.status == "predicted") compose_other_axes(p, table, sample, opts, q);
+          out.push_back(std::move(p));
+        }
+        if (!opts.holdout) continue;
+        // Fitted on the values up to fit_upto (default: all but the largest), checked at each one above.
+        size_t n_fit = pc.values.size() - 1;
+        if (opts.fit_upto > 0)
+          n_fit = static_cast<size_t>(std::count_if(pc.values.begin(), pc.values.end(), [&](double v) { return v <= opts.fit_upto; }));
+        if (n_fit < 2 || n_fit >= pc.values.size() || (opts.fit_upto <= 0 && pc.values.size() < 3)) continue;
+        for (size_t h = n_fit; h < pc.values.size(); ++h)
+          out.push_back(predict_one(axis, key, param, pc, n_fit, pc.values[h], h, opts));
+      }
+    }
+  }
+  if (out.empty())
+    throw UserError(table.db, "points",
+                    "no group has two values of a target axis (or three, to hold one out) for one parameterization",
+                    "sweep the axis over more values (e.g. widths 64..512)");
+  return out;
+}
+
+std::string predict_markdown(const std::vector<Prediction>& preds) {
+  std::string s;
+  const bool any_target = std::any_of(preds.begin(), preds.end(), [](const Prediction& p) { return !p.held_out; });
+  const bool any_held = std::any_of(preds.begin(), preds.end(), [](const Prediction& p) { return p.held_out; });
+  auto fitted = [](const Prediction& p) {
+    std::string v;
+    for (size_t i = 0; i < p.fit.values.size(); ++i)
+      v += fmt::format("{}{:g}: {}{}", i ? "; " : "", p.fit.values[i], num(p.fit.optima[i]), p.fit.at_edge[i] ? " (edge)" : "");
+    return v;
+  };
+  std::vector<std::string> notes;
+  auto note_refs = [&notes](const Prediction& p) {
+    std::string refs;
+    for (const auto& n : p.notes) {
+      notes.push_back(fmt::format("{}: {}", p.title(), n));
+      refs += fmt::format(" ({})", notes.size());
+    }
+    return refs;
+  };
+  if (any_target) {
+    s += "| group | fitted optima (log2 LR) | drift (doublings/doubling) [5-95%] | target | outside the data (doublings) | "
+         "predicted log2 LR [90%] | LR |\n|---|---|---|---|---|---|---|\n";
+    for (const auto& p : preds) {
+      if (p.held_out) continue;
+      const std::string pred = p.status == "predicted"
+                                   ? num(p.lr_log2) + interval(p.lo, p.hi) + note_refs(p)
+                                   : p.status + note_refs(p);
+      s += fmt::format("| {} | {} | {}{} | {} {:g} | {:.2f} | {} | {} |\n", p.title(), fitted(p), num(p.fit.slope, "{:+.3f}"),
+                       interval(p.fit.slope_lo, p.fit.slope_hi, "{:+.3f}"), p.axis, p.target, p.extrapolation, pred,
+                       p.status == "predicted" ? fmt::format("{:.3g}", std::exp2(p.lr_log2)) : "-");
+    }
+  }
+  if (any_held) {
+    if (!s.empty()) s += "\n";
+    s += "Held out: fitted on every value but the largest (or up to --fit-upto), read at each value above. Error in doublings (predicted - measured "
+         "optimum); regret of training at the predicted LR, against the best grid point there; the baseline carries the "
+         "smallest value's optimum unchanged (also the parameterization's own rule):\n\n"
+         "| group | fitted on | held out | predicted [90%] | measured [5-95%] | error [5-95%] | regret [5-95%] | "
+         "base carried: error, regret [5-95%] |\n|---|---|---|---|---|---|---|---|\n";
+    for (const auto& p : preds) {
+      if (!p.held_out) continue;
+      if (p.status != "predicted") {
+        s += fmt::format("| {} | {} | {:g} | {}{} | | | | |\n", p.title(), fitted(p), p.target, p.status, note_refs(p));
+        continue;
+      }
+      s += fmt::format("| {} | {} | {:g} | {}{}{} | {}{} | {}{} | {}{} | {}, {}{} |\n", p.title(), fitted(p), p.target,
+                       num(p.lr_log2), interval(p.lo, p.hi), note_refs(p), num(p.measured), interval(p.measured_lo, p.measured_hi),
+                       num(p.error), interval(p.error_lo, p.error_hi), pct(p.regret), interval(p.regret_lo, p.regret_hi),
+                       num(p.base_error), pct(p.base_regret), interval(p.base_regret_lo, p.base_regret_hi));
+    }
+  }
+  if (!notes.empty()) {
+    s += "\n";
+    for (size_t i = 0; i < notes.size(); ++i) s += fmt::format("({}) {}\n", i + 1, notes[i]);
+  }
+  return s;
+}
+
+nlohmann::json predict_to_json(const std::vector<Prediction>& preds, const PredictOptions& opts) {
+  auto n = [](double v) -> nlohmann::json {
+    if (std::isfinite(v)) return v;
+    if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+    return nullptr;
+  };
+  nlohmann::json arr = nlohmann::json::array();
+  for (const auto& p : preds) {
+    nlohmann::json fit = {{"values", p.fit.values},
+                          {"at_edge", p.fit.at_edge},
+                          {"intercept", n(p.fit.intercept)},
+                          {"slope", n(p.fit.slope)},
+                          {"slope_interval", {n(p.fit.slope_lo), n(p.fit.slope_hi)}},
+                          {"residual_sd", n(p.fit.residual_sd)}};
+    nlohmann::json optima = nlohmann::json::array(), lo = nlohmann::json::array(), hi = nlohmann::json::array();
+    for (size_t i = 0; i < p.fit.values.size(); ++i) optima.push_back(n(p.fit.optima[i])), lo.push_back(n(p.fit.lo[i])), hi.push_back(n(p.fit.hi[i]));
+    fit["optima_log2"] = optima;
+    fit["optima_lo"] = lo;
+    fit["optima_hi"] = hi;
+    nlohmann::json j = {{"axis", p.axis}, {"fixed", p.fixed}, {"context", p.context}, {"param", p.param},
+                        {"title", p.title()}, {"fit", fit}, {"target", p.target}, {"extrapolation_doublings", n(p.extrapolation)},
+                        {"status", p.status}, {"lr_log2", n(p.lr_log2)}, {"interval_log2", {n(p.lo), n(p.hi)}},
+                        {"lr", std::isfinite(p.lr_log2) ? nlohmann::json(std::exp2(p.lr_log2)) : nlohmann::json(nullptr)},
+                        {"notes", p.notes}, {"held_out", p.held_out}};
+    if (p.held_out)
+      j["holdout"] = {{"measured_log2", n(p.measured)}, {"measured_interval", {n(p.measured_lo), n(p.measured_hi)}},
+                      {"error_doublings", n(p.error)}, {"error_interval", {n(p.error_lo), n(p.error_hi)}},
+                      {"regret_pct", n(p.regret)}, {"regret_interval", {n(p.regret_lo), n(p.regret_hi)}},
+                      {"base_lr_log2", n(p.base_lr_log2)}, {"base_error_doublings", n(p.base_error)},
+                      {"base_regret_pct", n(p.base_regret)}, {"base_regret_interval", {n(p.base_regret_lo), n(p.base_regret_hi)}}};
+    arr.push_back(std::move(j));
+  }
+  nlohmann::json at = nlohmann::json::object();
+  for (const auto& [k, v] : opts.at) at[k] = v;
+  return {{"at", at},
+          {"holdout", opts.holdout},
+          {"fit_upto", opts.fit_upto > 0 ? nlohmann::json(opts.fit_upto) : nlohmann::json(nullptr)},
+          {"max_extrapolation_doublings", opts.max_extrapolation},
+          {"interval", fmt::format("seed bootstrap ({} resamples, {}-{}%) and the least-squares prediction half-width "
+                                   "(z = {:.3f}), in quadrature",
+                                   opts.transfer.bootstrap, opts.transfer.lo_q * 100, opts.transfer.hi_q * 100, opts.z)},
+          {"predictions", arr}};
+}
+
+}  // namespace scaleinv

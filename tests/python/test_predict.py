@@ -1,0 +1,69 @@
+"""scaleinv.predict and scaleinv.report on the H100 width store in docs/results/data (no torch
+needed): the same analysis as `scaleinv predict` / `transfer-report`, as Python data, and bad input
+as one scaleinv.UserError line."""
+import math
+import os
+import unittest
+
+import scaleinv
+
+DB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs", "results", "data", "width_gpu_h100.db")
+
+
+class PredictTest(unittest.TestCase):
+    def test_holdout_fitted_on_64_to_512(self):
+        p = scaleinv.predict(DB, holdout=True, fit_upto=512, param="mup")
+        self.assertIsInstance(p, scaleinv.Prediction)
+        self.assertEqual([q["target"] for q in p.predictions], [1024, 2048])
+        for q in p.predictions:
+            self.assertTrue(q["held_out"])
+            self.assertEqual(q["fit"]["values"], [64, 128, 256, 512])
+            self.assertEqual(q["status"], "predicted")
+            lo, hi = q["interval_log2"]
+            self.assertLess(lo, q["lr_log2"])
+            self.assertLess(q["lr_log2"], hi)
+            h = q["holdout"]
+            self.assertAlmostEqual(h["error_doublings"], q["lr_log2"] - h["measured_log2"], places=9)
+            self.assertGreaterEqual(h["regret_pct"], 0.0)
+        self.assertIn("| mup, width (depth 2) |", str(p))
+
+    def test_target_and_store_list(self):
+        p = scaleinv.predict([DB], at={"width": 4096}, param="standard")
+        (q,) = p.predictions
+        self.assertEqual(q["target"], 4096)
+        # standard's optimum falls ~1.15 doublings per doubling of width: far below the base's
+        self.assertLess(q["fit"]["slope"], -1.0)
+        self.assertAlmostEqual(q["lr"], 2.0 ** q["lr_log2"], places=12)
+        # 8x past 2048 with span 5 doublings: declined at the default limit of 3
+        (d,) = scaleinv.predict(DB, at={"width": 2048 * 16}, param="mup").predictions
+        self.assertTrue(d["status"].startswith("declined:"), d["status"])
+        self.assertIsNone(d["lr_log2"])
+
+    def test_report_is_transfer_reports_analysis(self):
+        r = scaleinv.report(DB, bootstrap=20)
+        groups = {g["title"]: g for g in r["groups"]} if "groups" in r else {}
+        self.assertTrue(groups, sorted(r))
+        g = groups["width transfer (depth 2)"]
+        params = {p["param"]: p for p in g["params"]}
+        self.assertEqual(sorted(params), ["mup", "standard"])
+
+    def test_bad_input_is_one_user_error(self):
+        for kwargs in ({"at": {"widht": 512}}, {"at": {"width": -1}}, {"at": {"width": float("nan")}},
+                       {"at": [("width", 512)]}, {"at": {"width": "big"}}, {}, {"holdout": "yes"},
+                       {"holdout": True, "fit_upto": -2}, {"at": {"width": 512}, "param": "nosuch"},
+                       {"at": {"width": 512}, "bootstrap": "x"}, {"at": {"width": 512}, "max_extrapolation": math.inf},
+                       {"at": {"width": 512}, "param": 3}):
+            with self.subTest(**{k: repr(v) for k, v in kwargs.items()}):
+                with self.assertRaises(scaleinv.UserError) as cm:
+                    scaleinv.predict(DB, **kwargs)
+                self.assertEqual(len(str(cm.exception).splitlines()), 1, str(cm.exception))
+        for db in (None, 3, [], os.path.join(os.path.dirname(DB), "none.db")):
+            with self.subTest(db=repr(db)):
+                with self.assertRaises(scaleinv.UserError):
+                    scaleinv.predict(db, at={"width": 512})
+                with self.assertRaises(scaleinv.UserError):
+                    scaleinv.report(db)
+
+
+if __name__ == "__main__":
+    unittest.main()

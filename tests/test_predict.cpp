@@ -1,0 +1,220 @@
+// `predict` (report/predict.h): a planted power law recovered exactly, its interval's coverage on
+// noisy replicates, the held-out check, composition of two axes, declined extrapolation, bad
+// input, and the CLI on the H100 store in docs/results/data.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_util.h"
+#include "core/errors.h"
+#include "report/predict.h"
+
+using namespace scaleinv;
+using scaleinv::testing::run_cli;
+
+namespace {
+
+// log2 LR* = kA + kBw log2(width) + kBd log2(depth): on the grid's half-doublings at every
+// (width, depth) used below, so a regret at the held-out point can be exactly 0.
+constexpr double kA = -3.0, kBw = -0.5, kBd = -0.25;
+double planted(double w, double d) { return kA + kBw * std::log2(w) + kBd * std::log2(d); }
+
+// splitmix64 and Box-Muller: the same noise on every platform.
+struct Noise {
+  uint64_t s;
+  double uniform() {
+    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return (static_cast<double>((z ^ (z >> 31)) >> 11) + 0.5) * 0x1.0p-53;
+  }
+  double normal() { return std::sqrt(-2.0 * std::log(uniform())) * std::cos(6.283185307179586 * uniform()); }
+};
+
+// A sweep over (widths x depths) x LR grid -14..-2 in half-doublings x seeds: loss quadratic in
+// log2 LR around the planted optimum, plus Gaussian noise of sd `sigma` per run.
+SweepTable table(const std::vector<std::pair<int64_t, int64_t>>& scales, int seeds, double sigma, uint64_t noise_seed,
+                 const std::string& param = "mup") {
+  SweepTable t;
+  t.db = "planted";
+  t.name = "planted";
+  Noise n{noise_seed};
+  for (const auto& [w, d] : scales)
+    for (int s = 0; s < seeds; ++s)
+      for (double x = -14; x <= -2 + 1e-9; x += 0.5) {
+        SweepRow r;
+        r.param = param;
+        r.width = w;
+        r.depth = d;
+        r.seed = s;
+        r.lr_log2 = x;
+        const double dx = x - planted(static_cast<double>(w), static_cast<double>(d));
+        r.final_loss = 2.0 + 0.05 * dx * dx + sigma * n.normal();
+        r.id = fmt::format("{}-{}-{}-{}", w, d, s, x);
+        t.rows.push_back(r);
+      }
+  return t;
+}
+
+std::vector<std::pair<int64_t, int64_t>> widths(std::vector<int64_t> ws, int64_t depth = 2) {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  for (int64_t w : ws) out.emplace_back(w, depth);
+  return out;
+}
+
+}  // namespace
+
+TEST(Predict, RecoversAPlantedPowerLawExactly) {
+  const SweepTable t = table(widths({64, 128, 256, 512}), 3, 0.0, 1);
+  PredictOptions o;
+  o.at = {{"width", 2048}};
+  const auto preds = predict(t, o);
+  ASSERT_EQ(preds.size(), 1u);
+  const Prediction& p = preds[0];
+  EXPECT_EQ(p.status, "predicted");
+  EXPECT_NEAR(p.fit.slope, kBw, 1e-9);
+  EXPECT_NEAR(p.lr_log2, planted(2048, 2), 1e-9);
+  EXPECT_NEAR(p.extrapolation, 2.0, 1e-12);
+  // Noise-free seeds and an exact law: no seed spread and no residual, so no width either.
+  EXPECT_NEAR(p.lo, p.lr_log2, 1e-9);
+  EXPECT_NEAR(p.hi, p.lr_log2, 1e-9);
+  EXPECT_NEAR(p.fit.residual_sd, 0.0, 1e-9);
+}
+
+TEST(Predict, HeldOutCheckOfAnExactLawHasNoErrorAndNoRegret) {
+  const SweepTable t = table(widths({64, 128, 256, 512, 1024}), 2, 0.0, 2);
+  PredictOptions o;
+  o.holdout = true;
+  const auto preds = predict(t, o);
+  ASSERT_EQ(preds.size(), 1u);
+  const Prediction& p = preds[0];
+  ASSERT_TRUE(p.held_out);
+  EXPECT_EQ(p.target, 1024);
+  EXPECT_NEAR(p.error, 0.0, 1e-9);
+  EXPECT_NEAR(p.regret, 0.0, 1e-9);
+  // The base carried: the width-64 optimum (-6.25) is 2 doublings too high at 1024 (kBw = -1/2 per
+  // doubling of width, 4 doublings from 64); its loss there is read between the grid points -6.5
+  // and -6.0, 1.75 and 2.25 doublings from the optimum, against the best grid point's (-8.5 or
+  // -8.0, a quarter doubling from it).
+  EXPECT_NEAR(p.base_error, 2.0, 1e-9);
+  const double best = 2.0 + 0.05 * 0.25 * 0.25, at_base = 2.0 + 0.05 * (1.75 * 1.75 + 2.25 * 2.25) / 2.0;
+  EXPECT_NEAR(p.base_regret, 100.0 * (at_base - best) / best, 1e-9);
+  // --fit-upto: fitted on 64..256, checked at 512 and at 1024.
+  o.fit_upto = 256;
+  const auto more = predict(t, o);
+  ASSERT_EQ(more.size(), 2u);
+  EXPECT_EQ(more[0].target, 512);
+  EXPECT_EQ(more[1].target, 1024);
+  for (const auto& q : more) EXPECT_NEAR(q.error, 0.0, 1e-9);
+}
+
+// The issue's criterion: on noisy replicates the 90% interval covers the truth in >= 85 of 100.
+// Noise sd 0.01 per run against a curvature of 0.05 per doubling^2 (the optimum of one seed then
+// moves ~0.1-0.2 doublings), four seeds, fitted on widths 64..512, read at 1024 (one doubling out).
+TEST(Predict, NinetyPercentIntervalCoversThePlantedOptimumInAtLeast85Of100NoisyReplicates) {
+  int covered = 0;
+  double width_sum = 0;
+  for (uint64_t rep = 0; rep < 100; ++rep) {
+    const SweepTable t = table(widths({64, 128, 256, 512}), 4, 0.01, 1000 + rep);
+    PredictOptions o;
+    o.at = {{"width", 1024}};
+    o.transfer.bootstrap = 100;
+    const Prediction p = predict(t, o).at(0);
+    ASSERT_EQ(p.status, "predicted");
+    const double truth = planted(1024, 2);
+    covered += (p.lo <= truth && truth <= p.hi) ? 1 : 0;
+    width_sum += p.hi - p.lo;
+  }
+  std::printf("  planted law, 100 noisy replicates: the 90%% interval covered the truth %d times (mean width %.3f doublings)\n",
+              covered, width_sum / 100);
+  EXPECT_GE(covered, 85);
+  // Not vacuous: the mean width stays under two doublings (the grid spans twelve).
+  EXPECT_LT(width_sum / 100, 2.0);
+}
+
+TEST(Predict, ComposesASecondSweptAxisAndNotesAnUnsweptOne) {
+  // A width sweep at depth 2 and a depth sweep at width 64, as two groups of one store.
+  auto scales = widths({64, 128, 256, 512});
+  for (int64_t d : {4, 8, 16}) scales.emplace_back(64, d);
+  const SweepTable t = table(scales, 2, 0.0, 3);
+  PredictOptions o;
+  o.at = {{"width", 1024}, {"depth", 8}};
+  const auto preds = predict(t, o);
+  const auto w = std::find_if(preds.begin(), preds.end(), [](const Prediction& p) { return p.axis == "width"; });
+  ASSERT_NE(w, preds.end());
+  EXPECT_NEAR(w->lr_log2, planted(1024, 8), 1e-9);
+  ASSERT_FALSE(w->notes.empty());
+  EXPECT_NE(w->notes.back().find("act separately"), std::string::npos);
+  // A store that never swept depth: the width law alone, and a note that nothing backs depth.
+  const SweepTable only_width = table(widths({64, 128, 256}), 2, 0.0, 4);
+  const Prediction q = predict(only_width, PredictOptions{{{"width", 512}, {"depth", 8}}}).at(0);
+  EXPECT_NEAR(q.lr_log2, planted(512, 2), 1e-9);
+  ASSERT_FALSE(q.notes.empty());
+  EXPECT_NE(q.notes.back().find("never swept"), std::string::npos) << q.notes.back();
+}
+
+TEST(Predict, DeclinesTargetsBeyondTheLimitOrTheFittedSpan) {
+  const SweepTable t = table(widths({64, 128, 256, 512}), 2, 0.0, 5);
+  PredictOptions o;
+  o.at = {{"width", 4096}};  // 3 doublings past 512: the limit and the span, allowed
+  EXPECT_EQ(predict(t, o).at(0).status, "predicted");
+  o.at = {{"width", 8192}};  // 4 doublings
+  const Prediction p = predict(t, o).at(0);
+  EXPECT_EQ(p.status.rfind("declined:", 0), 0u) << p.status;
+  EXPECT_TRUE(std::isnan(p.lr_log2));
+  o.max_extrapolation = 1;
+  o.at = {{"width", 2048}};
+  EXPECT_EQ(predict(t, o).at(0).status.rfind("declined:", 0), 0u);
+  // Below the data counts too.
+  o.max_extrapolation = 3;
+  o.at = {{"width", 4}};
+  EXPECT_EQ(predict(t, o).at(0).status.rfind("declined:", 0), 0u);
+}
+
+TEST(Predict, BadInputIsOneUserErrorNamingTheField) {
+  const SweepTable t = table(widths({64, 128, 256}), 2, 0.0, 6);
+  auto field_of = [&](PredictOptions o) {
+    try {
+      predict(t, o);
+    } catch (const UserError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(field_of(PredictOptions{}).find("--at"), std::string::npos);
+  EXPECT_NE(field_of(PredictOptions{{{"widht", 512}}}).find("widht"), std::string::npos);
+  EXPECT_NE(field_of(PredictOptions{{{"width", -512}}}).find("--at"), std::string::npos);
+  EXPECT_NE(field_of(PredictOptions{{{"width", NAN}}}).find("--at"), std::string::npos);
+  PredictOptions p{{{"width", 512}}};
+  p.param = "nosuch";
+  EXPECT_NE(field_of(p).find("--param"), std::string::npos);
+  PredictOptions f{{{"width", 512}}};
+  f.fit_upto = 128;  // without --holdout
+  EXPECT_NE(field_of(f).find("--fit-upto"), std::string::npos);
+  PredictOptions x{{{"width", 512}}};
+  x.max_extrapolation = -1;
+  EXPECT_NE(field_of(x).find("--max-extrapolation"), std::string::npos);
+}
+
+// The CLI on the H100 store of docs/results/width_2048_gpu.md: issue 37's held-out check (fit on
+// 64..512, read at 1024 and 2048) runs and writes JSON; bad flags are one line and exit 2.
+TEST(PredictCli, HeldOutOnTheGpuWidthStoreAndBadFlags) {
+  const std::string db = std::string(SCALEINV_SOURCE_DIR) + "/docs/results/data/width_gpu_h100.db";
+  const std::string dir = scaleinv::testing::temp_dir("predict_cli");
+  const auto r = run_cli("predict --db " + db + " --holdout --fit-upto 512 --json " + dir + "/p.json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("| mup, width (depth 2) | 64: -6.47; 128: -6.66; 256: -6.53; 512: -6.64 | 2048 |"), std::string::npos)
+      << r.out;
+  const auto j = nlohmann::json::parse(scaleinv::testing::slurp(dir + "/p.json"));
+  ASSERT_EQ(j["predictions"].size(), 4u);  // mup and standard, at 1024 and 2048
+  for (const auto& p : j["predictions"]) EXPECT_TRUE(p["held_out"].get<bool>());
+  for (const std::string bad : {"--at width", "--at width=x", "--at width=2048,width=4096", "--at nosuch=3",
+                                "--holdout --fit-upto -1", "--at width=2048 --bootstrap -1"}) {
+    const auto b = run_cli("predict --db " + db + " " + bad);
+    EXPECT_EQ(b.code, 2) << bad << ": " << b.err;
+    EXPECT_EQ(std::count(b.err.begin(), b.err.end(), '\n'), 1) << bad << ": " << b.err;
+  }
+}
