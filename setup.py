@@ -1,7 +1,7 @@
 """Builds the _scaleinv extension for `pip install .` / `pip wheel .` with CMake (the project's one
 build description): the torch-free core only (SCALEINV_CORE_ONLY=ON), for the Python running pip.
 Needs cmake, a C++20 compiler and the core's Debian packages (pybind11-dev, libfmt-dev,
-nlohmann-json3-dev, libtomlplusplus-dev, libsqlite3-dev); scripts/setup.sh installs them. Metadata
+nlohmann-json3-dev, libtomlplusplus-dev, libsqlite3-dev, libre2-dev); scripts/setup.sh installs them. Metadata
 is in pyproject.toml."""
 import glob
 import os

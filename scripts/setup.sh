@@ -13,7 +13,7 @@ cd "$here"
 PKGS=(build-essential cmake ninja-build pkg-config
       libtorch-dev libopenblas0-pthread libgloo-dev
       libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libfmt-dev
-      libsqlite3-dev sqlite3 zlib1g-dev libgtest-dev libgmock-dev libbenchmark-dev
+      libsqlite3-dev sqlite3 zlib1g-dev libre2-dev libgtest-dev libgmock-dev libbenchmark-dev
       gnuplot-nox bible-kjv dataset-fashion-mnist chromium procps
       python3-dev pybind11-dev python3-venv python3-setuptools python3-wheel python3-torch python3-torchvision python3-numpy
       binutils)

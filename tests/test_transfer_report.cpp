@@ -90,8 +90,9 @@ void write_db(const std::string& path, const SweepTable& t) {
   for (const auto& r : t.rows) {
     nlohmann::json axes = {{"param", r.param}, {"model.width", r.width}, {"lr_log2", r.lr_log2}, {"seed", r.seed}};
     db.run("INSERT INTO points (id, sweep, param, width, depth, lr, lr_log2, seed, axes, config, final_loss, diverged, "
-           "diverged_step, steps_done, curve, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, '{}', ?, ?, ?, 10, '[]', 'now')",
+           "diverged_step, steps_done, curve, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 10, '[]', 'now')",
            {r.id, t.name, r.param, r.width, r.depth, std::exp2(r.lr_log2), r.lr_log2, r.seed, axes.dump(),
+            r.config.empty() ? std::string("{}") : r.config,
             r.diverged ? SqlValue(nullptr) : SqlValue(r.final_loss), static_cast<int64_t>(r.diverged ? 1 : 0),
             static_cast<int64_t>(r.diverged ? 3 : -1)});
   }
@@ -577,6 +578,33 @@ TEST(TransferReport, SeveralDatabasesReadAsOne) {
   auto bad = run_cli("transfer-report --db " + dir + "/a.db --db " + dir + "/none.db --out " + dir + "/x");
   EXPECT_EQ(bad.code, 2);
   EXPECT_NE(bad.err.find("none.db"), std::string::npos) << bad.err;
+}
+
+// Two different sweeps (another base config) that share coordinates are refused when read as one
+// (issue 38): each store's rows would stand in for the other's and the verdict could flip.
+TEST(TransferReport, TwoDifferentSweepsAtTheSameCoordinatesAreRefused) {
+  const std::string dir = temp_dir("transfer_mix");
+  SweepTable a = synthetic({"mup"}), b = a;
+  for (auto& r : a.rows) r.config = R"({"train":{"steps":300,"batch_size":8}})";
+  for (auto& r : b.rows) r.id = "b-" + r.id, r.config = R"({"train":{"steps":1000,"batch_size":8}})";
+  write_db(dir + "/a.db", a);
+  write_db(dir + "/b.db", b);
+  for (const std::string cmd : {"transfer-report --db {D}/a.db --db {D}/b.db --out {D}/rep", "predict --db {D}/a.db --db {D}/b.db --holdout"}) {
+    std::string c = cmd;
+    for (size_t p; (p = c.find("{D}")) != std::string::npos;) c.replace(p, 3, dir);
+    const auto r = run_cli(c);
+    EXPECT_EQ(r.code, 2) << cmd << ": " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_NE(r.err.find(dir + "/b.db"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(dir + "/a.db"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("/train/steps is 300 there, 1000 here"), std::string::npos) << r.err;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir + "/rep"));
+  // The same sweep split over two stores (other seeds) still reads as one.
+  SweepTable c = a;
+  for (auto& r : c.rows) r.id = "c-" + r.id, r.seed += 10;
+  write_db(dir + "/c.db", c);
+  EXPECT_EQ(read_sweep_rows(std::vector<std::string>{dir + "/a.db", dir + "/c.db"}).rows.size(), a.rows.size() * 2);
 }
 
 TEST(TransferReport, EveryImageLoadsInHeadlessChromium) {

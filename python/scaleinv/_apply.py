@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 import _scaleinv
-from ._core import UserError
+from ._core import UserError, _name, _number
 from ._tensors import rms
 
 OPTIMIZERS = ("sgd", "adam", "adamw")
@@ -59,6 +59,9 @@ def _has_attention(model):
 def _spec(model):
     tensors, seen, tied = [], {}, []
     for name, mod, pname, p in named_tensors(model):
+        if p.is_complex():
+            raise UserError(f"python: {name}: a complex tensor ({p.dtype}) has no role in the table "
+                            "(fix: keep it out of the model's parameters, or split it into real and imaginary parts)")
         if id(p) in seen:
             if seen[id(p)] != name:
                 tied.append({"name": name, "shares": seen[id(p)], "layout": _layout(mod, pname, p)})
@@ -68,15 +71,43 @@ def _spec(model):
     return tensors, tied
 
 
+def _check_plan_args(model, base, delta, param, optimizer, weight_decay, overrides):
+    for field, m in (("model", model), ("base", base), ("delta", delta)):
+        if not isinstance(m, nn.Module):
+            raise UserError(f"python: {field}: a {type(m).__name__}, not a torch.nn.Module (fix: pass the model "
+                            "built at the target width, and the same class at the base and a second width)")
+    _name("param", param, "param='mup' (scaleinv.presets() lists the rows)")
+    if optimizer not in OPTIMIZERS:
+        raise UserError(f"python: optimizer: {optimizer!r} is not one of {', '.join(OPTIMIZERS)} "
+                        "(fix: use one of them; muon and adafactor run on scaleinv's C++ optimizers)")
+    _number("weight_decay", weight_decay, "weight_decay=0.1 (a per-step fraction lr * weight_decay)", lo=0)
+    if overrides is not None:
+        if not isinstance(overrides, dict):
+            raise UserError(f"python: overrides: a {type(overrides).__name__}, not a dict "
+                            "(fix: overrides={'regex': 'role'}, e.g. {'head': 'readout'})")
+        for k, v in overrides.items():
+            if not isinstance(k, str) or not isinstance(v, str):
+                raise UserError(f"python: overrides: {k!r}: {v!r} is not pattern: role as two strings "
+                                "(fix: overrides={'head': 'readout'}; roles: embedding, hidden, readout, vector, attention)")
+
+
+def _check_optimizer_args(lr, betas, eps, momentum):
+    _number("lr", lr, "lr=1e-3, the LR tuned at the base width", lo=0, lo_open=True)
+    if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+        raise UserError(f"python: betas: {betas!r} is not a pair (fix: betas=(0.9, 0.999))")
+    for i, b in enumerate(betas):
+        _number(f"betas[{i}]", b, "betas=(0.9, 0.999), each in [0, 1)", lo=0, hi=1, hi_open=True)
+    _number("eps", eps, "eps=1e-8", lo=0)
+    _number("momentum", momentum, "momentum=0.9, in [0, 1)", lo=0, hi=1, hi_open=True)
+
+
 def plan(model, base, delta, param="mup", optimizer="adamw", weight_decay=0.0, overrides=None):
     """The roles and per-tensor factors without touching anything: a dict with m, k, tensors
     [{name, role, in_block, why, init, lr, wd, eps, fan_in, fan_out, m}], ties [{tensor, use,
     tensor_role, use_role, readout, exponent, multiplier}] (a tied embedding's readout multiplier,
     which apply installs as a forward hook), notes (what your forward must do itself: residual branch
     multipliers, the attention logit scale)."""
-    if optimizer not in OPTIMIZERS:
-        raise UserError(f"python: optimizer: '{optimizer}' is not one of {', '.join(OPTIMIZERS)} "
-                        "(fix: use one of them; muon and adafactor run on scaleinv's C++ optimizers)")
+    _check_plan_args(model, base, delta, param, optimizer, weight_decay, overrides)
     target, tied = _spec(model)
     spec = {"base": _spec(base)[0], "delta": _spec(delta)[0], "target": target, "tied": tied,
             "attention": _has_attention(model),
@@ -101,29 +132,33 @@ def apply(model, base, delta, param="mup", optimizer="adamw", lr=1e-3, weight_de
     if getattr(model, "scaleinv_plan", None) is not None:
         raise UserError("python: model: apply has already rescaled this model (its init and hooks are applied) "
                         "(fix: build a fresh model and apply once)")
+    _check_optimizer_args(lr, betas, eps, momentum)
     p = plan(model, base, delta, param, optimizer, weight_decay, overrides)
     entries = named_tensors(model)
     params = {name: t for name, _, _, t in entries}
     owners = {name: mod for name, mod, _, _ in entries}
+    # Every check has passed and the optimizer is built before the model is touched: a refused call
+    # leaves the model as it was, and a retry rescales once.
+    lr, weight_decay, eps, momentum = float(lr), float(weight_decay), float(eps), float(momentum)
     groups = []
-    with torch.no_grad():
-        for t in p["tensors"]:
-            tensor = params[t["name"]]
-            if t["init"] != 1.0:
-                tensor.mul_(t["init"])
-            g_lr = lr * t["lr"]
-            frac = lr * weight_decay * t["wd"]
-            g = {"params": [tensor], "lr": g_lr, "weight_decay": frac / g_lr if g_lr > 0 else 0.0,
-                 "name": t["name"], "role": t["role"], "scaleinv_lr": g_lr}
-            if optimizer != "sgd":
-                g["eps"] = eps * t["eps"]
-            groups.append(g)
+    for t in p["tensors"]:
+        g_lr = lr * t["lr"]
+        frac = lr * weight_decay * t["wd"]
+        g = {"params": [params[t["name"]]], "lr": g_lr, "weight_decay": frac / g_lr if g_lr > 0 else 0.0,
+             "name": t["name"], "role": t["role"], "scaleinv_lr": g_lr}
+        if optimizer != "sgd":
+            g["eps"] = eps * t["eps"]
+        groups.append(g)
     if optimizer == "adamw":
-        opt = torch.optim.AdamW(groups, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
+        opt = torch.optim.AdamW(groups, lr=lr, betas=tuple(float(b) for b in betas), eps=eps, weight_decay=weight_decay)
     elif optimizer == "adam":
-        opt = torch.optim.Adam(groups, lr=lr, betas=betas, eps=eps)
+        opt = torch.optim.Adam(groups, lr=lr, betas=tuple(float(b) for b in betas), eps=eps)
     else:
         opt = torch.optim.SGD(groups, lr=lr, momentum=momentum)
+    with torch.no_grad():
+        for t in p["tensors"]:
+            if t["init"] != 1.0:
+                params[t["name"]].mul_(t["init"])
     hooks = []
     for tie in p["ties"]:
         if tie["readout"] and tie["multiplier"] != 1.0:

@@ -7,6 +7,7 @@ with the theory's exponent for the module's role.
 """
 import json
 import math
+import os
 import shutil
 import sys
 import time
@@ -15,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 import _scaleinv
-from ._core import UserError
+from ._core import UserError, _integer, _name, _number
 from ._tensors import rms
 from ._apply import apply
 
@@ -158,9 +159,10 @@ def _measure(model, opt, batches, steps, loss_fn, wanted=frozenset(QUANTITIES)):
             recording[0] = True
             rec.clear()
             out = model(x)
-            lv = loss_fn(out, y)
+            lv = _scalar_loss(loss_fn(out, y))
             recording[0] = False
-            n_out = out.shape[-1]
+            first = _first_tensor(out)
+            n_out = first.shape[-1] if first is not None and first.dim() > 0 else 1
             value = float(lv.detach())
             losses[t] = value if math.isfinite(value) else None
             if not math.isfinite(value):
@@ -193,7 +195,7 @@ def _measure(model, opt, batches, steps, loss_fn, wanted=frozenset(QUANTITIES)):
             if bi != 0:
                 opt.zero_grad()
                 xb, yb = batches[bi]
-                loss_fn(model(xb), yb).backward()
+                _scalar_loss(loss_fn(model(xb), yb)).backward()
             if "dW" in wanted or "||dW||" in wanted:
                 prev = [p.detach().clone() for _, p in params]
             opt.step()
@@ -223,22 +225,9 @@ def coordcheck(make_model, widths, batches, param="mup", optimizer="adamw", lr=1
     Returns a CoordCheckResult.
     """
     wanted = _quantity_set(quantities)
-    widths = sorted(set(int(w) for w in widths))
-    if len(widths) < 2:
-        raise UserError("python: widths: a slope needs at least 2 widths (fix: give e.g. widths=[128, 256, 512])")
-    if not batches:
-        raise UserError("python: batches: no batches (fix: give [(x, y)], the probe batch first)")
-    seed_list = list(range(seeds)) if isinstance(seeds, int) else [int(s) for s in seeds]
-    if not seed_list:
-        raise UserError("python: seeds: no seeds (fix: use 2 or more seeds; the interval is over seeds)")
-    if int(steps) < 1:
-        raise UserError(f"python: steps: {steps} steps (fix: use at least 1 step)")
-    if plot and shutil.which("gnuplot") is None:  # before the runs, not after them
-        raise UserError("python: plot: the gnuplot program is not installed "
-                        "(fix: install gnuplot-nox (apt-get install gnuplot-nox) or leave out plot)")
+    widths, seed_list, steps, base_width, delta_width = _check_args(make_model, widths, batches, param, optimizer, lr,
+                                                                    steps, seeds, loss, base_width, delta_width, plot)
     loss_fn = loss or F.cross_entropy
-    base_width = base_width or widths[0]
-    delta_width = delta_width or (widths[1] if widths[1] != base_width else widths[0])
     state = torch.random.get_rng_state()
     torch.manual_seed(0)
     base = make_model(base_width)
@@ -254,7 +243,7 @@ def coordcheck(make_model, widths, batches, param="mup", optimizer="adamw", lr=1
                 model = make_model(w)
                 opt = apply(model, base, delta, param=param, optimizer=optimizer, lr=lr,
                             weight_decay=weight_decay, momentum=momentum, overrides=overrides)
-                run, order, n_out, shapes = _measure(model, opt, batches, int(steps), loss_fn, wanted)
+                run, order, n_out, shapes = _measure(model, opt, batches, steps, loss_fn, wanted)
                 act_shapes[w] = shapes
                 run.update({"width": w, "seed": s})
                 runs.append(run)
@@ -272,13 +261,88 @@ def coordcheck(make_model, widths, batches, param="mup", optimizer="adamw", lr=1
             print(file=sys.stderr)
     finally:
         torch.random.set_rng_state(state)
-    y = batches[0][1]
-    n_probe = _probe_positions(act_shapes, int(y.numel()))
+    x, y = batches[0]
+    n_probe = _probe_positions(act_shapes, int(y.numel()) if torch.is_tensor(y) else int(_first_tensor(x).shape[0]))
     data, text, stems = _scaleinv.judge_coordcheck(json.dumps({
         "param": param, "table": plan["shifted"], "optimizer": optimizer, "model": type(base).__name__, "seeds": seed_list,
-        "steps": int(steps), "n_probe": n_probe, "n_out": int(n_out or 0), "layers": layers,
+        "steps": steps, "n_probe": n_probe, "n_out": int(n_out or 0), "layers": layers,
         "runs": runs, "plot": plot or ""}))
     return CoordCheckResult(json.loads(data), text, stems)
+
+
+def _check_args(make_model, widths, batches, param, optimizer, lr, steps, seeds, loss, base_width, delta_width, plot):
+    """Every argument checked before the first run (UserError, one line); the normalised values."""
+    if not callable(make_model):
+        raise UserError("python: make_model: not callable (fix: a function of the width returning the model)")
+    if isinstance(widths, (str, bytes)) or not hasattr(widths, "__iter__"):
+        raise UserError(f"python: widths: {widths!r} is not a list (fix: widths=[128, 256, 512])")
+    ws = sorted(set(_integer("widths", w, "widths=[128, 256, 512]", 1, 1 << 24) for w in widths))
+    if len(ws) < 2:
+        raise UserError("python: widths: a slope needs at least 2 widths (fix: give e.g. widths=[128, 256, 512])")
+    if not isinstance(batches, (list, tuple)) or not batches:
+        raise UserError("python: batches: no batches (fix: give [(x, y)], the probe batch first)")
+    for i, b in enumerate(batches):
+        if not isinstance(b, (tuple, list)) or len(b) != 2:
+            raise UserError(f"python: batches[{i}]: a {type(b).__name__}, not an (x, y) pair (fix: batches=[(x, y), ...])")
+        x, y = b
+        if torch.is_tensor(x) and (x.dim() == 0 or x.shape[0] == 0):
+            raise UserError(f"python: batches[{i}]: x has no rows (shape {list(x.shape)}) (fix: give at least one sample)")
+        if torch.is_tensor(y) and y.numel() == 0:
+            raise UserError(f"python: batches[{i}]: y is empty (fix: give at least one target)")
+    _name("param", param, "param='mup' (scaleinv.presets() lists the rows)")
+    _name("optimizer", optimizer, "optimizer='adamw'")
+    _number("lr", lr, "lr=1e-3, the LR tuned at the base width", lo=0, lo_open=True)
+    steps = _integer("steps", steps, "steps=3", 1, 100000)
+    if isinstance(seeds, (int, float)) and not isinstance(seeds, bool):
+        seed_list = list(range(_integer("seeds", seeds, "seeds=3 (the interval is over seeds)", 2, 10000)))
+    elif isinstance(seeds, (list, tuple)):
+        seed_list = [_integer("seeds", s, "seeds=[0, 1, 2]", -(1 << 62), 1 << 62) for s in seeds]
+        if len(set(seed_list)) < 2 or len(set(seed_list)) != len(seed_list):
+            raise UserError(f"python: seeds: {list(seeds)!r} (fix: give 2 or more different seeds; the interval is over seeds)")
+    else:
+        raise UserError(f"python: seeds: {seeds!r} is neither a count nor a list (fix: seeds=3)")
+    if loss is not None and not callable(loss):
+        raise UserError("python: loss: not callable (fix: loss(output, y) returning a scalar tensor)")
+    base_width = ws[0] if base_width is None else _integer("base_width", base_width, "base_width=128", 1, 1 << 24)
+    if delta_width is not None:
+        delta_width = _integer("delta_width", delta_width, "delta_width=256", 1, 1 << 24)
+    else:
+        delta_width = ws[1] if ws[1] != base_width else ws[0]
+    if plot is not None:
+        if not isinstance(plot, (str, os.PathLike)):
+            raise UserError(f"python: plot: {plot!r} is not a directory path (fix: plot='runs/coordcheck')")
+        if os.path.exists(plot) and not os.path.isdir(plot):  # found before the runs, not after them
+            raise UserError(f"python: plot: {os.fspath(plot)} exists and is not a directory "
+                            "(fix: name a new or existing directory)")
+        if shutil.which("gnuplot") is None:
+            raise UserError("python: plot: the gnuplot program is not installed "
+                            "(fix: install gnuplot-nox (apt-get install gnuplot-nox) or leave out plot)")
+    return ws, seed_list, steps, base_width, delta_width
+
+
+def _first_tensor(out):
+    """The model output's first tensor (a model may return a tuple, e.g. (logits, aux))."""
+    if torch.is_tensor(out):
+        return out
+    if isinstance(out, (tuple, list)):
+        for o in out:
+            t = _first_tensor(o)
+            if t is not None:
+                return t
+    if isinstance(out, dict):
+        for o in out.values():
+            t = _first_tensor(o)
+            if t is not None:
+                return t
+    return None
+
+
+def _scalar_loss(lv):
+    if not torch.is_tensor(lv) or lv.numel() != 1:
+        what = f"a tensor of shape {list(lv.shape)}" if torch.is_tensor(lv) else f"a {type(lv).__name__}"
+        raise UserError(f"python: loss: returned {what}, not a scalar tensor with a gradient "
+                        "(fix: return e.g. F.cross_entropy(output, y), reduced to one number)")
+    return lv
 
 
 def _probe_positions(act_shapes, n_targets):

@@ -31,7 +31,11 @@ class Theory(dict):
 
 def theory(param, optimizer="adam", depth=3, muon_scale="spectral", rmsnorm=False):
     """How activations, gradients and updates scale with width and depth (seed 000, seed 004)."""
-    data, text = _scaleinv.theory(param, optimizer, int(depth), muon_scale, bool(rmsnorm))
+    _name("param", param, "param='mup' (scaleinv.presets() lists them)")
+    _name("optimizer", optimizer, "optimizer='adam'")
+    _name("muon_scale", muon_scale, "muon_scale='spectral' or 'rms'")
+    depth = _integer("depth", depth, "depth=3 (the number of residual blocks)", 1, 1 << 20)
+    data, text = _scaleinv.theory(param, optimizer, depth, muon_scale, bool(rmsnorm))
     return Theory(json.loads(data), text)
 
 
@@ -43,10 +47,34 @@ def _db_list(db):
     return [os.fspath(d) for d in items]
 
 
-def _number(field, v, fix):
+def _number(field, v, fix, lo=None, hi=None, lo_open=False, hi_open=False):
+    """v as a float when it is a finite real number inside the bounds (bool is no number);
+    UserError naming `field` and `fix` otherwise. Every argument is checked before anything is
+    touched, so a refused call changes nothing."""
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        raise UserError(f"{field}: {v!r} is not a finite number (fix: {fix})")
-    return float(v)
+        raise UserError(f"python: {field}: {v!r} is not a finite number (fix: {fix})")
+    v = float(v)
+    if lo is not None and (v < lo or (lo_open and v == lo)):
+        raise UserError(f"python: {field}: {v!r} must be {'>' if lo_open else '>='} {lo:g} (fix: {fix})")
+    if hi is not None and (v > hi or (hi_open and v == hi)):
+        raise UserError(f"python: {field}: {v!r} must be {'<' if hi_open else '<='} {hi:g} (fix: {fix})")
+    return v
+
+
+def _integer(field, v, fix, lo, hi):
+    """v as an int when it is an integer (a float with an integral value counts) in [lo, hi]."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or (isinstance(v, float) and not v.is_integer()):
+        raise UserError(f"python: {field}: {v!r} is not an integer (fix: {fix})")
+    v = int(v)
+    if not lo <= v <= hi:
+        raise UserError(f"python: {field}: {v} is outside {lo}..{hi} (fix: {fix})")
+    return v
+
+
+def _name(field, v, fix):
+    if not isinstance(v, str) or not v:
+        raise UserError(f"python: {field}: {v!r} is not a name (fix: {fix})")
+    return v
 
 
 class Prediction(dict):
@@ -74,13 +102,13 @@ def predict(db, at=None, holdout=False, fit_upto=None, param=None, max_extrapola
     at = {} if at is None else at
     if not isinstance(at, dict) or not all(isinstance(k, str) for k in at):
         raise UserError(f"at: {at!r} is not a dict of axis name -> value (fix: at={{'width': 2048}})")
-    at = {k: _number(f"at[{k!r}]", v, "at={'width': 2048}") for k, v in at.items()}
+    at = {k: _number(f"at[{k!r}]", v, "at={'width': 2048}", lo=0, lo_open=True) for k, v in at.items()}
     if not isinstance(holdout, bool):
         raise UserError(f"holdout: {holdout!r} is not True or False")
-    fit = 0.0 if fit_upto is None else _number("fit_upto", fit_upto, "fit_upto=512")
+    fit = 0.0 if fit_upto is None else _number("fit_upto", fit_upto, "fit_upto=512", lo=0, lo_open=True)
     if param is not None and not isinstance(param, str):
         raise UserError(f"param: {param!r} is not a parameterization name (fix: param='mup')")
-    ext = _number("max_extrapolation", max_extrapolation, "max_extrapolation=3")
+    ext = _number("max_extrapolation", max_extrapolation, "max_extrapolation=3", lo=0)
     if isinstance(bootstrap, bool) or not isinstance(bootstrap, int):
         raise UserError(f"bootstrap: {bootstrap!r} is not an integer (fix: bootstrap=200)")
     data, text = _scaleinv.predict(_db_list(db), at, holdout, fit, param or "", ext, bootstrap)

@@ -1,14 +1,16 @@
 // Roles and the shifted plan for a model scaleinv did not write (see own_model.h).
 #include "adapt/own_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
-#include <regex>
+#include <memory>
 #include <set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
+#include <re2/re2.h>
 
 #include "core/errors.h"
 
@@ -137,17 +139,32 @@ void check_spec(const OwnModelSpec& spec) {
     throw UserError(spec.where, "parameters", "the model has no trainable tensors", "pass a model with parameters");
 }
 
-// The overrides' patterns, compiled in order (UserError for one that is not a regular expression).
-std::vector<std::regex> compile_overrides(const OwnModelSpec& spec) {
-  std::vector<std::regex> overrides;
+// The overrides' patterns, compiled in order (UserError for one that is not a regular expression,
+// or one that matches no tensor of the target: a typo would otherwise be ignored). RE2, not
+// std::regex: RE2 matches in time linear in the name and never recurses on the input, where
+// libstdc++'s std::regex recurses once per character and a pattern such as ^(a|b)*$ against a long
+// name overflows the stack, killing the process that loaded the library (issue 38).
+using Patterns = std::vector<std::unique_ptr<RE2>>;
+
+bool matches(const RE2& re, const std::string& name) { return RE2::PartialMatch(name, re); }
+
+Patterns compile_overrides(const OwnModelSpec& spec) {
+  Patterns overrides;
+  RE2::Options opts;
+  opts.set_log_errors(false);
   for (const RoleOverride& o : spec.overrides) {
-    try {
-      overrides.emplace_back(o.pattern);
-    } catch (const std::regex_error& e) {
+    auto re = std::make_unique<RE2>(o.pattern, opts);
+    if (!re->ok())
+      throw UserError(spec.where, "overrides", fmt::format("'{}' is not a regular expression ({})", o.pattern, re->error()),
+                      "give an RE2 pattern (Python re syntax without backreferences or lookaround)");
+    const bool hit = std::any_of(spec.target.begin(), spec.target.end(), [&](const OwnTensor& t) { return matches(*re, t.name); }) ||
+                     std::any_of(spec.tied.begin(), spec.tied.end(), [&](const TiedUse& u) { return matches(*re, u.name); });
+    if (!hit)
       throw UserError(spec.where, "overrides",
-                      fmt::format("'{}' is not a regular expression ({})", o.pattern, e.what()),
-                      "give a std::regex (ECMAScript) pattern");
-    }
+                      fmt::format("'{}' matches no tensor of the model (its names look like '{}')", o.pattern,
+                                  spec.target.front().name),
+                      "correct the pattern (it is searched in each tensor's name), or drop it");
+    overrides.push_back(std::move(re));
   }
   return overrides;
 }
@@ -268,11 +285,11 @@ double role_ratio(Role role, const TensorFans& f) {
 
 // The first override whose pattern matches the name sets the role; a matrix whose layout reads the
 // other way round for that role has its fans swapped; a role that fits neither reading is refused.
-void apply_override(const OwnModelSpec& spec, const std::vector<std::regex>& overrides, const OwnTensor& t,
+void apply_override(const OwnModelSpec& spec, const Patterns& overrides, const OwnTensor& t,
                     const OwnTensor& base, TensorFans& f, OwnRole& r) {
   const std::string& where = spec.where;
   for (size_t o = 0; o < overrides.size(); ++o) {
-    if (!std::regex_search(t.name, overrides[o])) continue;
+    if (!matches(*overrides[o], t.name)) continue;
     const Role want = spec.overrides[o].role;
     if (f.layout == TensorLayout::Vector && want != Role::Vector)
       throw UserError(where, t.name,
@@ -299,7 +316,7 @@ void apply_override(const OwnModelSpec& spec, const std::vector<std::regex>& ove
 }
 
 // The role of target tensor i: matched to base and delta, classified by which fans grow, overridden.
-OwnRole classify_tensor(const OwnModelSpec& spec, const std::vector<std::regex>& overrides, const SpecBlocks& blocks,
+OwnRole classify_tensor(const OwnModelSpec& spec, const Patterns& overrides, const SpecBlocks& blocks,
                         size_t i, WidthGrowth& growth) {
   const OwnTensor& t = spec.target[i];
   OwnRole r;
@@ -323,7 +340,7 @@ OwnRole classify_tensor(const OwnModelSpec& spec, const std::vector<std::regex>&
 // A tie (see OwnTie): the second use classified under its own layout against the shared tensor's
 // base and delta counterparts. Equal roles share the plan; an embedding read as a readout makes the
 // tensor an embedding (its fans and ratio those of the embedding reading) and names the readout use.
-void classify_tie(const OwnModelSpec& spec, const std::vector<std::regex>& overrides, const SpecBlocks& blocks,
+void classify_tie(const OwnModelSpec& spec, const Patterns& overrides, const SpecBlocks& blocks,
                   const TiedUse& u, OwnRoles& out) {
   size_t i = 0;
   while (i < spec.target.size() && spec.target[i].name != u.shares) ++i;
@@ -403,7 +420,7 @@ void infer_depth(const OwnModelSpec& spec, const Blocks& tb, const Blocks& bb, O
 
 OwnRoles infer_roles(const OwnModelSpec& spec) {
   check_spec(spec);
-  const std::vector<std::regex> overrides = compile_overrides(spec);
+  const Patterns overrides = compile_overrides(spec);
   const SpecBlocks blocks{find_blocks(spec.target), find_blocks(spec.base), find_blocks(spec.delta)};
   OwnRoles out;
   WidthGrowth growth;

@@ -64,7 +64,7 @@ struct OwnTensor {
 };
 
 struct RoleOverride {
-  std::string pattern;  // std::regex, searched in the tensor name
+  std::string pattern;  // an RE2 regular expression, searched in the tensor name (one that matches none is refused)
   Role role = Role::Hidden;
 };
 

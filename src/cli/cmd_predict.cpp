@@ -77,6 +77,7 @@ void add_predict_command(CLI::App& app, int& exit_code) {
     popts.param = o->param;
     popts.max_extrapolation = o->max_extrapolation;
     popts.transfer.bootstrap = o->bootstrap;
+    check_predict_request(popts);  // before the stores are read
     const SweepTable t = read_sweep_rows(o->dbs);
     const std::vector<Prediction> preds = predict(t, popts);
     std::fputs(predict_markdown(preds).c_str(), stdout);

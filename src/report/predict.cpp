@@ -332,12 +332,7 @@ std::string interval(double lo, double hi, const char* f = "{:+.2f}") {
 }
 
 void check_options(const SweepTable& table, const PredictOptions& opts, std::map<std::string, double>& at) {
-  if (opts.at.empty() && !opts.holdout)
-    throw UserError("command line", "--at", "nothing to predict", "give --at width=2048 (axis=value, ...) or --holdout");
-  if (opts.fit_upto < 0 || !std::isfinite(opts.fit_upto) || (opts.fit_upto > 0 && !opts.holdout))
-    throw UserError("command line", "--fit-upto", "needs --holdout and a positive value", "e.g. --holdout --fit-upto 512");
-  if (!(opts.max_extrapolation >= 0) || !std::isfinite(opts.max_extrapolation))
-    throw UserError("command line", "--max-extrapolation", "must be a finite number >= 0 (doublings)", "e.g. 3");
+  check_predict_request(opts);
   const std::vector<std::string> axes = analysis_axes(table);
   for (const auto& [raw, v] : opts.at) {
     const std::string a = canonical_axis(raw);
@@ -347,8 +342,6 @@ void check_options(const SweepTable& table, const PredictOptions& opts, std::map
       throw UserError("command line", "--at", fmt::format("'{}' is no axis of {} (its axes: {})", raw, table.db, known),
                       "name one of them, e.g. --at width=2048");
     }
-    if (!std::isfinite(v) || v <= 0)
-      throw UserError("command line", "--at", fmt::format("{}={} is not a positive number", raw, v), "e.g. --at width=2048");
     at[a] = v;
   }
   if (!opts.param.empty() &&
@@ -363,6 +356,18 @@ void check_options(const SweepTable& table, const PredictOptions& opts, std::map
 }
 
 }  // namespace
+
+void check_predict_request(const PredictOptions& opts) {
+  if (opts.at.empty() && !opts.holdout)
+    throw UserError("command line", "--at", "nothing to predict", "give --at width=2048 (axis=value, ...) or --holdout");
+  if (opts.fit_upto < 0 || !std::isfinite(opts.fit_upto) || (opts.fit_upto > 0 && !opts.holdout))
+    throw UserError("command line", "--fit-upto", "needs --holdout and a positive value", "e.g. --holdout --fit-upto 512");
+  if (!(opts.max_extrapolation >= 0) || !std::isfinite(opts.max_extrapolation))
+    throw UserError("command line", "--max-extrapolation", "must be a finite number >= 0 (doublings)", "e.g. 3");
+  for (const auto& [raw, v] : opts.at)
+    if (!std::isfinite(v) || v <= 0)
+      throw UserError("command line", "--at", fmt::format("{}={} is not a positive number", raw, v), "e.g. --at width=2048");
+}
 
 std::string Prediction::title() const {
   return fmt::format("{}, {}{}", param, axis, seed_curves::held_text(fixed, context));

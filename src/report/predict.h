@@ -96,6 +96,10 @@ struct Prediction {
 // number, neither a target nor holdout, fit_upto without holdout, a parameterization the store lacks, or no group to fit.
 std::vector<Prediction> predict(const SweepTable& table, const PredictOptions& opts);
 
+// The checks that need no store (a target or holdout, fit_upto, max_extrapolation, positive
+// values): UserError as predict's. predict runs them first; a caller may run them before reading.
+void check_predict_request(const PredictOptions& opts);
+
 // The markdown tables `scaleinv predict` prints (predictions, then held-out checks).
 std::string predict_markdown(const std::vector<Prediction>& preds);
 nlohmann::json predict_to_json(const std::vector<Prediction>& preds, const PredictOptions& opts);

@@ -54,6 +54,22 @@ Optimum curve_optimum(const std::vector<LrPoint>& pts) {
   return locate_optimum(x, y);
 }
 
+// The first config field (a JSON pointer such as /train/steps) whose value differs between two
+// resolved configs, with both values; "" when they agree or cannot be read.
+std::string first_config_difference(const std::string& a, const std::string& b) {
+  const nlohmann::json ja = nlohmann::json::parse(a, nullptr, false), jb = nlohmann::json::parse(b, nullptr, false);
+  if (ja.is_discarded() || jb.is_discarded()) return "their configs differ";
+  const nlohmann::json fa = ja.flatten(), fb = jb.flatten();
+  for (const auto& [k, v] : fa.items()) {
+    const auto it = fb.find(k);
+    if (it == fb.end()) return fmt::format("first difference: {} is {} there, absent here", k, v.dump());
+    if (*it != v) return fmt::format("first difference: {} is {} there, {} here", k, v.dump(), it->dump());
+  }
+  for (const auto& [k, v] : fb.items())
+    if (!fa.contains(k)) return fmt::format("first difference: {} is absent there, {} here", k, v.dump());
+  return "their configs differ";
+}
+
 std::string fmt_signed(double v) { return std::isfinite(v) ? fmt::format("{:+.2f}", v) : "n/a"; }
 
 }  // namespace
@@ -118,6 +134,7 @@ SweepTable read_sweep_rows(const std::string& db_path) {
           if (!is_coordinate_axis(k)) s.axes[k] = v.is_string() ? v.get<std::string>() : v.dump();
     }
     if (auto c = std::get_if<std::string>(&r[9])) {  // the resolved config: the run's length and decay
+      s.config = *c;
       nlohmann::json cfg = nlohmann::json::parse(*c, nullptr, false);
       if (cfg.is_object()) {
         const nlohmann::json train = cfg.value("train", nlohmann::json::object());
@@ -146,13 +163,32 @@ SweepTable read_sweep_rows(const std::vector<std::string>& db_paths) {
     throw UserError("command line", "--db", "no database given", "give one or more files written by scaleinv sweep");
   SweepTable all;
   std::set<std::string> ids;
-  for (const std::string& path : db_paths) {
-    SweepTable t = read_sweep_rows(path);
+  // Where each point sits (param, width, depth, LR, seed and the other grid axes) and which file and
+  // config put it there: two stores read as one may add points (more seeds, more widths), but a
+  // point at the same coordinates with another config means two different sweeps, whose rows would
+  // silently stand in for each other.
+  std::map<std::string, std::pair<std::string, const SweepRow*>> at;
+  std::vector<SweepTable> tables;
+  for (const std::string& path : db_paths) tables.push_back(read_sweep_rows(path));
+  for (const SweepTable& t : tables) {
     all.db += (all.db.empty() ? "" : " + ") + t.db;
     if (all.name.find(t.name) == std::string::npos) all.name += (all.name.empty() ? "" : " + ") + t.name;
-    for (auto& r : t.rows) {
-      if (ids.insert(r.id).second) all.rows.push_back(std::move(r));
-      else ++all.duplicates;
+    for (const auto& r : t.rows) {
+      if (!ids.insert(r.id).second) {
+        ++all.duplicates;
+        continue;
+      }
+      nlohmann::json axes(r.axes);
+      const std::string key = fmt::format("{}|{}|{}|{}|{}|{}", r.param, r.width, r.depth, lr_key(r.lr_log2), r.seed, axes.dump());
+      const auto [it, fresh] = at.emplace(key, std::make_pair(t.db, &r));
+      if (!fresh)
+        throw UserError(t.db, "--db",
+                        fmt::format("a point at {} {} width {} depth {} log2 LR {:g} seed {} has another config in {}: "
+                                    "the two are different sweeps ({})",
+                                    r.param, r.axes.empty() ? "" : axes.dump(), r.width, r.depth, r.lr_log2, r.seed,
+                                    it->second.first, first_config_difference(it->second.second->config, r.config)),
+                        "read each sweep on its own, or run both from the same base config");
+      all.rows.push_back(r);
     }
   }
   return all;

@@ -56,6 +56,7 @@ struct SweepRow {
   double weight_decay = 0;      // optim.weight_decay of the point's config
   bool wd_independent = false;  // optim.wd_mode = "independent" (decay wd per step, not lr x wd)
   bool wd_decoupled = false;    // the optimizer decays decoupled (adamw, muon, adafactor): a timescale
+  std::string config;           // the point's resolved config (JSON text; "" when the store has none)
 };
 
 struct SweepTable {
@@ -69,7 +70,10 @@ struct SweepTable {
 SweepTable read_sweep_rows(const std::string& db_path);
 // Several databases as one table (e.g. a sweep re-run with more seeds beside the first one): a
 // point id (the hash of its resolved config) already read is read once, counted in `duplicates`,
-// and the first database's row is kept. UserError as above, for the first file that fails.
+// and the first database's row is kept. UserError as above, for the first file that fails, and for
+// two stores holding a point at the same coordinates (param, width, depth, LR, seed, other grid
+// axes) with different configs: two different sweeps (named both, with the first config field that
+// differs), which read as one would stand in for each other's points.
 SweepTable read_sweep_rows(const std::vector<std::string>& db_paths);
 
 struct Optimum {

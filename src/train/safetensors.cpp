@@ -1,7 +1,10 @@
 // safetensors read/write and checkpoint export/import (see safetensors.h).
 #include "train/safetensors.h"
 
+#include <algorithm>
 #include <cstring>
+#include <set>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -72,12 +75,26 @@ SafeTensors read_safetensors(const std::string& path) {
   if (n > bytes.size() - 8)
     throw UserError(path, "header", fmt::format("header length {} exceeds the file ({} bytes)", n, bytes.size()), fix);
   nlohmann::json header;
+  // The format forbids two tensors of one name; JSON parsers keep the last silently, so the
+  // header's top-level keys are counted while it is parsed.
+  std::set<std::string> names;
+  std::string duplicate;
+  const nlohmann::json::parser_callback_t count_keys = [&](int depth, nlohmann::json::parse_event_t event,
+                                                           nlohmann::json& parsed) {
+    if (depth == 1 && event == nlohmann::json::parse_event_t::key && parsed.is_string() &&
+        !names.insert(parsed.get<std::string>()).second && duplicate.empty())
+      duplicate = parsed.get<std::string>();
+    return true;
+  };
   try {
-    header = nlohmann::json::parse(bytes.substr(8, n));
+    header = nlohmann::json::parse(bytes.substr(8, n), count_keys);
   } catch (const nlohmann::json::exception& e) {
     throw UserError(path, "header", fmt::format("not JSON ({})", e.what()), fix);
   }
   if (!header.is_object()) throw UserError(path, "header", "not a JSON object", fix);
+  if (!duplicate.empty())
+    throw UserError(path, duplicate, "named twice in the header (the format allows one tensor per name)", fix);
+  std::vector<std::tuple<uint64_t, uint64_t, std::string>> spans;  // each tensor's bytes, to check overlaps
   const uint64_t data_size = bytes.size() - 8 - n;
   const char* data = bytes.data() + 8 + n;
   SafeTensors st;
@@ -104,6 +121,8 @@ SafeTensors read_safetensors(const std::string& path) {
     for (const auto& s : v.at("shape")) {
       if (!s.is_number_integer() || s.get<int64_t>() < 0) throw UserError(path, name, "shape has a bad dimension", fix);
       shape.push_back(s.get<int64_t>());
+      if (shape.back() > 0 && numel > (int64_t{1} << 56) / shape.back())  // also bounds numel x element size
+        throw UserError(path, name, fmt::format("shape {} has more elements than any file holds", v.at("shape").dump()), fix);
       numel *= shape.back();
     }
     const auto& off = v.at("data_offsets");
@@ -116,10 +135,20 @@ SafeTensors read_safetensors(const std::string& path) {
                       fmt::format("data_offsets [{}, {}] do not hold {} bytes inside the {} data bytes", b, e, want,
                                   data_size),
                       fix);
+    if (e > b) spans.emplace_back(b, e, name);
     torch::Tensor t = torch::empty(shape, torch::TensorOptions().dtype(d->type));
     if (want) std::memcpy(t.data_ptr(), data + b, want);
     st.tensors.emplace_back(name, t);
   }
+  // The format forbids two tensors on the same bytes.
+  std::sort(spans.begin(), spans.end());
+  for (size_t i = 1; i < spans.size(); ++i)
+    if (std::get<0>(spans[i]) < std::get<1>(spans[i - 1]))
+      throw UserError(path, std::get<2>(spans[i]),
+                      fmt::format("data_offsets [{}, {}] overlap those of '{}' [{}, {}] (each tensor has bytes of its own)",
+                                  std::get<0>(spans[i]), std::get<1>(spans[i]), std::get<2>(spans[i - 1]),
+                                  std::get<0>(spans[i - 1]), std::get<1>(spans[i - 1])),
+                      fix);
   return st;
 }
 
