@@ -79,7 +79,7 @@ std::vector<BadCase> cases() {
       {"model", "depth", "0"},           {"model", "depth", "-1"},          {"model", "depth", "2.5"},
       {"model", "kind", "\"nosuch\""},   {"model", "kind", "3"},            {"model", "widht", "16"},          {"model", "activation", "\"swish\""}, {"param", "name", "\"nosuch\""},   {"param", "base_width", "-8"},
       {"param", "base_depth", "-1"},     {"param", "base_width", "\"x\""},  {"optim", "kind", "\"rmsprop\""},
-      {"optim", "lr", "nan"},            {"optim", "lr", "inf"},            {"optim", "lr", "\"fast\""},
+      {"optim", "lr", "nan"},            {"optim", "lr", "inf"},            {"optim", "lr", "1e39"},            {"optim", "lr", "\"fast\""},
       {"optim", "schedule", "\"step\""}, {"optim", "wd_mode", "\"weird\""}, {"optim", "beta2", "nan"},
       {"optim", "warmup_steps", "-3"},   {"optim", "eps", "-inf"},          {"optim", "momentum", "\"a\""},
       {"optim", "decay_fraction", "0"},  {"optim", "decay_fraction", "1.5"}, {"optim", "decay_fraction", "nan"},
@@ -214,6 +214,7 @@ std::vector<BadCase> cases() {
            {"bad_range", "lr_log2 = {from = 0, to = -5, step = 1}", "lr_log2"},
            {"zero_step", "lr_log2 = {from = 0, to = 5, step = 0}", "lr_log2"},
            {"nan_lr", "lr_log2 = [nan]", "lr"},
+           {"lr_past_float32", "lr_log2 = [130]", "optim.lr"},
            {"bad_width_value", "\"model.width\" = [0]", "model.width"},
        })
     out.push_back({"sweep_" + n, {{"s.toml", sweep(grid)}}, "sweep --config {D}/s.toml --out {D}/s.db", "{D}/s.toml",
@@ -313,7 +314,7 @@ std::set<std::string> listing(const std::string& dir) {
 
 TEST(BadInput, EveryMistakeIsOneLineNamingFileFieldAndFixWithExitCode2AndNothingWritten) {
   const std::vector<BadCase> all = cases();
-  ASSERT_EQ(all.size(), 274u);  // the count README's reliability table states: a new case updates both
+  ASSERT_EQ(all.size(), 277u);  // the count README's reliability table states: a new case updates both
   std::printf("%zu bad inputs\n", all.size());  // the count README's reliability table states
   const std::string root = scaleinv::testing::temp_dir("bad_input");
   struct Outcome {

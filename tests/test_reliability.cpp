@@ -374,6 +374,45 @@ TEST(SweepFaults, ASecondProcessOnTheSameDatabaseIsRefused) {
   EXPECT_FALSE(fs::exists(db + ".lock"));
 }
 
+// Two `train` runs on one out_dir interleaved their metrics (issue 38): the second is refused while
+// the first runs, naming its pid; once the first is killed, its lock goes with it.
+TEST(TrainFaults, ASecondRunOnTheSameOutDirIsRefused) {
+  const std::string dir = temp_dir("train_lock");
+  const std::string out = dir + "/run", cfg = std::string(SCALEINV_SOURCE_DIR) + "/examples/bigram_markov.toml";
+  const std::string steps = "--set train.steps=200000 --set train.out_dir=\"" + out + "\"";
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int devnull = ::open("/dev/null", O_WRONLY);
+    dup2(devnull, 1);
+    dup2(devnull, 2);
+    execl("/bin/sh", "sh", "-c", fmt::format("exec {} --threads 1 train --quiet --config {} {}", SCALEINV_BIN, cfg, steps).c_str(),
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  ASSERT_GE(pid, 0);
+  bool exited = false;
+  for (int i = 0; i < 6000 && !fs::exists(out + "/run.lock"); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    if (waitpid(pid, nullptr, WNOHANG) == pid) {
+      exited = true;
+      break;
+    }
+  }
+  auto second = run_cli("--threads 1 train --quiet --config " + cfg + " " + steps);
+  if (!exited) {
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+  }
+  ASSERT_FALSE(exited) << "the first run finished before the second started";
+  EXPECT_EQ(second.code, 2) << second.err;
+  EXPECT_NE(second.err.find(fmt::format("another scaleinv run (pid {}) is writing to {}", pid, out)), std::string::npos)
+      << second.err;
+  // The killed run left its lock file, unlocked: a resume takes it over and removes it at the end.
+  auto resumed = run_cli("--threads 1 train --quiet --resume --config " + cfg + " --set train.out_dir=\"" + out +
+                         "\" --set train.steps=200000 --stop-after 1");
+  EXPECT_EQ(resumed.code, 0) << resumed.err;
+}
+
 TEST(SweepFaults, ADamagedDatabaseIsRefusedOnResume) {
   const std::string dir = temp_dir("sweep_corrupt");
   const std::string db = dir + "/s.db";

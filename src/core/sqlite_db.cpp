@@ -153,6 +153,10 @@ void SqliteDb::check_integrity() {
     return;
   std::string first = rows.empty() || !std::holds_alternative<std::string>(rows[0][0]) ? "no answer"
                                                                                       : std::get<std::string>(rows[0][0]);
+  // quick_check's answer can span lines ("*** in database main ***\nPage 3: ..."): one line, cut short.
+  for (char& c : first)
+    if (c == '\n' || c == '\r') c = ' ';
+  if (first.size() > 160) first = first.substr(0, 157) + "...";
   throw UserError(path_, "integrity", "the database is damaged (sqlite quick_check: " + first + ")",
                   "restore a copy, or move it away and start over");
 }

@@ -2,6 +2,7 @@
 #include "optim/optim_config.h"
 
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include <fmt/format.h>
@@ -42,15 +43,19 @@ void validate_optim_config(const OptimConfig& cfg) {
   if (cfg.wd_mode != "coupled" && cfg.wd_mode != "independent")
     throw UserError("config", "optim.wd_mode", "unknown weight-decay mode '" + cfg.wd_mode + "'",
                     "use coupled (W -= lr*wd*W) or independent (W -= wd*W)");
-  check_range(std::isfinite(cfg.lr) && cfg.lr > 0, "optim.lr", cfg.lr, "a finite value > 0, e.g. lr = 0.01");
+  // Tensors hold the LR and the other rates in float32: a value past its largest (3.4e38) overflows
+  // there, deep in libtorch, instead of here (issue 38).
+  constexpr double kF32 = std::numeric_limits<float>::max();
+  check_range(std::isfinite(cfg.lr) && cfg.lr > 0 && cfg.lr <= kF32, "optim.lr", cfg.lr,
+              "a finite value > 0 that float32 holds (<= 3.4e38), e.g. lr = 0.01");
   check_range(cfg.momentum >= 0 && cfg.momentum < 1, "optim.momentum", cfg.momentum, "a value in [0, 1)");
   check_range(cfg.beta1 >= 0 && cfg.beta1 < 1, "optim.beta1", cfg.beta1, "a value in [0, 1)");
   check_range(cfg.beta2 >= 0 && cfg.beta2 < 1, "optim.beta2", cfg.beta2, "a value in [0, 1)");
-  check_range(std::isfinite(cfg.eps) && cfg.eps >= 0, "optim.eps", cfg.eps, "a finite value >= 0");
+  check_range(std::isfinite(cfg.eps) && cfg.eps >= 0 && cfg.eps <= kF32, "optim.eps", cfg.eps, "a finite value >= 0 (<= 3.4e38)");
   if (cfg.kind == "adafactor")
     check_range(cfg.eps > 0, "optim.eps", cfg.eps, "a value > 0 for adafactor (e.g. 1e-15)");
-  check_range(std::isfinite(cfg.weight_decay) && cfg.weight_decay >= 0, "optim.weight_decay", cfg.weight_decay,
-              "a finite value >= 0");
+  check_range(std::isfinite(cfg.weight_decay) && cfg.weight_decay >= 0 && cfg.weight_decay <= kF32, "optim.weight_decay",
+              cfg.weight_decay, "a finite value >= 0 (<= 3.4e38)");
   check_range(std::isfinite(cfg.clip_grad_norm) && cfg.clip_grad_norm >= 0, "optim.clip_grad_norm",
               cfg.clip_grad_norm, "0 (off) or a positive norm");
   check_range(cfg.muon_momentum >= 0 && cfg.muon_momentum < 1, "optim.muon_momentum", cfg.muon_momentum,

@@ -89,48 +89,14 @@ int64_t count_rows(SqliteDb& db) { return sql_int(db.query("SELECT COUNT(*) FROM
 
 SweepStore::SweepStore(const std::string& path) : path_(path), db_(open_store(path)) {}
 
-SweepStore::~SweepStore() {
-  if (lock_fd_ < 0) return;
-  // The file goes while the lock is still held: a process waiting on it holds the removed inode,
-  // sees that in lock_for_writing and starts over on a new file. (A killed run leaves the file;
-  // its lock went with the process.)
-  ::unlink((path_ + ".lock").c_str());
-  ::close(lock_fd_);  // releases the flock (so does any exit, kill -9 included)
-}
+SweepStore::~SweepStore() = default;  // the writer lock (when held) removes its file and releases
 
 void SweepStore::lock_for_writing() {
-  if (lock_fd_ >= 0) return;
-  const std::string lock_path = path_ + ".lock";
-  int fd = -1;
-  for (;;) {
-    fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0)
-      throw UserError(lock_path, "--out", std::string("cannot create the lock file: ") + std::strerror(errno),
-                      "give an --out in a writable directory");
-    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) break;  // held by another process: refused below
-    // Locked; but if the holder before us removed the file meanwhile (its destructor), this lock
-    // is on an inode no other process can find: try again on the path's current file.
-    struct stat held {}, now {};
-    if (::fstat(fd, &held) == 0 && ::stat(lock_path.c_str(), &now) == 0 && held.st_ino == now.st_ino &&
-        held.st_dev == now.st_dev) {
-      const std::string me = fmt::format("pid {}", ::getpid());
-      if (::ftruncate(fd, 0) == 0 && ::write(fd, me.data(), me.size()) < 0) {
-      }  // who holds it, for the message below; the flock is what counts
-      lock_fd_ = fd;
-      return;
-    }
-    ::close(fd);
-  }
-  ::close(fd);
-  std::string holder;
-  try {
-    holder = read_file(lock_path);
-  } catch (const UserError&) {  // the holder just finished and removed it: named without its pid
-  }
-  while (!holder.empty() && (holder.back() == '\n' || holder.back() == ' ')) holder.pop_back();
-  throw UserError(path_, "--out",
-                  fmt::format("another scaleinv sweep{} is running on this database", holder.empty() ? "" : " (" + holder + ")"),
-                  "wait for it to finish, or split the grid with --shard i/N into separate databases");
+  if (const auto holder = lock_.try_acquire(path_ + ".lock", "--out"))
+    throw UserError(path_, "--out",
+                    fmt::format("another scaleinv sweep{} is running on this database",
+                                holder->empty() ? "" : " (" + *holder + ")"),
+                    "wait for it to finish, or split the grid with --shard i/N into separate databases");
 }
 
 int64_t SweepStore::count_points() { return count_rows(*db_); }

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "core/sqlite_db.h"
+#include "core/writer_lock.h"
 #include "sweep/shard.h"
 #include "sweep/sweep_spec.h"
 #include "train/trainer.h"
@@ -61,8 +62,8 @@ class SweepStore {
  private:
   void lock_for_writing();
   std::string path_;
-  std::unique_ptr<SqliteDb> db_;
-  int lock_fd_ = -1;
+  std::unique_ptr<SqliteDb> db_;  // (declared before lock_: the database closes before the lock goes)
+  WriterLock lock_;
 };
 
 // (A point's windowed loss is window_mean in train/trainer.h with the sweep's window.)

@@ -13,9 +13,11 @@
 #include <nlohmann/json.hpp>
 
 #include "core/device.h"
+#include "core/atomic_file.h"
 #include "core/errors.h"
 #include "core/progress.h"
 #include "core/torch_compat.h"
+#include "core/writer_lock.h"
 #include "dist/dist.h"
 #include "train/checkpoint.h"
 #include "train/run_log.h"
@@ -103,6 +105,17 @@ RunSummary train_run(const TrainConfig& cfg, const RunOptions& opts) {
 
   // --- resume ----------------------------------------------------------------------------------
   const bool writes = opts.write_files && dp.is_root();  // only rank 0 writes checkpoints and metrics
+  // One writer per run directory (issue 38: two runs on one out_dir interleaved their metrics),
+  // held until the run ends; a killed run's lock goes with its process.
+  WriterLock run_lock;
+  if (writes) {
+    ensure_parent_dir(cfg.train.out_dir + "/run.lock", "train.out_dir");
+    if (const auto holder = run_lock.try_acquire(cfg.train.out_dir + "/run.lock", "train.out_dir"))
+      throw UserError(cfg.source, "train.out_dir",
+                      fmt::format("another scaleinv run{} is writing to {}", holder->empty() ? "" : " (" + *holder + ")",
+                                  cfg.train.out_dir),
+                      "wait for it to finish, or choose another out_dir");
+  }
   const std::string ckpt = cfg.train.out_dir + "/checkpoint.pt";
   int64_t start = 0;
   // Every rank resumes from rank 0's checkpoint (sent over the group: no shared disk needed, and

@@ -203,6 +203,29 @@ class Apply(unittest.TestCase):
         scaleinv.apply(model, base, MLP(128), param="mup")
         self.assertEqual(float(model.head.weight.abs().max()), 0.0)
 
+    def test_depth_exponents_reach_every_in_block_factor(self):
+        # Issue 38's mutation: with in_block planted false, a deep target's plan lost its k^-depth
+        # terms and no test noticed. Each tensor's LR, weight-decay and eps factors must be the table's
+        # m^-x k^-y, with y only inside the blocks: TinyLM(128, 8) from TinyLM(32, 2), m = 4, k = 4.
+        t = scaleinv.table("depth-mup")
+        p = scaleinv.plan(TinyLM(128, 8), TinyLM(32, 2), TinyLM(64, 2), param="depth-mup", optimizer="adamw",
+                          weight_decay=0.1)
+        self.assertAlmostEqual(p["k"], 4.0)
+        rows = t["roles"]
+        in_block = 0
+        for ten in p["tensors"]:
+            with self.subTest(tensor=ten["name"]):
+                r = rows[ten["role"]]
+                k = 4.0 if ten["in_block"] else 1.0
+                in_block += ten["in_block"]
+                self.assertAlmostEqual(ten["lr"], ten["m"] ** -r["lr"]["adam"] * k ** -r["depth_lr"]["adam"], places=12)
+                self.assertAlmostEqual(ten["wd"], ten["m"] ** -r["wd"] * k ** -r["depth_wd"], places=12)
+                self.assertAlmostEqual(ten["eps"], ten["m"] ** -r["eps"] * k ** -r["depth_eps"], places=12)
+        self.assertEqual(in_block, 8 * 6)  # every block's norm (2), fc (2) and proj (2) tensors
+        by = {x["name"]: x for x in p["tensors"]}
+        self.assertAlmostEqual(by["blocks.5.fc.weight"]["lr"], 0.125)  # 4^-1 (width) x 4^-1/2 (depth)
+        self.assertAlmostEqual(by["blocks.5.norm.weight"]["lr"], 0.5)  # 4^-1/2 (depth) alone
+
     def test_depth_mup_notes_the_branch_multiplier(self):
         p = scaleinv.plan(TinyLM(64, 8), TinyLM(32, 2), TinyLM(64, 2), param="depth-mup")
         self.assertAlmostEqual(p["k"], 4.0)
