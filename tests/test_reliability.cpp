@@ -413,6 +413,79 @@ TEST(TrainFaults, ASecondRunOnTheSameOutDirIsRefused) {
   EXPECT_EQ(resumed.code, 0) << resumed.err;
 }
 
+// Ctrl-C during train (issue 38): the step ends, a checkpoint is written, one line says how to go
+// on, exit 130 (128 + SIGINT); the resumed run ends where the uninterrupted one would.
+TEST(TrainFaults, SigintStopsAfterTheStepWithACheckpointAndExit130) {
+  const std::string dir = temp_dir("train_sigint");
+  const std::string out = dir + "/run", cfg = std::string(SCALEINV_SOURCE_DIR) + "/examples/bigram_markov.toml";
+  const std::string cmd = fmt::format("exec {} --threads 1 train --quiet --config {} --set train.steps=200000 "
+                                      "--set train.out_dir=\\\"{}\\\" 2>{}/err", SCALEINV_BIN, cfg, out, dir);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int devnull = ::open("/dev/null", O_WRONLY);
+    dup2(devnull, 1);
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  ASSERT_GE(pid, 0);
+  for (int i = 0; i < 6000 && !fs::exists(out + "/metrics.jsonl"); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  kill(pid, SIGINT);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status)) << "ended by the signal instead of stopping";
+  EXPECT_EQ(WEXITSTATUS(status), 130);
+  const std::string err = slurp(dir + "/err");
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+  EXPECT_NE(err.find("stopped by SIGINT after step "), std::string::npos) << err;
+  EXPECT_NE(err.find("--resume"), std::string::npos) << err;
+  ASSERT_TRUE(fs::exists(out + "/checkpoint.pt"));
+  EXPECT_FALSE(fs::exists(out + "/run.lock"));  // the lock went with the normal end
+  const long long at = std::stoll(err.substr(err.find("after step ") + 11));
+  EXPECT_GT(at, 0);
+  EXPECT_LT(at, 200000);
+}
+
+// SIGTERM during a sweep: the chunks in flight are stored, no new one starts, exit 143, and
+// --resume runs exactly the points left.
+TEST(SweepFaults, SigtermStoresTheChunksInFlightAndStopsWithExit143) {
+  const std::string dir = temp_dir("sweep_sigterm");
+  const std::string db = dir + "/s.db";
+  const pid_t pid = start_tiny_sweep(db);
+  ASSERT_GE(pid, 0);
+  int64_t rows = 0;
+  for (int i = 0; i < 12000 && rows < 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    if (!fs::exists(db)) continue;
+    try {
+      SqliteDb d(db, SqliteDb::Mode::ReadOnly);
+      rows = std::get<int64_t>(d.query("SELECT COUNT(*) FROM points")[0][0]);
+    } catch (const std::exception&) {
+      rows = 0;
+    }
+  }
+  kill(pid, SIGTERM);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status)) << "ended by the signal instead of stopping";
+  const int code = WEXITSTATUS(status);
+  int64_t stored = 0;
+  {
+    SqliteDb d(db, SqliteDb::Mode::ReadOnly);
+    stored = std::get<int64_t>(d.query("SELECT COUNT(*) FROM points")[0][0]);
+  }
+  auto resumed = run_cli("--threads 1 sweep --quiet --config " + kTiny + " --out " + db + " --resume");
+  ASSERT_EQ(resumed.code, 0) << resumed.err;
+  SqliteDb d(db, SqliteDb::Mode::ReadOnly);
+  const int64_t total = std::get<int64_t>(d.query("SELECT COUNT(*) FROM points")[0][0]);
+  std::printf("  SIGTERM after the first stored point: exit %d, %lld of %lld points stored, the rest by --resume\n", code,
+              static_cast<long long>(stored), static_cast<long long>(total));
+  if (stored < total) EXPECT_EQ(code, 143);  // stopped with points left
+  else EXPECT_EQ(code, 0);                   // the signal came after the last chunk was taken
+  EXPECT_GE(stored, 1);
+  EXPECT_EQ(std::get<int64_t>(d.query("SELECT COUNT(DISTINCT id) FROM points")[0][0]), total);
+}
+
 TEST(SweepFaults, ADamagedDatabaseIsRefusedOnResume) {
   const std::string dir = temp_dir("sweep_corrupt");
   const std::string db = dir + "/s.db";

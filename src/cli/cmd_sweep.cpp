@@ -13,6 +13,7 @@
 
 #include "cli/commands.h"
 #include "core/errors.h"
+#include "core/stop_signal.h"
 #include "sweep/search_runner.h"
 #include "sweep/shard.h"
 #include "sweep/sweep_runner.h"
@@ -94,14 +95,23 @@ void add_sweep_command(CLI::App& app, int& exit_code) {
       throw UserError("command line", "--batch", "is \"" + o->batch + "\"", "write --batch auto, on or off");
     ro.batching = o->no_batch ? Batching::Off : modes.at(o->batch);
     ro.jobs = o->jobs;
+    install_stop_handlers();  // Ctrl-C or SIGTERM: the chunks in flight are stored, then it stops
+    int stopped_by = 0;
     if (spec.search) {
       SearchRunSummary s = run_search(spec, ro);
       std::fputs(render_search_summary(spec, s).c_str(), stdout);
+      stopped_by = s.rungs.empty() ? 0 : s.rungs.back().stopped_by;
     } else {
       SweepRunSummary s = run_sweep(spec, ro);
       std::fputs(render_sweep_summary(s).c_str(), stdout);
+      stopped_by = s.stopped_by;
     }
     exit_code = 0;
+    if (stopped_by) {
+      exit_code = 128 + stopped_by;
+      std::fprintf(stderr, "stopped by %s: every finished point is in %s (fix: run the same command again with --resume to go on)\n",
+                   stop_signal_name(stopped_by).c_str(), ro.db_path.c_str());
+    }
   });
 }
 

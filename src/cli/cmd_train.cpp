@@ -1,6 +1,7 @@
 // `scaleinv train --config FILE.toml [--set key=value]... [--resume] [--stop-after N]`
 // `scaleinv sample --checkpoint DIR/checkpoint.pt [--prompt TEXT] [--tokens N] [--temperature T]`
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -9,6 +10,7 @@
 
 #include "cli/commands.h"
 #include "core/errors.h"
+#include "core/stop_signal.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
 
@@ -85,6 +87,14 @@ void add_train_command(CLI::App& app, int& exit_code) {
     ro.resume = a->resume;
     ro.stop_after = a->stop_after;
     ro.show_progress = !a->quiet;
+    // Ctrl-C or SIGTERM: stop after the step with a checkpoint (core/stop_signal.h). Not in a
+    // data-parallel rank, where launch ends the ranks together and a rank stopping alone would
+    // leave the others waiting in an all-reduce.
+    const char* world = std::getenv("WORLD_SIZE");
+    if (world == nullptr || std::string(world) == "1") {
+      install_stop_handlers();
+      ro.stop_on_signal = true;
+    }
     RunSummary s = train_run(cfg, ro);
     if (s.rank == 0) std::fputs(render_summary(cfg, s).c_str(), stdout);  // data-parallel: rank 0 speaks
     if (s.diverged) {
@@ -92,6 +102,13 @@ void add_train_command(CLI::App& app, int& exit_code) {
       if (s.rank != 0) return;
       std::fprintf(stderr, "diverged at step %lld: the loss became NaN or inf (recorded in %s/run.json)\n",
                    static_cast<long long>(s.diverged_step), cfg.train.out_dir.c_str());
+      return;
+    }
+    if (s.stopped_by) {
+      exit_code = 128 + s.stopped_by;
+      std::fprintf(stderr, "stopped by %s after step %lld of %lld; checkpoint in %s (fix: run the same command again with --resume to go on)\n",
+                   stop_signal_name(s.stopped_by).c_str(), static_cast<long long>(s.steps_done),
+                   static_cast<long long>(cfg.train.steps), cfg.train.out_dir.c_str());
       return;
     }
     exit_code = 0;

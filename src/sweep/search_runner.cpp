@@ -204,7 +204,7 @@ SearchRunSummary run_search(const SweepSpec& spec, const SweepRunOptions& opts) 
     o.resume = opts.resume || k > 0;  // later rungs add to the rungs before
     if (sum.rung_steps.size() > 1) o.bar_label = fmt::format("sweep {} rung {}/{}", spec.name, k + 1, sum.rung_steps.size());
     sum.rungs.push_back(run_sweep(rs, o));
-    if (k + 1 == sum.rung_steps.size()) break;
+    if (k + 1 == sum.rung_steps.size() || sum.rungs.back().stopped_by) break;  // a stop signal: no next rung
     const auto scores = score(spec, pts, stored_losses(opts.db_path), static_cast<int>(k));
     pts = rung_points(spec, static_cast<int>(k + 1), keep_best(spec, scores, static_cast<int>(k + 1)));
   }

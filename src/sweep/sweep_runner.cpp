@@ -14,6 +14,7 @@
 
 #include "core/device.h"
 #include "core/errors.h"
+#include "core/stop_signal.h"
 #include "core/progress.h"
 #include "core/threads.h"
 #include "core/torch_compat.h"
@@ -183,7 +184,7 @@ SweepRunSummary run_sweep(const SweepSpec& spec, const SweepRunOptions& opts) {
           } else {
             c = next++;
           }
-          if (c >= chunks.size() || failed) {
+          if (c >= chunks.size() || failed || stop_requested() != 0) {  // a stop signal: no new chunk
             --live;
             break;
           }
@@ -252,6 +253,7 @@ SweepRunSummary run_sweep(const SweepSpec& spec, const SweepRunOptions& opts) {
   if (error) std::rethrow_exception(error);
   if (bar) bar->finish(status());
   sum.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (sum.run < static_cast<int64_t>(pending.size())) sum.stopped_by = stop_requested();  // points left
   return sum;
 }
 

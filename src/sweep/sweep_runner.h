@@ -44,6 +44,9 @@ struct SweepRunSummary {
   int64_t out_of_memory = 0;   // chunks that ran out of memory beside others and were rerun
   int jobs_at_end = 1;         // workers left at the end (jobs less one per chunk given back)
   double wall_s = 0;
+  // A stop signal (core/stop_signal.h) ended the sweep with points left: the chunks in flight were
+  // stored, no new one started; --resume goes on from there. 0: none.
+  int stopped_by = 0;
 };
 
 // The database a sweep writes when --out is not given: [sweep] db, else runs/sweeps/NAME.db;

@@ -16,6 +16,7 @@
 #include "core/atomic_file.h"
 #include "core/errors.h"
 #include "core/progress.h"
+#include "core/stop_signal.h"
 #include "core/torch_compat.h"
 #include "core/writer_lock.h"
 #include "dist/dist.h"
@@ -283,6 +284,15 @@ RunSummary train_run(const TrainConfig& cfg, const RunOptions& opts) {
     dp.average_gradients();
     return true;
   };
+  // A stop signal (RunOptions::stop_on_signal): the step just done is the last; its pending losses
+  // are read back so the checkpoint written at the end holds them.
+  const bool may_stop = opts.stop_on_signal && !dp.active();
+  auto stop_now = [&](int64_t done) {
+    if (!may_stop || stop_requested() == 0 || done == end) return false;
+    if (deferred && !pending.empty() && !read_back(done - static_cast<int64_t>(pending.size()))) return true;
+    s.stopped_by = stop_requested();
+    return true;
+  };
   hooks.after_step = [&](int64_t done) {
     const bool eval_now = cfg.train.eval_every > 0 && done % cfg.train.eval_every == 0;
     const bool log_now = done % std::max<int64_t>(1, cfg.train.log_every) == 0 || eval_now || done == cfg.train.steps;
@@ -293,7 +303,7 @@ RunSummary train_run(const TrainConfig& cfg, const RunOptions& opts) {
     if (deferred && !log_now && !save_now) {  // no new loss to report until the next read-back
       if (bar) bar->update(done, bar_status);  // the step count moves, with the last logged loss
       if (opts.on_step) opts.on_step(done);    // (a step count: a sweep's bar)
-      return true;
+      return !stop_now(done);
     }
     const double lv = s.losses.back();
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -308,7 +318,7 @@ RunSummary train_run(const TrainConfig& cfg, const RunOptions& opts) {
       bar->update(done, bar_status);
     }
     if (opts.on_step) opts.on_step(done);
-    return true;
+    return !stop_now(done);
   };
   int64_t step = run_steps(*opt, start, end, hooks);
   // A diverged run ends at the step whose loss was non-finite (a deferred read-back finds it
@@ -357,7 +367,9 @@ std::string render_summary(const TrainConfig& cfg, const RunSummary& s) {
   if (s.unigram_entropy > 0) row("unigram entropy", fmt::format("{:.4f} nats/token", s.unigram_entropy));
   row("throughput", fmt::format("{} {}/s", format_rate(s.items_per_s), s.items_unit));
   row("wall time", format_duration(s.wall_s));
-  row("status", s.diverged ? fmt::format("DIVERGED at step {}", s.diverged_step) : "ok");
+  row("status", s.diverged ? fmt::format("DIVERGED at step {}", s.diverged_step)
+                : s.stopped_by ? fmt::format("stopped by {} after step {}", stop_signal_name(s.stopped_by), s.steps_done)
+                               : "ok");
   if (!cfg.train.out_dir.empty()) row("output", cfg.train.out_dir);
   return out;
 }

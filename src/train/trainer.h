@@ -21,6 +21,10 @@ struct RunOptions {
   int64_t stop_after = -1;    // stop (with a checkpoint) once this many steps are done; -1: run to the end
   bool show_progress = true;  // progress bar on stderr
   bool write_files = true;    // false: nothing on disk (tests, in-memory sweeps)
+  // Stop after the current step when SIGINT or SIGTERM arrives (core/stop_signal.h; the caller
+  // installs the handlers), with a checkpoint; RunSummary::stopped_by says so. One process only: a
+  // data-parallel rank ignores it (launch ends the ranks).
+  bool stop_on_signal = false;
   // Join the data-parallel ranks when WORLD_SIZE > 1 in the environment (dist/dist.h). Runs that
   // must stay one process whatever the environment (a sweep's points, measurements) set false.
   bool data_parallel = true;
@@ -42,6 +46,7 @@ struct RunSummary {
   int64_t steps_done = 0;
   bool diverged = false;
   int64_t diverged_step = -1;   // the step whose loss was NaN/inf
+  int stopped_by = 0;           // the signal that stopped the run early (RunOptions::stop_on_signal; 0: none)
   double final_loss = 0;        // mean training loss over the last 10% of the run's steps (at least 1), resumed or not
   double final_val_loss = 0;    // NaN when no evaluation ran
   double unigram_entropy = 0;   // nats/token of the training text (language data), else 0
