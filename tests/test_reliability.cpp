@@ -104,6 +104,17 @@ pid_t start_tiny_sweep(const std::string& db) {
   return pid;
 }
 
+// The points a sweep database holds now (0 while it is missing or being created).
+int64_t stored_points(const std::string& db) {
+  if (!fs::exists(db)) return 0;
+  try {
+    SqliteDb d(db, SqliteDb::Mode::ReadOnly);
+    return std::get<int64_t>(d.query("SELECT COUNT(*) FROM points")[0][0]);
+  } catch (const std::exception&) {
+    return 0;
+  }
+}
+
 const char* kSmall = R"(
 [model]
 kind = "bigram"
@@ -318,13 +329,7 @@ TEST(SweepFaults, FinishedPointsSurviveTheLossOfTheWalFile) {
       exited = true;
       break;
     }
-    if (!fs::exists(db)) continue;
-    try {
-      SqliteDb d(db, SqliteDb::Mode::ReadOnly);
-      rows = std::get<int64_t>(d.query("SELECT COUNT(*) FROM points")[0][0]);
-    } catch (const std::exception&) {
-      rows = 0;
-    }
+    rows = stored_points(db);
   }
   if (!exited) {
     kill(pid, SIGKILL);
@@ -456,24 +461,14 @@ TEST(SweepFaults, SigtermStoresTheChunksInFlightAndStopsWithExit143) {
   int64_t rows = 0;
   for (int i = 0; i < 12000 && rows < 1; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    if (!fs::exists(db)) continue;
-    try {
-      SqliteDb d(db, SqliteDb::Mode::ReadOnly);
-      rows = std::get<int64_t>(d.query("SELECT COUNT(*) FROM points")[0][0]);
-    } catch (const std::exception&) {
-      rows = 0;
-    }
+    rows = stored_points(db);
   }
   kill(pid, SIGTERM);
   int status = 0;
   waitpid(pid, &status, 0);
   ASSERT_TRUE(WIFEXITED(status)) << "ended by the signal instead of stopping";
   const int code = WEXITSTATUS(status);
-  int64_t stored = 0;
-  {
-    SqliteDb d(db, SqliteDb::Mode::ReadOnly);
-    stored = std::get<int64_t>(d.query("SELECT COUNT(*) FROM points")[0][0]);
-  }
+  const int64_t stored = stored_points(db);
   auto resumed = run_cli("--threads 1 sweep --quiet --config " + kTiny + " --out " + db + " --resume");
   ASSERT_EQ(resumed.code, 0) << resumed.err;
   SqliteDb d(db, SqliteDb::Mode::ReadOnly);
