@@ -1,10 +1,12 @@
 // Data sources: batches are a pure function of (seed, split, step); rank slices; text windows;
 // the real KJV text and Fashion-MNIST; the Markov chain; errors that name the file and field.
 #include <gtest/gtest.h>
+
 #include <zlib.h>
 
 #include <cmath>
 #include <cstdlib>
+#include <set>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -205,6 +207,8 @@ TEST(DataKjv, LoadsTheRealTextIntoTheCache) {
     const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     const size_t n_train = text.size() - static_cast<size_t>(std::floor(static_cast<double>(text.size()) * cfg.val_fraction));
     for (size_t i = 0; i < n_train; ++i) ++counts[static_cast<unsigned char>(text[i])];
+    std::set<unsigned char> distinct(text.begin(), text.end());
+    EXPECT_EQ(distinct.size(), 73u);  // README, Data: "4,404,412 bytes, 73 distinct"
   }
   double h_file = 0, total = 0;
   for (int64_t c : counts) total += static_cast<double>(c);

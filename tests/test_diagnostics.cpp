@@ -357,7 +357,7 @@ TEST(DiagCli, BadInputIsOneLineExit2) {
       {"diagnose init-stats --widths 60,64 --quiet", "head_dim"},
       {"diagnose diversity --depth 4 --quiet", "--depth"},
       {"diagnose alignment --model vit --quiet", "--model"},
-      {"diagnose nosuch", ""},
+      {"diagnose nosuch", "A subcommand is required"},
   };
   for (const auto& [args, needle] : cases) {
     const auto r = scaleinv::testing::run_cli(args);
