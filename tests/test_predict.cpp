@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -216,5 +217,32 @@ TEST(PredictCli, HeldOutOnTheGpuWidthStoreAndBadFlags) {
     const auto b = run_cli("predict --db " + db + " " + bad);
     EXPECT_EQ(b.code, 2) << bad << ": " << b.err;
     EXPECT_EQ(std::count(b.err.begin(), b.err.end(), '\n'), 1) << bad << ": " << b.err;
+  }
+}
+
+// README ("Predicting the LR at a larger scale") and docs/results/width_2048_gpu.md quote predict's
+// held-out tables on the stores of docs/results/data: each quoted row must be what predict prints
+// from them today.
+TEST(PredictCli, ReadmeQuotesWhatTheStoresGiveToday) {
+  const std::string src = SCALEINV_SOURCE_DIR;
+  const std::string readme = scaleinv::testing::slurp(src + "/README.md");
+  const std::string page = scaleinv::testing::slurp(src + "/docs/results/width_2048_gpu.md");
+  for (const auto& [args, in_page] : std::vector<std::pair<std::string, bool>>{
+           {"--db " + src + "/docs/results/data/width_gpu_h100.db --holdout --fit-upto 512", true},
+           {"--db " + src + "/docs/results/data/depth_gpu_h100.db --holdout", false}}) {
+    const auto r = run_cli("predict " + args);
+    ASSERT_EQ(r.code, 0) << r.err;
+    int rows = 0;
+    std::istringstream lines(r.out);
+    for (std::string line; std::getline(lines, line);)
+      if (line.rfind("| ", 0) == 0 &&
+          (line.find(", width (") != std::string::npos || line.find(", depth (") != std::string::npos)) {
+        ++rows;
+        EXPECT_NE(readme.find(line), std::string::npos) << "README does not quote:\n" << line;
+        if (in_page) {
+          EXPECT_NE(page.find(line), std::string::npos) << "the results page does not quote:\n" << line;
+        }
+      }
+    EXPECT_GE(rows, 3) << r.out;
   }
 }

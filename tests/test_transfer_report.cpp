@@ -640,3 +640,26 @@ TEST(TransferReport, EveryImageLoadsInHeadlessChromium) {
   EXPECT_EQ(std::stoi(total[1]), f.images);
   EXPECT_EQ(std::stoi(loaded[1]), f.images) << "some images did not decode";
 }
+
+// The results pages of docs/results/ keep their stores in docs/results/data/: the report each page
+// quotes must be what transfer-report prints from that store today, on any machine (the analysis is
+// a pure function of the database), so a page cannot drift from the code (issues 37 and 39).
+TEST(TransferReport, ResultsPagesQuoteWhatTheirStoresGiveToday) {
+  const std::string root = std::string(SCALEINV_SOURCE_DIR) + "/docs/results/";
+  const std::string dir = temp_dir("results_pages");
+  for (const auto& [page, db] : std::vector<std::pair<std::string, std::string>>{
+           {"width_2048_gpu.md", "width_gpu_h100.db"}, {"depth_64_gpu.md", "depth_gpu_h100.db"}}) {
+    const std::string text = scaleinv::testing::slurp(root + page);
+    ASSERT_FALSE(text.empty()) << page;
+    const auto r = run_cli("transfer-report --db " + root + "data/" + db + " --out " + dir + "/" + db);
+    ASSERT_EQ(r.code, 0) << r.err;
+    int rows = 0;
+    std::istringstream lines(r.out);
+    for (std::string line; std::getline(lines, line);)
+      if (line.rfind("| width transfer", 0) == 0 || line.rfind("| depth transfer", 0) == 0) {
+        ++rows;
+        EXPECT_NE(text.find(line), std::string::npos) << page << " does not quote:\n" << line;
+      }
+    EXPECT_GE(rows, 4) << r.out;
+  }
+}
