@@ -60,6 +60,12 @@ SweepTable table(const std::vector<std::pair<int64_t, int64_t>>& scales, int see
   return t;
 }
 
+PredictOptions targets(const std::map<std::string, double>& at) {
+  PredictOptions o;
+  o.at = at;
+  return o;
+}
+
 std::vector<std::pair<int64_t, int64_t>> widths(std::vector<int64_t> ws, int64_t depth = 2) {
   std::vector<std::pair<int64_t, int64_t>> out;
   for (int64_t w : ws) out.emplace_back(w, depth);
@@ -151,7 +157,7 @@ TEST(Predict, ComposesASecondSweptAxisAndNotesAnUnsweptOne) {
   EXPECT_NE(w->notes.back().find("act separately"), std::string::npos);
   // A store that never swept depth: the width law alone, and a note that nothing backs depth.
   const SweepTable only_width = table(widths({64, 128, 256}), 2, 0.0, 4);
-  const Prediction q = predict(only_width, PredictOptions{{{"width", 512}, {"depth", 8}}}).at(0);
+  const Prediction q = predict(only_width, targets({{"width", 512}, {"depth", 8}})).at(0);
   EXPECT_NEAR(q.lr_log2, planted(512, 2), 1e-9);
   ASSERT_FALSE(q.notes.empty());
   EXPECT_NE(q.notes.back().find("never swept"), std::string::npos) << q.notes.back();
@@ -185,17 +191,17 @@ TEST(Predict, BadInputIsOneUserErrorNamingTheField) {
     }
     return std::string("no error");
   };
-  EXPECT_NE(field_of(PredictOptions{}).find("--at"), std::string::npos);
-  EXPECT_NE(field_of(PredictOptions{{{"widht", 512}}}).find("widht"), std::string::npos);
-  EXPECT_NE(field_of(PredictOptions{{{"width", -512}}}).find("--at"), std::string::npos);
-  EXPECT_NE(field_of(PredictOptions{{{"width", NAN}}}).find("--at"), std::string::npos);
-  PredictOptions p{{{"width", 512}}};
+  EXPECT_NE(field_of(PredictOptions()).find("--at"), std::string::npos);
+  EXPECT_NE(field_of(targets({{"widht", 512}})).find("widht"), std::string::npos);
+  EXPECT_NE(field_of(targets({{"width", -512}})).find("--at"), std::string::npos);
+  EXPECT_NE(field_of(targets({{"width", NAN}})).find("--at"), std::string::npos);
+  PredictOptions p = targets({{"width", 512}});
   p.param = "nosuch";
   EXPECT_NE(field_of(p).find("--param"), std::string::npos);
-  PredictOptions f{{{"width", 512}}};
+  PredictOptions f = targets({{"width", 512}});
   f.fit_upto = 128;  // without --holdout
   EXPECT_NE(field_of(f).find("--fit-upto"), std::string::npos);
-  PredictOptions x{{{"width", 512}}};
+  PredictOptions x = targets({{"width", 512}});
   x.max_extrapolation = -1;
   EXPECT_NE(field_of(x).find("--max-extrapolation"), std::string::npos);
 }
