@@ -219,6 +219,12 @@ std::vector<BadCase> cases() {
        })
     out.push_back({"sweep_" + n, {{"s.toml", sweep(grid)}}, "sweep --config {D}/s.toml --out {D}/s.db", "{D}/s.toml",
                    field});
+  // A [search] range whose LR passes float32's largest (issue 38): refused before any trial runs.
+  out.push_back({"search_lr_past_float32",
+                 {{"s.toml", sweep("lr_log2 = [-8, -6]").substr(0, sweep("lr_log2 = [-8, -6]").find("[grid]")) +
+                                 "[search]\nmethod = \"random\"\ntrials = 3\n[search.space]\n"
+                                 "\"hp.output_mult\" = {from = 0.5, to = 2}\nlr_log2 = {from = -10, to = 140}\n"}},
+                 "sweep --config {D}/s.toml --out {D}/s.db", "{D}/s.toml", "search.space.lr_log2"});
   out.push_back({"sweep_bad_shard", {{"s.toml", sweep("lr_log2 = [-8, -6]")}},
                  "sweep --config {D}/s.toml --out {D}/s.db --shard 3/2", "command line", "--shard"});
   out.push_back({"sweep_bad_shard_text", {{"s.toml", sweep("lr_log2 = [-8, -6]")}},
@@ -314,7 +320,7 @@ std::set<std::string> listing(const std::string& dir) {
 
 TEST(BadInput, EveryMistakeIsOneLineNamingFileFieldAndFixWithExitCode2AndNothingWritten) {
   const std::vector<BadCase> all = cases();
-  ASSERT_EQ(all.size(), 277u);  // the count README's reliability table states: a new case updates both
+  ASSERT_EQ(all.size(), 278u);  // the count README's reliability table states: a new case updates both
   std::printf("%zu bad inputs\n", all.size());  // the count README's reliability table states
   const std::string root = scaleinv::testing::temp_dir("bad_input");
   struct Outcome {

@@ -2,6 +2,7 @@
 #include "sweep/sweep_spec.h"
 
 #include <cmath>
+#include <limits>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -329,6 +330,15 @@ void expand_search(const toml::table& root, const std::string& where, double pro
       if (a.key == key) throw UserError(where, field, "is also a [grid] axis", "keep it in one of the two");
     GridAxis ax{key, probe};
     axis_targets(ax, where, "search.space.");  // errors name search.space.KEY
+    // The LR's range ends (or every choice): a draw past float32's largest would overflow deep in
+    // libtorch in the middle of the search; the grid's values are checked by the config loader.
+    if (key == "lr_log2" || key == "optim.lr")
+      for (const auto& v : ax.values) {
+        const double lr = key == "lr_log2" ? std::exp2(v.get<double>()) : v.get<double>();
+        if (!(lr > 0) || !(lr <= std::numeric_limits<float>::max()))
+          throw UserError(where, field, fmt::format("reaches an LR of {:g}, which float32 does not hold (<= 3.4e38)", lr),
+                          "keep the LR below 2^128, e.g. lr_log2 = {from = -12, to = -4}");
+      }
     if (key != "lr_log2") {
       const nlohmann::json& def = default_config_json();
       const std::string path = key == "param" ? "param.name" : key;
