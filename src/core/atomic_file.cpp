@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "core/errors.h"
+#include "core/fs_check.h"
 
 namespace scaleinv {
 
@@ -42,10 +43,20 @@ void write_file_atomic(const std::string& path, const std::string& contents) {
     throw UserError(path.empty() ? "command line" : path, "",
                     path.empty() ? "an output path is empty" : "is a directory, not a file to write",
                     "give the path of a file (e.g. DIR/out.json)");
+  const std::string made = first_missing_parent(path);  // removed again if the write fails
   ensure_parent_dir(path);
   const std::string tmp = unique_temp_path(path);
+  auto fail = [&](const std::string& what, const std::string& fix) {
+    ::unlink(tmp.c_str());
+    remove_created_parents(path, made);
+    throw UserError(path, "", what, fix);
+  };
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
-  if (fd < 0) throw UserError(path, "", std::string("cannot write: ") + std::strerror(errno), "check the directory");
+  if (fd < 0) {
+    const int err = errno;
+    const std::string why = why_not_writable(path);
+    fail("cannot write: " + (why.empty() ? std::string(std::strerror(err)) : why), "write it to a directory you can write to");
+  }
   size_t off = 0;
   while (off < contents.size()) {
     ssize_t n = ::write(fd, contents.data() + off, contents.size() - off);
@@ -53,17 +64,20 @@ void write_file_atomic(const std::string& path, const std::string& contents) {
       if (errno == EINTR) continue;
       const int err = errno;
       ::close(fd);
-      ::unlink(tmp.c_str());
-      throw UserError(path, "", std::string("write failed: ") + std::strerror(err), "check free disk space");
+      fail(std::string("write failed: ") + std::strerror(err), "check free disk space");
     }
     off += static_cast<size_t>(n);
   }
-  ::fsync(fd);
-  ::close(fd);
+  // A full disk can show only here (delayed allocation). Other fsync errors (a file system without
+  // it: EINVAL) are not the data's loss and are let pass, as before.
+  auto lost = [](int e) { return e == ENOSPC || e == EDQUOT || e == EIO; };
+  const int sync_err = ::fsync(fd) == 0 ? 0 : errno;
+  const int close_err = ::close(fd) == 0 ? 0 : errno;
+  if (lost(sync_err) || lost(close_err))
+    fail(std::string("write failed: ") + std::strerror(lost(sync_err) ? sync_err : close_err), "check free disk space");
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     const int err = errno;
-    ::unlink(tmp.c_str());
-    throw UserError(path, "", std::string("rename failed: ") + std::strerror(err), "check the directory");
+    fail(std::string("rename failed: ") + std::strerror(err), "check the directory");
   }
 }
 

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "core/errors.h"
+#include "core/fs_check.h"
 
 namespace scaleinv {
 
@@ -68,6 +69,9 @@ SqliteDb::SqliteDb(const std::string& path, Mode mode) : path_(path) {
     std::string msg = db_ ? sqlite3_errmsg(db_) : "out of memory";
     sqlite3_close(db_);
     db_ = nullptr;
+    if (mode != Mode::ReadOnly)
+      if (const std::string why = why_not_writable(path); !why.empty())
+        throw UserError(path, "", "cannot create or open the database: " + why, "write it to a directory you can write to");
     throw UserError(path, "", "cannot open database: " + msg, fix_for(rc));
   }
   sqlite3_extended_result_codes(db_, 0);

@@ -12,6 +12,7 @@
 
 #include "core/atomic_file.h"
 #include "core/errors.h"
+#include "core/fs_check.h"
 #include "optim/optimizer.h"
 #include "train/checkpoint.h"
 #include "train/config.h"
@@ -222,8 +223,14 @@ size_t import_safetensors(const std::string& file, const std::string& config_tom
     throw UserError(file, by_name.begin()->first, "is in the file but not in the model",
                     "use the config the file was exported with");
   auto opt = make_optimizer(meta.config.optim, param_groups(params, ctx));
+  const std::string made = first_missing_parent(out_checkpoint);  // removed again if the write fails
   ensure_parent_dir(out_checkpoint, "--out");
-  save_checkpoint(out_checkpoint, meta, *model, opt.get());
+  try {
+    save_checkpoint(out_checkpoint, meta, *model, opt.get());
+  } catch (...) {
+    remove_created_parents(out_checkpoint, made);
+    throw;
+  }
   return params.size();
 }
 
