@@ -198,10 +198,9 @@ std::vector<double> other_axis_slopes(const SweepTable& table, const std::string
   for (const auto& [key, part] : seed_curves::partition_rows(table, axis)) {
     const auto it = part.data.find(param);
     if (it == part.data.end() || it->second.size() < 2) continue;
-    std::set<int64_t> seeds;
-    for (const auto& [v, t] : it->second)
-      for (const auto& [s, by] : t) seeds.insert(s);
-    const auto draws = seed_curves::seed_draws(std::vector<int64_t>(seeds.begin(), seeds.end()), o.bootstrap, o.rng_seed);
+    // This param's own seeds (the group's other params may have run others).
+    const auto draws = seed_curves::seed_draws(seed_curves::seeds_of(seed_curves::GroupData{{param, it->second}}),
+                                               o.bootstrap, o.rng_seed);
     const ParamCurves pc = param_curves(it->second, draws);
     std::vector<double> out;
     for (const Ols& f : fits_of(pc, pc.values.size())) out.push_back(f.b);
@@ -385,11 +384,7 @@ std::vector<Prediction> predict(const SweepTable& table, const PredictOptions& o
     for (const auto& a : analysis_axes(table)) axes.insert(a);
   for (const std::string& axis : axes) {
     for (const auto& [key, part] : seed_curves::partition_rows(table, axis)) {
-      std::set<int64_t> seeds;
-      for (const auto& [param, by_value] : part.data)
-        for (const auto& [v, t] : by_value)
-          for (const auto& [s, by] : t) seeds.insert(s);
-      const auto draws = seed_curves::seed_draws(std::vector<int64_t>(seeds.begin(), seeds.end()), opts.transfer.bootstrap,
+      const auto draws = seed_curves::seed_draws(seed_curves::seeds_of(part.data), opts.transfer.bootstrap,
                                                  opts.transfer.rng_seed);
       for (const auto& [param, by_value] : part.data) {
         if ((!opts.param.empty() && param != opts.param) || by_value.size() < 2) continue;

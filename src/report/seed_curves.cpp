@@ -161,6 +161,14 @@ std::string held_text(const std::string& fixed, const std::string& context) {
 
 bool Part::operator<(const Part& o) const { return std::tie(fixed, context) < std::tie(o.fixed, o.context); }
 
+std::vector<int64_t> seeds_of(const GroupData& data) {
+  std::set<int64_t> s;
+  for (const auto& [param, by_value] : data)
+    for (const auto& [value, t] : by_value)
+      for (const auto& [seed, by_lr] : t) s.insert(seed);
+  return std::vector<int64_t>(s.begin(), s.end());
+}
+
 bool on_axis(const SweepRow& r, const std::string& axis) {
   return axis == "width" || axis == "depth" || r.axes.count(axis) > 0;
 }

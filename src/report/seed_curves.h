@@ -69,6 +69,9 @@ struct PartRows {
   std::map<std::string, std::map<double, const SweepRow*>> sample;  // param -> axis value -> a row of that curve
 };
 
+// Every seed in a group's data, ascending (the seeds its bootstrap resamples).
+std::vector<int64_t> seeds_of(const GroupData& data);
+
 // Whether `r` has a value on `axis` (width and depth: every row).
 bool on_axis(const SweepRow& r, const std::string& axis);
 // The rows of `table` on `axis`, grouped into curves: part -> param -> axis value -> seed -> LR.

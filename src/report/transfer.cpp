@@ -361,15 +361,6 @@ size_t distinct_values(const SweepTable& table, const std::string& axis) {
   return values.size();
 }
 
-// Every seed in a group's data, ascending.
-std::vector<int64_t> seeds_of(const GroupData& data) {
-  std::set<int64_t> s;
-  for (const auto& [param, by_value] : data)
-    for (const auto& [value, seeds_tab] : by_value)
-      for (const auto& [seed, by_lr] : seeds_tab) s.insert(seed);
-  return std::vector<int64_t>(s.begin(), s.end());
-}
-
 // Per param: per draw, its fit (draw 0: the point estimate).
 using GroupFits = std::map<std::string, std::vector<DrawFit>>;
 
@@ -621,7 +612,7 @@ std::optional<TransferGroup> analyze_group(const std::string& axis, const AxisIn
   g.info = info;
   g.fixed = key.fixed;
   g.context = key.context;
-  const auto draws = seed_curves::seed_draws(seeds_of(part.data), opts.bootstrap, opts.rng_seed);
+  const auto draws = seed_curves::seed_draws(seed_curves::seeds_of(part.data), opts.bootstrap, opts.rng_seed);
   const GroupFits fits = fit_draws(part.data, draws);
   bool any_scaled = false;
   for (const auto& [param, by_value] : part.data) {
