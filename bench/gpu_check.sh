@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU check (README, GPU): on a CUDA machine, build against its libtorch 2.x
+# The GPU check (docs/gpu.md): on a CUDA machine, build against its libtorch 2.x
 # (scripts/build_cuda.sh), run the GPU tests and the suite of that build, check CUDA training
 # against the CPU, and time GPT training against the plain-PyTorch peer in the same run. Writes
 # three files under $OUT (default out/gpu): summary.txt (the short table, also printed last),
@@ -17,7 +17,7 @@
 # one hang cannot eat the call, and a stage that finds no time left says so in the summary.
 #   build       scripts/build_cuda.sh (about 2.5 min on 16 cores from scratch with the tests, which
 #               are built only where cuda-tests or suite is among the stages)
-#   curves      a 30-step CUDA fp32 and bf16 curve against the CPU's (README's figures)
+#   curves      a 30-step CUDA fp32 and bf16 curve against the CPU's (docs/gpu.md's figures)
 #   speed       tokens/s and MFU against the peer (gpt_peer_gpu.py), one after the other in this
 #               run (the fp32 + TF32 shape twice, ours / peer / ours / peer, for the spread; the
 #               pairs are SPEED_PAIRS where set), and a batched ensemble with the fused optimizer
@@ -41,6 +41,9 @@
 #               transfer report; the store and the report come back in $OUT (WIDTH_CAP s at most)
 #   depth       issue 37: examples/sweeps/gpt_kjv_depth_gpu.toml (depths 2..64, 216 runs), likewise
 #               (DEPTH_CAP)
+#   seeds2048   seeds 2 and 3 at widths 1024 and 2048 (examples/sweeps/gpt_kjv_width_gpu_seeds.toml,
+#               72 runs; SEEDS_CAP), reported with docs/results/data/width_gpu_h100.db as one
+#   llama       the Llama decoder's coordinate check at widths 64..2048 on CUDA, mup and standard
 #   width2048   issue 16's width check at widths 1024 and 2048
 #               (examples/sweeps/gpt_kjv_width_tuned_2048.toml, 72 runs) and its transfer report,
 #               with the 64..512 database (runs/sweeps/gpt_kjv_width_tuned.db) where it was carried
@@ -259,4 +262,21 @@ evidence() {  # NAME FILE CAP
 }
 stage width && evidence width_gpu examples/sweeps/gpt_kjv_width_gpu.toml "${WIDTH_CAP:-400}"
 stage depth && evidence depth_gpu examples/sweeps/gpt_kjv_depth_gpu.toml "${DEPTH_CAP:-400}"
+# Seeds 2 and 3 at widths 1024 and 2048, read with the committed seeds-0-1 store as one.
+if stage seeds2048; then
+  evidence width_gpu_seeds examples/sweeps/gpt_kjv_width_gpu_seeds.toml "${SEEDS_CAP:-300}"
+  bounded 60 $B transfer-report --db docs/results/data/width_gpu_h100.db --db runs/gpu/width_gpu_seeds.db \
+    --out "$W/width_seeds_report" >"$W/width_seeds_report.md" 2>&1
+  cp "$W/width_seeds_report.md" "$OUT/" 2>/dev/null
+  grep -E "^\| width transfer" "$W/width_seeds_report.md" | head -4 | tee -a "$summary"
+fi
+# The Llama decoder on CUDA: its coordinate check to width 2048 under mup and standard.
+if stage llama; then
+  for p in mup standard; do
+    bounded 120 $B coordcheck --model llama --param $p --widths 64,256,1024,2048 --seeds 3 --device cuda \
+      >"$W/llama_coordcheck_$p.txt" 2>&1
+    note "llama coordcheck ($p, widths 64..2048, CUDA): exit $?; $(tail -n 1 "$W/llama_coordcheck_$p.txt")"
+    cp "$W/llama_coordcheck_$p.txt" "$OUT/" 2>/dev/null
+  done
+fi
 echo "--- summary"; cat "$summary"

@@ -5,7 +5,7 @@
 # graphs), fmt 10 header-only
 # (as libtorch 2.x's bundled fmt is used), and the CUDA toolkit's headers. Catches what the CPU build
 # against Debian's 1.13 cannot: a call whose signature changed in 2.x, a `#if` branch for 2.x that
-# no longer compiles. It proves nothing about running; README "GPU" says what only a GPU checks.
+# no longer compiles. It proves nothing about running; docs/gpu.md says what only a GPU checks.
 #
 #   bash scripts/check_torch2.sh [FILE.cpp ...]
 # Needs build/generated/ (the demo's embedded files), which scripts/setup.sh's build writes.

@@ -320,8 +320,8 @@ std::set<std::string> listing(const std::string& dir) {
 
 TEST(BadInput, EveryMistakeIsOneLineNamingFileFieldAndFixWithExitCode2AndNothingWritten) {
   const std::vector<BadCase> all = cases();
-  ASSERT_EQ(all.size(), 278u);  // the count README's reliability table states: a new case updates both
-  std::printf("%zu bad inputs\n", all.size());  // the count README's reliability table states
+  ASSERT_EQ(all.size(), 278u);  // the count docs/reliability.md (and README's results table) states: a new case updates all three
+  std::printf("%zu bad inputs\n", all.size());  // the count docs/reliability.md states
   const std::string root = scaleinv::testing::temp_dir("bad_input");
   struct Outcome {
     int code = -1;

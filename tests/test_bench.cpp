@@ -57,7 +57,7 @@ TEST(Bench, QuickJsonHasTheDocumentedKeys) {
   ASSERT_TRUE(j["ensemble"].at("time_ratio").is_number());
   // time_ratio is all_s / one_s (the documented relation). Its size is not checked here: both are
   // wall times of a few quick steps, which another test running beside this one can stretch
-  // arbitrarily (CI measured 115 under load); bench/ and README's Speed section report real ratios.
+  // arbitrarily (CI measured 115 under load); bench/ and docs/speed.md report real ratios.
   const double ratio = j["ensemble"]["time_ratio"].get<double>();
   const double all_s = j["ensemble"].at("all_s").get<double>(), one_s = j["ensemble"].at("one_s").get<double>();
   EXPECT_TRUE(std::isfinite(ratio) && ratio > 0 && all_s > 0 && one_s > 0) << ratio;

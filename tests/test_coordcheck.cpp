@@ -200,6 +200,49 @@ TEST(CoordCheck, MupAndMfPassOnGpt) {
   }
 }
 
+// The Llama decoder (models/llama.cpp): RMSNorm, SwiGLU, rotary, grouped-query attention. Under mup
+// every predicted row holds; under standard the updates grow with width and the check names the
+// stream and the logits. Also with 2 key/value heads (GQA) and QK-norm. (completep on this grid,
+// widths 64..256 at depth 2 of base 4: one row, ||dW|| of block 0's W_q at step 1, measures -0.20
+// against 0 with tolerance 0.15; the GPT passes there. Not yet explained: not asserted either way.)
+TEST(CoordCheck, LlamaPassesUnderMupAndFailsUnderStandard) {
+  {
+    const CoordCheckResult r = run_coordcheck(small_check("llama", "mup"));
+    EXPECT_TRUE(r.pass()) << failures_text(r);
+    EXPECT_GT(predicted_rows(r), 200);
+  }
+  CoordCheckConfig gqa = small_check("llama", "mup");
+  gqa.train.model.kv_heads = 2;
+  gqa.train.model.qk_norm = true;
+  const CoordCheckResult g = run_coordcheck(gqa);
+  EXPECT_TRUE(g.pass()) << failures_text(g);
+  const CoordCheckResult r = run_coordcheck(small_check("llama", "standard"));
+  EXPECT_FALSE(r.pass());
+  EXPECT_TRUE(has_failure(r, "dh block1 ", "unstable")) << failures_text(r);
+  EXPECT_TRUE(has_failure(r, "dh logits ", "unstable")) << failures_text(r);
+}
+
+// A tied readout (model.tied) has no predicted exponent for the logits at init (seed 002 footnote
+// 19: the own token's contact term); from the first update on, the untied predictions are judged.
+TEST(CoordCheck, TiedReadoutLogitsAtInitAreNotPredicted) {
+  CoordCheckConfig cc = small_check("gpt", "mup");
+  cc.train.model.tied = true;
+  const CoordCheckResult r = run_coordcheck(cc);
+  EXPECT_TRUE(r.pass()) << failures_text(r);
+  int judged_later = 0;
+  for (const auto& row : r.rows) {
+    if (row.layer == "logits" && row.q == CoordQuantity::H && row.step == 0) {
+      EXPECT_FALSE(row.predicted.has_value());
+      EXPECT_NE(row.maps_to.find("footnote 19"), std::string::npos) << row.maps_to;
+    }
+    if (row.layer == "logits" && row.q == CoordQuantity::DH && row.step >= 1 && row.predicted) {
+      EXPECT_TRUE(row.matches.value_or(false)) << "step " << row.step;
+      ++judged_later;
+    }
+  }
+  EXPECT_EQ(judged_later, 3);  // dh of the logits at steps 1..3, predicted as untied (d^0)
+}
+
 TEST(CoordCheck, StandardMatchesTheoryButIsUnstable) {
   const CoordCheckResult r = run_coordcheck(small_check("bigram", "standard"));
   EXPECT_FALSE(r.pass());
@@ -237,7 +280,7 @@ TEST(CoordCheck, BrokenReadoutDeviatesAndIsNamed) {
   // Without the readout's d^-1/2 the logits start Theta(1) instead of d^-1/2 and the readout's
   // gradient (and every gradient below it) is d^1/2 too large. (The logits' update grows like
   // d^1/2 too; over widths 64..256 its measured slope, +0.3, is within the tolerance of both 0
-  // and 1/2, so it is told apart only over a wider range: see the README's 64..1024 run.)
+  // and 1/2, so it is told apart only over a wider range: see docs/coordcheck.md's 64..1024 run.)
   EXPECT_TRUE(has_failure(r, "h logits ", "deviates")) << failures_text(r);
   EXPECT_TRUE(has_failure(r, "W' readout.weight ", "deviates")) << failures_text(r);
   EXPECT_TRUE(has_failure(r, "h' h3 ", "deviates")) << failures_text(r);

@@ -103,7 +103,7 @@ torch::Tensor explicit_attention(const torch::Tensor& q, const torch::Tensor& k,
 
 TEST(CudaKernels, FusedAttentionIsTheExplicitProduct) {
   REQUIRE_GPU();
-  // libtorch >= 2.1 takes at::scaled_dot_product_attention on CUDA tensors (README "GPU").
+  // libtorch >= 2.1 takes at::scaled_dot_product_attention on CUDA tensors (docs/gpu.md).
   EXPECT_TRUE(compat::has_fused_attention()) << "libtorch " << compat::torch_version();
   compat::set_tf32(false);
   torch::manual_seed(0);

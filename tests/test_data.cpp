@@ -208,7 +208,7 @@ TEST(DataKjv, LoadsTheRealTextIntoTheCache) {
     const size_t n_train = text.size() - static_cast<size_t>(std::floor(static_cast<double>(text.size()) * cfg.val_fraction));
     for (size_t i = 0; i < n_train; ++i) ++counts[static_cast<unsigned char>(text[i])];
     std::set<unsigned char> distinct(text.begin(), text.end());
-    EXPECT_EQ(distinct.size(), 73u);  // README, Data: "4,404,412 bytes, 73 distinct"
+    EXPECT_EQ(distinct.size(), 73u);  // docs/training.md, Data: "4,404,412 bytes, 73 distinct"
   }
   double h_file = 0, total = 0;
   for (int64_t c : counts) total += static_cast<double>(c);

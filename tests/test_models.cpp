@@ -14,6 +14,8 @@
 #include "fd_check.h"
 #include "models/layers.h"
 #include "models/model.h"
+#include "models/model_kinds.h"
+#include "train/config.h"
 #include "models/zoo.h"
 #include "param/table.h"
 #include "fixtures.h"
@@ -754,4 +756,98 @@ TEST(ModelsErrors, BadConfigsNameTheField) {
   EXPECT_NE(user_error_of([&] { mlp->forward(torch::zeros({2, 15})); }).find("model.in_dim"), std::string::npos);
   auto vit = build(tiny("vit", 64, 2), "mup");
   EXPECT_NE(user_error_of([&] { vit->forward(torch::zeros({2, 64})); }).find("model.image_size"), std::string::npos);
+}
+
+// ---- model kinds as data (models/model_kinds.h) ------------------------------------------------
+
+// Every row builds at its coordinate-check defaults, every tensor tagged, and its parameter
+// estimate is within a factor 2 of the real count (matrices only: the estimate leaves out gains).
+TEST(ModelKinds, EveryKindBuildsAndItsEstimateHolds) {
+  ASSERT_GE(model_kinds().size(), 6u);
+  for (const ModelKind& k : model_kinds()) {
+    SCOPED_TRACE(k.name);
+    std::vector<std::string> sets = k.coordcheck_defaults;
+    sets.push_back("model.kind=\"" + k.name + "\"");
+    const TrainConfig c = load_train_config("", sets);
+    const ParamTable t = load_param("mup");
+    ScaleContext ctx{t, OptFamily::Adam, c.model.width, c.model.depth};
+    torch::manual_seed(0);
+    auto m = build_model(c.model, ctx, c.hp);
+    int64_t n = 0;
+    for (const auto& tp : m->tagged_parameters()) n += tp.tensor.numel();
+    const double est = k.parameters(c.model);
+    EXPECT_GT(est, 0.5 * static_cast<double>(n));
+    EXPECT_LT(est, 2.0 * static_cast<double>(n));
+    EXPECT_EQ(&model_kind(k.name), &k);
+  }
+  const std::string e = user_error_of([] { model_kind("llamma"); });
+  EXPECT_NE(e.find("'model.kind'"), std::string::npos) << e;
+  EXPECT_NE(e.find("llama"), std::string::npos) << e;  // the fix names the kinds
+}
+
+// Llama: GQA's key/value projections keep the base width's ratio of query heads per key/value
+// head (kv_heads = 2 of 4 heads at width 64: 4 of 8 at width 128), the SwiGLU hidden width is
+// swiglu_hidden(d), the tie leaves one tensor with the embedding role, and rotary positions make
+// the model sensitive to order (the GPT's learned positions are absent).
+TEST(ModelKinds, LlamaShapesAndTie) {
+  ModelConfig mc;
+  mc.kind = "llama";
+  mc.width = 128;
+  mc.kv_heads = 2;
+  const ParamTable t = load_param("mup");
+  ScaleContext ctx{t, OptFamily::Adam, 128, 2};
+  torch::manual_seed(0);
+  auto m = build_model(mc, ctx, Hyper{});
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const auto& tp : m->tagged_parameters()) shapes[tp.name] = tp.tensor.sizes().vec();
+  EXPECT_EQ(shapes.at("blocks.0.attn.k.weight"), (std::vector<int64_t>{4 * 16, 128}));
+  EXPECT_EQ(shapes.at("blocks.0.attn.q.weight"), (std::vector<int64_t>{128, 128}));
+  EXPECT_EQ(shapes.at("blocks.0.mlp.gate.weight"), (std::vector<int64_t>{swiglu_hidden(128, 16), 128}));
+  EXPECT_EQ(swiglu_hidden(64, 16), 176);
+  EXPECT_EQ(swiglu_hidden(512, 16), 1376);
+  EXPECT_TRUE(shapes.count("readout.weight"));
+  mc.tied = true;
+  torch::manual_seed(0);
+  auto tied = build_model(mc, ctx, Hyper{});
+  int tied_tensors = 0;
+  for (const auto& tp : tied->tagged_parameters()) {
+    EXPECT_NE(tp.name, "readout.weight");
+    tied_tensors += tp.tag.tied;
+  }
+  EXPECT_EQ(tied_tensors, 1);
+  torch::Tensor x = torch::randint(0, mc.vocab, {2, 8}, torch::kLong);
+  torch::Tensor y = tied->forward(x);
+  EXPECT_EQ(y.sizes().vec(), (std::vector<int64_t>{2, 8, mc.vocab}));
+  // Order matters: the last position's logits change when the first two tokens swap.
+  torch::Tensor xs = x.clone();
+  xs.index_put_({torch::indexing::Slice(), 0}, x.index({torch::indexing::Slice(), 1}));
+  xs.index_put_({torch::indexing::Slice(), 1}, x.index({torch::indexing::Slice(), 0}));
+  torch::NoGradGuard ng;
+  const double diff = (tied->forward(xs) - tied->forward(x)).index({torch::indexing::Slice(), -1}).abs().max().item<double>();
+  EXPECT_GT(diff, 1e-4);
+}
+
+// Bad Llama settings are one-line UserErrors naming the field.
+TEST(ModelKinds, LlamaBadInput) {
+  const ParamTable t = load_param("mup");
+  auto field_of = [&](std::function<void(ModelConfig&)> edit) {
+    ModelConfig mc;
+    mc.kind = "llama";
+    edit(mc);
+    ScaleContext ctx{t, OptFamily::Adam, mc.width, mc.depth};
+    return user_error_of([&] { build_model(mc, ctx, Hyper{}); });
+  };
+  auto names = [](const std::string& msg, const std::string& field) {
+    return msg.find("'" + field + "'") != std::string::npos;
+  };
+  EXPECT_TRUE(names(field_of([](ModelConfig& m) { m.kv_heads = 3; }), "model.kv_heads"));  // 4 heads at width 64
+  EXPECT_TRUE(names(field_of([](ModelConfig& m) { m.kv_heads = 8; }), "model.kv_heads"));
+  EXPECT_TRUE(names(field_of([](ModelConfig& m) { m.block = "post"; }), "model.block"));
+  EXPECT_TRUE(names(field_of([](ModelConfig& m) { m.head_dim = 7; m.width = 63; }), "model.head_dim"));
+  EXPECT_TRUE(names(field_of([](ModelConfig& m) { m.rope_theta = 0.5; }), "model.rope_theta"));
+  EXPECT_TRUE(names(field_of([](ModelConfig& m) { m.ffn_multiple = 0; }), "model.ffn_multiple"));
+  ModelConfig gpt;
+  gpt.kv_heads = 2;  // the GPT has no grouped-query attention
+  ScaleContext ctx{t, OptFamily::Adam, gpt.width, gpt.depth};
+  EXPECT_TRUE(names(user_error_of([&] { build_model(gpt, ctx, Hyper{}); }), "model.kv_heads"));
 }

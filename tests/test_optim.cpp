@@ -80,6 +80,25 @@ TEST(OptimConfig, FamiliesAndValidation) {
   expect_user_error([&] { make_optimizer(c, {}); }, "optim.schedule");
 }
 
+// Optimizer kinds are one table (optim/optim_config.h): every row builds, under its own kind, and
+// the kinds list the fixes print is the table's.
+TEST(OptimConfig, EveryKindBuilds) {
+  std::string listed;
+  for (const OptimizerKind& k : optimizer_kind_rows()) {
+    SCOPED_TRACE(k.kind);
+    OptimConfig c;
+    c.kind = k.kind;
+    if (k.family == OptFamily::Adafactor) c.eps = 1e-30;
+    torch::Tensor w = torch::randn({4, 3});
+    auto opt = make_optimizer(c, {group("w", w)});
+    ASSERT_TRUE(opt);
+    EXPECT_EQ(optimizer_family(k.kind), k.family);
+    listed += (listed.empty() ? "" : ", ") + k.kind;
+  }
+  EXPECT_EQ(listed, optimizer_kinds());
+  EXPECT_EQ(listed, "sgd, adam, adamw, sign, adafactor, muon");
+}
+
 TEST(OptimGroups, FactorsComeFromTheTable) {
   ScaleContext ctx;
   ctx.table = preset("mup");

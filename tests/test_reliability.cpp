@@ -167,7 +167,7 @@ TEST(ColdCache, ConcurrentSweepsOnKjvCreateTheCacheOnce) {
   EXPECT_EQ(code, 0) << slurp(dir + "/a.log") << slurp(dir + "/b.log");
   const std::string cache = dir + "/data/kjv.txt";
   ASSERT_TRUE(fs::exists(cache));
-  EXPECT_EQ(fs::file_size(cache), 4404412u);  // the whole Bible (README, Data)
+  EXPECT_EQ(fs::file_size(cache), 4404412u);  // the whole Bible (docs/training.md, Data)
   EXPECT_TRUE(leftovers(dir).empty()) << leftovers(dir).front();
   for (const char* db : {"a.db", "b.db"}) {
     SqliteDb d(dir + "/" + db, SqliteDb::Mode::ReadOnly);

@@ -169,10 +169,10 @@ output_mult = [1.0, 2.0]
     SweepSpec e = shipped(std::string("sweeps/") + f);
     EXPECT_GT(e.points.size(), 8u) << f;
   }
-  // The demo's sweep files run on their own too, with the sizes README states (64 and 48 runs).
+  // The demo's sweep files run on their own too, with the sizes docs/demo.md states (64 and 48 runs).
   EXPECT_EQ(shipped("demo/width_sweep.toml").points.size(), 64u);
   EXPECT_EQ(shipped("demo/depth_sweep.toml").points.size(), 48u);
-  // README's depth search and its tuned depth sweep: 81 trials x 2 seeds in the first rung; 540
+  // docs/results/transfer_depth_resmlp.md's depth search and its tuned depth sweep: 81 trials x 2 seeds in the first rung; 540
   // runs carrying the search's winner (its set lines) to every depth.
   EXPECT_EQ(shipped("sweeps/resmlp_fashion_depth_search.toml").points.size(), 162u);
   const SweepSpec tuned = shipped("sweeps/resmlp_fashion_depth_tuned.toml");
@@ -182,7 +182,7 @@ output_mult = [1.0, 2.0]
     EXPECT_DOUBLE_EQ(p.config.hp.output_mult, 0.428609);
   }
   EXPECT_EQ(shipped("sweeps/resmlp_fashion_depth_tuned_8seeds.toml").points.size(), 1080u);
-  // README's 1000-step width check: the width-64 search (81 trials x 2 seeds, first rung of 111
+  // docs/results/transfer_width.md's 1000-step width check: the width-64 search (81 trials x 2 seeds, first rung of 111
   // steps) and the 144 runs carrying its winner to widths 64..512.
   const SweepSpec search = shipped("sweeps/gpt_kjv_search_1000.toml");
   ASSERT_EQ(search.points.size(), 162u);
@@ -195,7 +195,7 @@ output_mult = [1.0, 2.0]
     EXPECT_DOUBLE_EQ(p.config.hp.embed_mult, 1.165334);
     EXPECT_EQ(p.config.optim.warmup_steps, 33);
   }
-  // README's GPT in depth (search at width 64, depth 2 with the branch multiplier; 270 runs to
+  // docs/results/transfer_depth_gpt.md's GPT in depth (search at width 64, depth 2 with the branch multiplier; 270 runs to
   // depths 2..32 with base depth 2), the 1000-step residual-MLP depth pair, and the decay-shape
   // study (108 runs of three shapes, 36 of wsd in a second database).
   EXPECT_EQ(shipped("sweeps/gpt_kjv_depth_search.toml").points.size(), 162u);
@@ -226,7 +226,7 @@ output_mult = [1.0, 2.0]
   EXPECT_EQ(hyperband.fingerprint, halving.fingerprint);
   ASSERT_EQ(hyperband.points.size(), 162u);
   EXPECT_EQ(hyperband.points.back().id, halving.points.back().id);
-  // Their param file is named as README runs them, from the repository root.
+  // Their param file is named as docs/results/ runs them, from the repository root.
   const std::filesystem::path cwd = std::filesystem::current_path();
   std::filesystem::current_path(SCALEINV_SOURCE_DIR);
   const SweepSpec alpha = shipped("sweeps/resmlp_fashion_depth_alpha_1000.toml");

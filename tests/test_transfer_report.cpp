@@ -647,11 +647,15 @@ TEST(TransferReport, EveryImageLoadsInHeadlessChromium) {
 TEST(TransferReport, ResultsPagesQuoteWhatTheirStoresGiveToday) {
   const std::string root = std::string(SCALEINV_SOURCE_DIR) + "/docs/results/";
   const std::string dir = temp_dir("results_pages");
-  for (const auto& [page, db] : std::vector<std::pair<std::string, std::string>>{
-           {"width_2048_gpu.md", "width_gpu_h100.db"}, {"depth_64_gpu.md", "depth_gpu_h100.db"}}) {
+  for (const auto& [page, dbs] : std::vector<std::pair<std::string, std::vector<std::string>>>{
+           {"width_2048_gpu.md", {"width_gpu_h100.db"}},
+           {"depth_64_gpu.md", {"depth_gpu_h100.db"}},
+           {"width_2048_seeds_gpu.md", {"width_gpu_h100.db", "width_gpu_seeds_h100.db"}}}) {
     const std::string text = scaleinv::testing::slurp(root + page);
     ASSERT_FALSE(text.empty()) << page;
-    const auto r = run_cli("transfer-report --db " + root + "data/" + db + " --out " + dir + "/" + db);
+    std::string args;
+    for (const std::string& db : dbs) args += " --db " + root + "data/" + db;
+    const auto r = run_cli("transfer-report" + args + " --out " + dir + "/" + page);
     ASSERT_EQ(r.code, 0) << r.err;
     int rows = 0;
     std::istringstream lines(r.out);

@@ -384,7 +384,7 @@ TEST(UnitModels, UnitBackwardGivesTheTrueGradientDirectionPerTensor) {
 }
 
 TEST(UnitModels, ScalesAtInitUMupPassesStandardAndMupDoNot) {
-  // Measured, not assumed (README "Unit scaling and low precision"): every op output, gradient,
+  // Measured, not assumed (docs/unit_scaling.md): every op output, gradient,
   // weight and weight gradient of the GPT within a factor 2 of 1 under u-mup at widths 64 and 128;
   // standard and mup leave the gradients (and, for mup, the init) far from 1.
   for (const char* param : {"u-mup", "standard", "mup"}) {
@@ -402,7 +402,7 @@ TEST(UnitModels, ScalesAtInitUMupPassesStandardAndMupDoNot) {
     if (std::string(param) == "u-mup") {
       // Every op output, every gradient, every weight and every matrix's gradient is unit. The
       // LayerNorm gains' gradients are not (LayerNorm is a plain op: RMS ~ sqrt(rows)), measured
-      // 20-70 on the KJV (README).
+      // 20-70 on the KJV (docs/unit_scaling.md).
       for (const auto& row : r.rows) {
         if (!row.judged) continue;
         const bool gain_grad = row.kind == "W'" && row.name.find(".gain") != std::string::npos;
@@ -443,7 +443,7 @@ TEST(UnitPrecision, KjvGptInFp8UnderUMupAndStandard) {
       // everywhere (2^-9 smallest subnormal): the forward tensors only; the claim does not hold for
       // its gradients: as training sharpens the softmax, the unit-scaled logit gradient
       // (p - onehot) * sqrt(V) has entries below 2^-9 (measured: readout gradient 20% over the run,
-      // 47% at the worst step; the MLP input gradients 2-3%; README).
+      // 47% at the worst step; the MLP input gradients 2-3%; docs/unit_scaling.md).
       if (run.format != "e4m3" || !grad) {
         EXPECT_LT(st.underflow_fraction(), 0.01) << run.format << " " << point;
       }
@@ -453,7 +453,7 @@ TEST(UnitPrecision, KjvGptInFp8UnderUMupAndStandard) {
     const auto& e4 = u.runs[1].stats;
     EXPECT_GT(e4.at("readout.weight:grad").underflow_fraction(), 0.05);  // the measured failure, kept visible
   }
-  // Under standard the gradients underflow (figures in README).
+  // Under standard the gradients underflow (figures in docs/unit_scaling.md).
   for (size_t i = 1; i < s.runs.size(); ++i) {
     const PrecisionRun& run = s.runs[i];
     double worst_grad = 0;

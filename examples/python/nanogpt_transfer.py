@@ -1,7 +1,7 @@
 """LR transfer on your own transformer: a nanoGPT-style GPT written in plain PyTorch (not scaleinv's
 zoo), trained through `scaleinv.apply` on KJV bytes at several widths over a log2 LR grid, under
 mup and under standard. muP's claim: the optimal LR moves <= 1 doubling from width 64 to 256 under
-mup, and more than that under standard (the README's "Your own model", issue 15).
+mup, and more than that under standard (docs/python.md, issue 15).
 
 The model (class GPT): byte vocab 256, learned positional embedding, pre-LayerNorm blocks with causal
 self-attention and a 4x GELU MLP, final LayerNorm, an untied lm_head (written untied; scaleinv.apply also plans tied embeddings),

@@ -1,4 +1,4 @@
--- README "The GPT in depth": standard's best loss per depth over its branch multiplier and LR
+-- docs/results/transfer_depth_gpt.md: standard's best loss per depth over its branch multiplier and LR
 -- (gpt_kjv_depth_standard_branch.db and gpt_kjv_depth_standard_branch_low.db, with the base's 0.72
 -- from gpt_kjv_depth_tuned.db) against
 -- completep, depth-mup and the alpha = 2/3 row (gpt_kjv_depth_alpha.db) at their depth-2 LR (2^-7),

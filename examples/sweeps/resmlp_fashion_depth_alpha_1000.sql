@@ -1,4 +1,4 @@
--- README "Depth at 1000 steps": the alpha = 2/3 row (resmlp_fashion_depth_alpha_1000.db) at its
+-- docs/results/transfer_depth_resmlp.md: the alpha = 2/3 row (resmlp_fashion_depth_alpha_1000.db) at its
 -- depth-4 LR, at its best LR per depth, and re-tuned per depth in LR and branch multiplier as well
 -- (with resmlp_fashion_depth_alpha_retuned_1000.db), against standard's best per depth over LR and
 -- branch multiplier (as resmlp_fashion_depth_standard_branch_1000.sql); all over seeds 0 and 1.

@@ -1,4 +1,4 @@
--- README "Depth at 1000 steps": standard's best loss per depth over its branch multiplier and LR
+-- docs/results/transfer_depth_resmlp.md: standard's best loss per depth over its branch multiplier and LR
 -- (resmlp_fashion_depth_standard_branch_1000.db with the base's 1.61 from resmlp_fashion_depth_tuned_1000.db)
 -- against completep at its depth-4 LR, both over seeds 0 and 1. Run from the repository root:
 --   sqlite3 -header -column runs/sweeps/resmlp_fashion_depth_standard_branch_1000.db < examples/sweeps/resmlp_fashion_depth_standard_branch_1000.sql

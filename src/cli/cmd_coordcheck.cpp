@@ -23,6 +23,7 @@
 #include "core/errors.h"
 #include "core/fraction.h"
 #include "measure/coordcheck.h"
+#include "models/model_kinds.h"
 #include "optim/optimizer.h"
 #include "train/config.h"
 
@@ -30,20 +31,11 @@ namespace scaleinv {
 
 namespace {
 
-// Small defaults for a coordinate check (without --config). The check is sharp for widths well
-// above n = probe inputs + outputs (measure/coordcheck.h: the finite-size term), so the probe is
-// small: language models see 2 x 8 tokens of a 32-token Markov chain; resmlp 32 and vit 16
-// Fashion-MNIST images (10 classes).
+// Small defaults (without --config): the model row's coordcheck_defaults (models/model_kinds.h).
+// The check is sharp for widths well above n = probe inputs + outputs (measure/coordcheck.h: the
+// finite-size term), so the probe is small.
 std::vector<std::string> default_sets(const std::string& kind) {
-  if (kind == "resmlp")
-    return {"data.source=\"fashion_mnist\"", "data.flatten=true", "model.in_dim=784", "model.activation=\"relu\"",
-            "model.pre_ln=true", "train.batch_size=32"};
-  if (kind == "vit") return {"data.source=\"fashion_mnist\"", "train.batch_size=16"};
-  if (kind == "mlp")  // the muP paper's MLP: 784 -> w -> w -> 10, ReLU
-    return {"data.source=\"fashion_mnist\"", "data.flatten=true", "model.in_dim=784", "model.activation=\"relu\"",
-            "model.depth=1", "train.batch_size=32"};
-  return {"data.source=\"markov\"", "data.vocab=32", "data.markov_length=20000", "model.seq_len=8",
-          "train.batch_size=2"};
+  return model_kind(kind, "command line", "--model").coordcheck_defaults;
 }
 
 }  // namespace

@@ -19,22 +19,17 @@
 #include "optim/optimizer.h"
 #include "train/config.h"
 #include "measure/unit_scales.h"
+#include "models/model_kinds.h"
 
 namespace scaleinv {
 
 namespace {
 
-// Small defaults (without --config): language models read 8 x 32 tokens of the KJV; resmlp and vit
-// 32 Fashion-MNIST images.
+// Small defaults (without --config): the model row's scales_defaults (models/model_kinds.h).
+// An unknown kind gets none: the config's own check names it (model.kind).
 std::vector<std::string> scales_defaults(const std::string& kind) {
-  if (kind == "resmlp")
-    return {"data.source=\"fashion_mnist\"", "data.flatten=true", "model.in_dim=784", "model.activation=\"relu\"",
-            "model.pre_ln=true", "train.batch_size=32"};
-  if (kind == "vit") return {"data.source=\"fashion_mnist\"", "train.batch_size=32"};
-  if (kind == "mlp")
-    return {"data.source=\"fashion_mnist\"", "data.flatten=true", "model.in_dim=784", "model.activation=\"relu\"",
-            "train.batch_size=32"};
-  return {"data.source=\"kjv\"", "model.seq_len=32", "model.vocab=256", "train.batch_size=8"};
+  const ModelKind* k = find_model_kind(kind);
+  return k ? k->scales_defaults : std::vector<std::string>{};
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "cli/commands.h"
 #include "core/errors.h"
 #include "core/stop_signal.h"
+#include "models/model_kinds.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
 
@@ -127,9 +128,9 @@ void add_train_command(CLI::App& app, int& exit_code) {
       throw UserError("command line", "--temperature", fmt::format("{} is not a finite number >= 0", o->temperature),
                       "use e.g. --temperature 0.8 (0: greedy)");
     CheckpointMeta meta = read_checkpoint_meta(o->checkpoint);
-    if (meta.config.model.kind != "gpt" && meta.config.model.kind != "bigram")
-      throw UserError(o->checkpoint, "model.kind", "only language models (gpt, bigram) can be sampled",
-                      "train a gpt or bigram model");
+    if (!model_kind(meta.config.model.kind, o->checkpoint).language())
+      throw UserError(o->checkpoint, "model.kind", "only language models can be sampled",
+                      "train a language model (" + model_kind_list([](const ModelKind& k) { return k.language(); }) + ")");
     ScaleContext ctx{meta.table, optimizer_family(meta.config.optim.kind), meta.config.model.width,
                      meta.config.model.depth};
     auto model = build_model(meta.config.model, ctx, meta.config.hp);

@@ -42,7 +42,7 @@ int main(int argc, char** argv) {
   CLI::App app{"scaleinv: hold hyperparameters fixed from a small model to a wide, deep one"};
   app.require_subcommand(1);
   int threads = 0;
-  app.add_option("--threads", threads, "cores to use (default: all): the matmuls' BLAS pool gets them, libtorch's elementwise ops run on 1 (README, Speed)");
+  app.add_option("--threads", threads, "cores to use (default: all): the matmuls' BLAS pool gets them, libtorch's elementwise ops run on 1 (docs/speed.md)");
   int exit_code = 0;
   scaleinv::add_param_command(app, exit_code);
   scaleinv::add_theory_command(app, exit_code);

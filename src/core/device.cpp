@@ -19,7 +19,7 @@ torch::Device resolve_device(const std::string& device, const std::string& where
   if (device == "cpu") return torch::Device(torch::kCPU);
   if (!torch::cuda::is_available())
     throw UserError(where, field, "cuda requested but no CUDA device is available",
-                    fmt::format("{}, or build against a CUDA libtorch (README, \"GPU\")", use_cpu));
+                    fmt::format("{}, or build against a CUDA libtorch (docs/gpu.md)", use_cpu));
   const int n = static_cast<int>(torch::cuda::device_count());
   return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(local_rank % std::max(1, n)));
 }

@@ -1,6 +1,6 @@
 #pragma once
 // How a process splits its cores between libtorch's intra-op pool (elementwise ops, norms,
-// softmax) and OpenBLAS's own pthread pool (every matmul). Measured on 2 cores (README, Speed):
+// softmax) and OpenBLAS's own pthread pool (every matmul). Measured on 2 cores (docs/speed.md):
 // matmuls on all cores through OpenBLAS and the elementwise ops on the calling thread beat the
 // other splits at GPT widths 64, 256 and 512 and tied at 128 (width 512: 1999 vs 1067 tokens/s
 // for session 2's split).

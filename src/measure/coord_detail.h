@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "measure/coord_result.h"
+#include "models/model_kinds.h"
 
 namespace scaleinv::coord_detail {
 
@@ -89,12 +90,8 @@ Pred width_prediction(const WidthTheory& w, const Mapping& m, CoordQuantity q, i
 // power_law false: the stream grows exponentially in L, no prediction.
 Pred depth_prediction(const DepthTheory& d, const Mapping& m, CoordQuantity q, int step, bool power_law);
 
-// L and RMSNorm of the width theory a model is judged against.
-struct TheoryShape {
-  int L = 1;
-  bool rmsnorm = false;
-  std::string note;
-};
+// L and RMSNorm of the width theory a model is judged against: its row's theory_shape
+// (models/model_kinds.h).
 TheoryShape theory_shape(const ModelConfig& mc, int depth);
 
 // ============================================================================================

@@ -33,6 +33,7 @@ struct RowTheory {
   bool qk_unmodelled;
   bool depth_power_law;
   const LayerMapper& map_layer;
+  bool tied_readout = false;  // the readout is the embedding's transpose (model.tied)
 };
 
 // One fitted axis: x ("width" or "depth") runs over xs with the other dimension held at `at`.
@@ -134,6 +135,15 @@ Pred row_prediction(const RowTheory& th, const AxisGrid& g, const Mapping& m, co
     p.why = weight && (row.layer.find("gain") != std::string::npos || row.layer.find("bias") != std::string::npos)
                 ? "no prediction (vector-like tensor)"
                 : "no prediction";
+  } else if (th.tied_readout && g.axis == "width" && row.q == CoordQuantity::H && row.step == 0 &&
+             row.layer == "logits") {
+    // seed 002 footnote 19: with the readout tied to the embedding, the logit of the input's own
+    // token carries a contact term through the skip path, one component of order d against
+    // n_vocab components of order sqrt(d); widths near n_vocab mix the two power laws (slopes 1/2
+    // apart), so no single exponent is predicted at init. After the first update the untied
+    // predictions hold (the gradient of both uses accumulates: seed 000 A.1.2).
+    p.why = "no prediction at init: tied readout (seed 002 footnote 19: the own token's contact term, order d, "
+            "against n_vocab terms of order sqrt(d))";
   } else if (g.axis == "width") {
     p = width_prediction(th.width_theories.at(g.at), m, row.q, row.step, th.qk_unmodelled);
   } else {
@@ -219,7 +229,8 @@ void fit_axis(CoordCheckResult& res, const RowTheory& th, const std::string& axi
 void fit_rows(CoordCheckResult& res, const std::map<int, WidthTheory>& width_theories,
               const std::string& stream_prefix, bool qk_unmodelled, bool depth_power_law,
               const LayerMapper& map_layer) {
-  const RowTheory th{width_theories, res.depth_theory, stream_prefix, qk_unmodelled, depth_power_law, map_layer};
+  const RowTheory th{width_theories, res.depth_theory, stream_prefix,       qk_unmodelled,
+                     depth_power_law, map_layer,         res.config.train.model.tied};
   if (res.widths.size() >= 2)
     for (int d : res.depths) fit_axis(res, th, "width", d, res.widths);
   if (res.depths.size() >= 2)

@@ -242,31 +242,6 @@ Pred depth_prediction(const DepthTheory& d, const Mapping& m, CoordQuantity q, i
   return p;
 }
 
-TheoryShape theory_shape(const ModelConfig& mc, int depth) {
-  TheoryShape s;
-  if (mc.kind == "mlp") {
-    s.L = depth;
-    s.note = fmt::format("mlp: rows of width_theory(L = {}) one to one (a dense input as W_0)", depth);
-  } else if (mc.kind == "bigram") {
-    s.L = depth;
-    s.rmsnorm = mc.rmsnorm;
-    s.note = fmt::format("bigram: rows of width_theory(L = {}{}) one to one", depth, mc.rmsnorm ? ", RMSNorm" : "");
-  } else if (mc.kind == "gpt" || mc.kind == "vit") {
-    // Every sublayer reads a normalised stream and applies two matrices (v then o; fc then proj)
-    // before adding to it: the stream follows the hidden activations of an L = 2 chain.
-    s.L = 2;
-    s.note = "residual stream = hidden activations of width_theory(L = 2): each sublayer is a 2-matrix chain "
-             "(attn v,o; mlp fc,proj) on a normalised input";
-  } else {  // resmlp
-    s.L = mc.pre_ln ? mc.block_depth : depth * mc.block_depth;
-    s.note = mc.pre_ln ? fmt::format("residual stream = hidden activations of width_theory(L = {}): each block is "
-                                     "a {}-matrix chain on a normalised input",
-                                     s.L, mc.block_depth)
-                       : fmt::format("residual stream = hidden activations of width_theory(L = {}): without "
-                                     "pre-LN the blocks chain",
-                                     s.L);
-  }
-  return s;
-}
+TheoryShape theory_shape(const ModelConfig& mc, int depth) { return model_kind(mc.kind).theory_shape(mc, depth); }
 
 }  // namespace scaleinv::coord_detail

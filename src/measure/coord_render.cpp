@@ -17,6 +17,7 @@
 #include "core/gnuplot.h"
 #include "measure/coord_detail.h"
 #include "measure/coord_result.h"
+#include "models/model_kinds.h"
 #include "param/table.h"
 #include "theory/theory_report.h"
 #include "train/config.h"
@@ -75,7 +76,7 @@ std::string render_coordcheck(const CoordCheckResult& r) {
                    c.train.optim.kind, c.train.optim.lr, c.steps, fmt::join(c.seeds, ","));
   s += fmt::format("  widths {}  depths {}  batch {}{}  data {}\n", fmt::join(r.widths, ","), fmt::join(r.depths, ","),
                    c.train.train.batch_size,
-                   mc.kind == "bigram" || mc.kind == "gpt" ? fmt::format(" x {} tokens", mc.seq_len) : "",
+                   model_kind(mc.kind).language() ? fmt::format(" x {} tokens", mc.seq_len) : "",
                    c.train.data.source);
   if (!c.break_mode.empty())
     s += fmt::format("  BROKEN MODEL (--break {}): the readout's multiplier exponent a is 0 in the model; the "

@@ -35,7 +35,7 @@ using coord_detail::LayerMapper;
 using coord_detail::role_layer_map;
 using coord_detail::sorted_unique;
 using coord_detail::theory_shape;
-using coord_detail::TheoryShape;
+
 
 namespace {
 
@@ -46,9 +46,7 @@ namespace {
 void validate(const CoordCheckConfig& cc, const std::vector<int>& widths, const std::vector<int>& depths,
               const ParamTable& table, OptFamily family) {
   const ModelConfig& mc = cc.train.model;
-  if (mc.kind != "bigram" && mc.kind != "resmlp" && mc.kind != "gpt" && mc.kind != "vit" && mc.kind != "mlp")
-    throw UserError("command line", "--model", fmt::format("unknown model '{}'", mc.kind),
-                    "use one of bigram, mlp, resmlp, gpt, vit");
+  const ModelKind& kind = model_kind(mc.kind, "command line", "--model");
   if (widths.empty())
     throw UserError("command line", "--widths", "no widths given", "give a comma-separated list, e.g. 64,128,256");
   if (depths.empty())
@@ -80,7 +78,7 @@ void validate(const CoordCheckConfig& cc, const std::vector<int>& widths, const 
       m.width = w;
       m.depth = d;
       ScaleContext ctx{table, family, w, d};
-      if (m.kind == "gpt" || m.kind == "vit") {
+      if (kind.attention) {
         try {
           head_shape(m, ctx);
         } catch (const UserError& e) {
@@ -171,10 +169,10 @@ FixedData fixed_data(CoordCheckResult& res) {
   const TrainConfig& tc = res.config.train;
   const ModelConfig& mc = tc.model;
   auto data = make_data(tc.data);
-  const bool language = mc.kind == "bigram" || mc.kind == "gpt";
+  const bool language = model_kind(mc.kind).language();
   if (data->is_language() != language)
     throw UserError(tc.source, "data.source", fmt::format("'{}' does not fit model '{}'", tc.data.source, mc.kind),
-                    "language models (bigram, gpt) take kjv/text/markov; resmlp and vit take fashion_mnist");
+                    data_fit_fix());
   FixedData fd{resolve_device(tc.train.device, tc.source, "train.device"), {}};
   // fp32 matmuls stay fp32 on CUDA, whatever an earlier run in this process set (TF32 is a
   // process-wide switch; `bench --device cuda` trains with it on before its coordcheck part), so
@@ -249,11 +247,12 @@ CoordCheckResult run_coordcheck(const CoordCheckConfig& cc_in) {
   const FixedData data = fixed_data(res);
   const std::map<std::string, OwnCoordLayer> layers = run_grid(res, model_table, data);
 
-  const std::string stream_prefix = mc.kind == "resmlp" ? "x" : "block";
+  const ModelKind& kind = model_kind(mc.kind);
+  const std::string& stream_prefix = kind.stream_prefix;
   const bool qk_unmodelled = mc.n_heads > 0 && std::fabs(res.table.attn_logit - 0.5) > kExponentTol;
-  const bool power_law = mc.kind != "resmlp" || mc.pre_ln || res.depth_theory.alpha >= 0.5 - kExponentTol;
+  const bool power_law = !kind.chains_without_pre_ln || mc.pre_ln || res.depth_theory.alpha >= 0.5 - kExponentTol;
   fit_rows(res, width_theories, stream_prefix, qk_unmodelled, power_law,
-           role_layer_map(layers_in_order(res.runs, layers), /*depth_rows=*/mc.kind == "resmlp"));
+           role_layer_map(layers_in_order(res.runs, layers), kind.depth_rows));
   judge(res);
   res.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;

@@ -92,7 +92,7 @@ void plot_transport(const TransportResult& r, const std::string& dir) {
   PlotFigure fig;
   fig.title = "post-LN transport ||prod alpha B_l|| vs depth (seed 000 eqs. 33, 35); dashed: bound";
   PlotPanel p;
-  p.title = r.opts.model == "gpt" ? "GPT " + r.opts.block + " blocks at init" : "h <- LN(alpha h + A h)";
+  p.title = r.opts.model != "linear" ? "GPT " + r.opts.block + " blocks at init" : "h <- LN(alpha h + A h)";
   p.xlabel = "depth L";
   p.ylabel = "norm";
   p.logx = false;

@@ -23,10 +23,16 @@
 #include "measure/diagnostics.h"
 #include "measure/slope_fit.h"
 #include "models/layers.h"
+#include "models/model_kinds.h"
 
 namespace scaleinv::diag {
 
 namespace {
+
+// The two transformers the diagnostic reads (models/layers.h TransformerBlock): on tokens (causal)
+// and on image patches.
+const char* const kTokens = "gpt";
+const char* const kImages = "vit";
 
 std::shared_ptr<torch::nn::Module> child(const std::shared_ptr<torch::nn::Module>& m, const std::string& name) {
   for (const auto& item : m->named_children())
@@ -52,7 +58,7 @@ ModelConfig model_config(const InitStatsOptions& o, const std::string& kind, int
 
 torch::Tensor inputs(const ModelConfig& mc, int batch, uint64_t seed) {
   auto gen = at::detail::createCPUGenerator(seed);
-  if (mc.kind == "gpt") return at::randint(0, mc.vocab, {batch, mc.seq_len}, gen, torch::kLong);
+  if (model_kind(mc.kind).language()) return at::randint(0, mc.vocab, {batch, mc.seq_len}, gen, torch::kLong);
   return at::randn({batch, mc.channels, mc.image_size, mc.image_size}, gen, torch::kFloat);
 }
 
@@ -98,7 +104,7 @@ LogitStats logit_stats(Model& m, const ModelConfig& mc, const torch::Tensor& x) 
     torch::Tensor logits = torch::matmul(qh, kh.transpose(-2, -1)) * scale;  // [B, H, T, T]
     // Check: the attention output rebuilt from these logits equals the module's.
     torch::Tensor masked = logits;
-    if (mc.kind == "gpt") {
+    if (model_kind(mc.kind).language()) {  // causal
       torch::Tensor mask = torch::ones({T, T}, torch::kBool).triu(1);
       masked = logits.masked_fill(mask, -std::numeric_limits<double>::infinity());
     }
@@ -123,7 +129,7 @@ void validate(const InitStatsOptions& o) {
   using detail::require;
   require(!o.models.empty(), "--models", "no model given", "use gpt, vit or gpt,vit");
   for (const auto& m : o.models)
-    require(m == "gpt" || m == "vit", "--models", fmt::format("unknown model '{}'", m), "use gpt and/or vit");
+    require(m == kTokens || m == kImages, "--models", fmt::format("unknown model '{}'", m), "use gpt and/or vit");
   detail::require_grid(o.widths, "--widths");
   require(o.head_dim > 0, "--head-dim", fmt::format("head_dim {} < 1", o.head_dim), "e.g. --head-dim 16");
   for (int w : o.widths)

@@ -38,6 +38,10 @@ namespace scaleinv::diag {
 
 namespace {
 
+// The transformer the diagnostic builds (its blocks' internals are read: models/layers.h's
+// TransformerBlock); --model takes it or "linear" (the chain of seed 000 eq. 34 without attention).
+const char* const kTransformer = "gpt";
+
 // One LN Jacobian at the inputs o [N, d] (double), with its gain (undefined: 1) and kind.
 struct LnJac {
   torch::Tensor o;       // [N, d], double
@@ -161,7 +165,7 @@ std::shared_ptr<torch::nn::Module> child(const std::shared_ptr<torch::nn::Module
 ChainOut gpt_chain(const TransportOptions& o, const ParamTable& table, int L, uint64_t seed, double* alpha_out) {
   torch::NoGradGuard ng;
   ModelConfig mc;
-  mc.kind = "gpt";
+  mc.kind = kTransformer;
   mc.width = o.width;
   mc.depth = L;
   mc.vocab = o.vocab;
@@ -229,7 +233,7 @@ ChainOut gpt_chain(const TransportOptions& o, const ParamTable& table, int L, ui
 
 void validate(const TransportOptions& o) {
   using detail::require;
-  require(o.model == "linear" || o.model == "gpt", "--model", fmt::format("unknown model '{}'", o.model),
+  require(o.model == "linear" || o.model == kTransformer, "--model", fmt::format("unknown model '{}'", o.model),
           "use linear (random linear f) or gpt (the GPT's post/keel blocks at init)");
   detail::require_grid(o.depths, "--depths");
   require(!o.shortcuts.empty(), "--shortcuts", "no shortcut exponent given", "e.g. --shortcuts 0,1 (alpha = 1 and L)");
@@ -242,7 +246,7 @@ void validate(const TransportOptions& o) {
   require(o.power_iters >= 1, "--power-iters", "must be positive", "e.g. 30");
   require(o.norm == "rms" || o.norm == "layer", "--norm", fmt::format("unknown norm '{}'", o.norm),
           "use rms (the seed's LN) or layer (mean-subtracting)");
-  if (o.model == "gpt") {
+  if (o.model != "linear") {
     require(o.block == "post" || o.block == "keel", "--block", fmt::format("block '{}' has no post-LN", o.block),
             "use post or keel");
     require(o.head_dim > 0 && o.width % o.head_dim == 0, "--width",
@@ -264,7 +268,7 @@ TransportResult run_transport(const TransportOptions& o) {
   TransportResult r;
   r.opts = o;
   ParamTable base;
-  if (o.model == "gpt") base = detail::load_diag_param(o.param);
+  if (o.model != "linear") base = detail::load_diag_param(o.param);
   detail::Bar bar(o.show_progress, long(o.shortcuts.size() * o.depths.size() * o.seeds), "transport");
   std::vector<double> xs(o.depths.begin(), o.depths.end());
   for (double sc : o.shortcuts) {
@@ -278,7 +282,7 @@ TransportResult run_transport(const TransportOptions& o) {
       TransportPoint pt;
       pt.depth = L;
       pt.alpha = std::pow(static_cast<double>(L), sc);
-      pt.n_ln = o.model == "gpt" ? 2 * L : L;
+      pt.n_ln = o.model != "linear" ? 2 * L : L;
       for (int s = 0; s < o.seeds; ++s) {
         // The same random maps for every shortcut (common random numbers): only alpha differs.
         const uint64_t seed = static_cast<uint64_t>(s) * 1000003ULL + static_cast<uint64_t>(L);
@@ -306,7 +310,7 @@ TransportResult run_transport(const TransportOptions& o) {
     ser.bound_slope = ols_fit(xs, lb).slope;
     ser.min_norm = 1e300;
     for (const auto& p : ser.points) ser.min_norm = std::min(ser.min_norm, p.norm_gmean());
-    const double ln_per_block = o.model == "gpt" ? 2.0 : 1.0;
+    const double ln_per_block = o.model != "linear" ? 2.0 : 1.0;
     ser.per_ln_factor = std::exp(ser.log_norm_slope.slope / ln_per_block);
     r.series.push_back(std::move(ser));
   }

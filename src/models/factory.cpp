@@ -2,31 +2,66 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
 #include <mutex>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
 #include "core/errors.h"
+#include "models/model_kinds.h"
 #include "models/zoo.h"
 
 namespace scaleinv {
 
 namespace {
 
-void require_positive(int value, const char* field) {
-  if (value <= 0)
-    throw UserError("config", field, fmt::format("must be a positive integer, got {}", value),
-                    fmt::format("set {} > 0", field));
+using Maker = std::shared_ptr<Model> (*)(const ModelConfig&, const ScaleContext&, const Hyper&);
+
+// The builder of each row of models/model_kinds.cpp (Models.EveryKindBuilds builds them all).
+const std::map<std::string, Maker>& makers() {
+  static const std::map<std::string, Maker> m = {{"bigram", make_bigram}, {"mlp", make_mlp}, {"resmlp", make_resmlp},
+                                                 {"gpt", make_gpt},       {"vit", make_vit}, {"llama", make_llama}};
+  return m;
+}
+
+// The base width's head count (kv_heads is stated there). UserError naming model.kv_heads when the
+// base width does not split into heads.
+int64_t base_heads(const ModelConfig& cfg, const ScaleContext& ctx) {
+  ModelConfig base = cfg;
+  base.width = ctx.table.base_width;
+  try {
+    return head_shape(base, ctx).n_heads;
+  } catch (const UserError&) {
+    throw UserError("config", "model.kv_heads",
+                    fmt::format("the base width {} does not split into heads, so kv_heads {} has no base head count",
+                                ctx.table.base_width, cfg.kv_heads),
+                    "use a base width divisible by model.head_dim (or model.n_heads), or kv_heads = 0");
+  }
 }
 
 }  // namespace
 
+int64_t kv_heads_at(const ModelConfig& cfg, const ScaleContext& ctx) {
+  const HeadShape hs = head_shape(cfg, ctx);
+  if (cfg.kv_heads == 0) return hs.n_heads;
+  const int64_t h0 = base_heads(cfg, ctx);
+  if (cfg.kv_heads > h0 || h0 % cfg.kv_heads != 0)
+    throw UserError("config", "model.kv_heads",
+                    fmt::format("kv_heads {} does not divide the {} query heads at the base width {}", cfg.kv_heads,
+                                h0, ctx.table.base_width),
+                    "use a kv_heads that divides the base width's head count (base width / head_dim)");
+  const int64_t group = h0 / cfg.kv_heads;  // query heads per key/value head, at every width
+  if (hs.n_heads % group != 0)
+    throw UserError("config", "model.width",
+                    fmt::format("width {} has {} heads, not a multiple of {} query heads per key/value head",
+                                cfg.width, hs.n_heads, group),
+                    "use a width whose head count is a multiple of (base heads / model.kv_heads)");
+  return hs.n_heads / group;
+}
+
 void validate_model_config(const ModelConfig& cfg, const ScaleContext& ctx) {
-  const std::string& k = cfg.kind;
-  if (k != "bigram" && k != "resmlp" && k != "gpt" && k != "vit" && k != "mlp")
-    throw UserError("config", "model.kind", fmt::format("unknown model kind '{}'", k),
-                    "use one of bigram, mlp, resmlp, gpt, vit");
+  const ModelKind& kind = model_kind(cfg.kind);
   require_positive(cfg.width, "model.width");
   require_positive(cfg.depth, "model.depth");
   parse_activation(cfg.activation);  // throws on an unknown name (field model.activation)
@@ -34,55 +69,24 @@ void validate_model_config(const ModelConfig& cfg, const ScaleContext& ctx) {
   if (ctx.table.base_width <= 0 || ctx.table.base_depth <= 0)
     throw UserError("param", "base_width", "base_width and base_depth must be positive",
                     "fix the parameterization table");
-  const bool language = k == "bigram" || k == "gpt";
-  if (language) require_positive(cfg.vocab, "model.vocab");
-  if (cfg.tied && !language)
-    throw UserError("config", "model.tied", fmt::format("tied embeddings need a token embedding; '{}' has none", k),
-                    "set model.tied = false, or use kind bigram or gpt");
+  if (kind.language()) require_positive(cfg.vocab, "model.vocab");
+  if (cfg.tied && !kind.language())
+    throw UserError("config", "model.tied",
+                    fmt::format("tied embeddings need a token embedding; '{}' has none", cfg.kind),
+                    "set model.tied = false, or use a language model (" +
+                        model_kind_list([](const ModelKind& k) { return k.language(); }) + ")");
   if (cfg.tied && cfg.zero_readout)
-    throw UserError("config", "model.zero_readout",
-                    "zero_readout with tied embeddings would zero the embedding",
+    throw UserError("config", "model.zero_readout", "zero_readout with tied embeddings would zero the embedding",
                     "use at most one of model.tied and model.zero_readout");
-  if (k == "resmlp") {
-    require_positive(cfg.in_dim, "model.in_dim");
-    if (cfg.block_depth != 1 && cfg.block_depth != 2)
-      throw UserError("config", "model.block_depth", fmt::format("block_depth must be 1 or 2, got {}", cfg.block_depth),
-                      "use 1 (seed 004 eq. 1) or 2 (seed 004 App. K)");
-  }
-  if (k == "mlp") require_positive(cfg.in_dim, "model.in_dim");
-  if (k == "resmlp" || k == "vit" || k == "mlp") require_positive(cfg.n_classes, "model.n_classes");
-  if (k == "gpt" || k == "vit") {
-    require_positive(cfg.mlp_ratio, "model.mlp_ratio");
-    head_shape(cfg, ctx);  // throws when the width does not split into heads
-  }
-  if (k == "gpt") require_positive(cfg.seq_len, "model.seq_len");
-  if (k == "vit") {
-    require_positive(cfg.image_size, "model.image_size");
-    require_positive(cfg.channels, "model.channels");
-    require_positive(cfg.patch, "model.patch");
-    if (cfg.image_size % cfg.patch != 0)
-      throw UserError("config", "model.patch",
-                      fmt::format("image_size {} is not divisible by patch {}", cfg.image_size, cfg.patch),
-                      "use a patch size that divides the image size (28: 4, 7, 14)");
-  }
+  if (cfg.kv_heads != 0 && !kind.gqa)
+    throw UserError("config", "model.kv_heads", fmt::format("'{}' has no grouped-query attention", cfg.kind),
+                    "remove model.kv_heads, or use " + model_kind_list([](const ModelKind& k) { return k.gqa; }));
+  kind.validate(cfg);
+  if (kind.attention) head_shape(cfg, ctx);  // throws when the width does not split into heads
+  if (kind.gqa) kv_heads_at(cfg, ctx);
 }
 
 namespace {
-
-// Parameters the config asks for, from its shapes (an estimate within a small factor: matrices
-// only), so that a width or depth this machine cannot hold is refused before anything allocates.
-double estimated_parameters(const ModelConfig& c) {
-  const double d = c.width, L = c.depth;
-  const double r = std::max(1, c.mlp_ratio);
-  if (c.kind == "gpt") return L * (4 + 2 * r) * d * d + 2.0 * c.vocab * d + static_cast<double>(c.seq_len) * d;
-  if (c.kind == "vit") {
-    const double patch_in = static_cast<double>(c.channels) * c.patch * c.patch;
-    return L * (4 + 2 * r) * d * d + patch_in * d + static_cast<double>(c.n_classes) * d;
-  }
-  if (c.kind == "mlp") return L * d * d + static_cast<double>(c.in_dim + c.n_classes) * d;
-  if (c.kind == "resmlp") return L * c.block_depth * d * d + static_cast<double>(c.in_dim + c.n_classes) * d;
-  return L * d * d + 2.0 * c.vocab * d;  // bigram
-}
 
 // This machine's memory in bytes (0 where the system does not say).
 double physical_memory() {
@@ -94,7 +98,7 @@ void check_fits_in_memory(const ModelConfig& cfg) {
   const double have = physical_memory();
   if (!(have > 0)) return;
   // Training holds each parameter about 4 times (value, gradient, two Adam moments) in float32.
-  const double need = 16.0 * estimated_parameters(cfg);
+  const double need = 16.0 * model_kind(cfg.kind).parameters(cfg);
   if (need > have)
     throw UserError("config", "model.width",
                     fmt::format("a {} of width {} and depth {} needs about {:.0f} GB for its parameters alone; this "
@@ -109,7 +113,7 @@ void check_batch_fits_in_memory(const ModelConfig& cfg, int64_t batch) {
   const double have = physical_memory();
   if (!(have > 0)) return;
   // float32 values kept per item: one output per layer and the logits (language models: per token).
-  const bool language = cfg.kind == "gpt" || cfg.kind == "bigram";
+  const bool language = model_kind(cfg.kind).language();
   const double items = static_cast<double>(batch) * (language ? cfg.seq_len : 1);
   const double per_item = static_cast<double>(cfg.depth) * cfg.width + (language ? cfg.vocab : cfg.n_classes);
   const double need = 4.0 * items * per_item;
@@ -127,13 +131,10 @@ std::shared_ptr<Model> build_model(const ModelConfig& cfg, const ScaleContext& c
   if (ctx.width != cfg.width || ctx.depth != cfg.depth)
     throw std::invalid_argument(fmt::format("build_model: ScaleContext shape {}x{} differs from the model's {}x{}",
                                             ctx.width, ctx.depth, cfg.width, cfg.depth));
-  if (ctx.members > 0 && (cfg.kind == "vit" || cfg.kind == "mlp"))
-    throw std::invalid_argument("build_model: batched ensembles take bigram, resmlp and gpt (train/ensemble.h)");
-  if (cfg.kind == "bigram") return make_bigram(cfg, ctx, hp);
-  if (cfg.kind == "resmlp") return make_resmlp(cfg, ctx, hp);
-  if (cfg.kind == "mlp") return make_mlp(cfg, ctx, hp);
-  if (cfg.kind == "gpt") return make_gpt(cfg, ctx, hp);
-  return make_vit(cfg, ctx, hp);
+  if (ctx.members > 0 && !model_kind(cfg.kind).ensemble)
+    throw std::invalid_argument("build_model: batched ensembles take " +
+                                model_kind_list([](const ModelKind& k) { return k.ensemble; }) + " (train/ensemble.h)");
+  return makers().at(cfg.kind)(cfg, ctx, hp);
 }
 
 std::shared_ptr<Model> build_model_seeded(uint64_t seed, const ModelConfig& cfg, const ScaleContext& ctx,

@@ -8,7 +8,7 @@ namespace scaleinv {
 
 // What the model is: architecture only, no parameterization.
 struct ModelConfig {
-  std::string kind = "gpt";       // bigram | resmlp | gpt | vit
+  std::string kind = "gpt";       // a row of models/model_kinds.h: bigram | mlp | resmlp | gpt | vit | llama
   int width = 64;                 // d
   int depth = 2;                  // hidden layers (bigram), blocks (resmlp, gpt, vit)
   // language models
@@ -24,6 +24,13 @@ struct ModelConfig {
   bool zero_readout = false;
   bool zero_query = false;
   int mlp_ratio = 4;
+  // llama: grouped-query attention with kv_heads key/value heads at the base width (0: one per
+  // query head); the query heads per key/value head, heads / kv_heads, stay fixed at every width,
+  // so the K and V projections grow with the width at a fixed ratio. SwiGLU hidden width: round(8 d / 3)
+  // up to a multiple of ffn_multiple. Rotary positions with base rope_theta.
+  int kv_heads = 0;
+  int ffn_multiple = 16;
+  double rope_theta = 10000.0;
   // bigram (seed 000 eq. 1, App. C) and resmlp (seed 004)
   std::string activation = "linear";  // linear | relu | abs | tanh | gelu
   bool rmsnorm = false;           // bigram: h_l = RMSNorm(W h_{l-1}) (seed 000 Lemma E.3)

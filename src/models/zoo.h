@@ -27,6 +27,12 @@ std::shared_ptr<Model> make_resmlp(const ModelConfig& cfg, const ScaleContext& c
 std::shared_ptr<Model> make_gpt(const ModelConfig& cfg, const ScaleContext& ctx, const Hyper& hp);
 std::shared_ptr<Model> make_mlp(const ModelConfig& cfg, const ScaleContext& ctx, const Hyper& hp);
 std::shared_ptr<Model> make_vit(const ModelConfig& cfg, const ScaleContext& ctx, const Hyper& hp);
+std::shared_ptr<Model> make_llama(const ModelConfig& cfg, const ScaleContext& ctx, const Hyper& hp);
+
+// Key/value heads of a grouped-query attention at cfg.width: model.kv_heads is the count at the
+// base width (0: one per query head), and the query heads per key/value head stay fixed. UserError
+// (field model.kv_heads or model.width) when the counts do not divide.
+int64_t kv_heads_at(const ModelConfig& cfg, const ScaleContext& ctx);
 
 // The dense input layer of the feature models (resmlp, mlp): in_dim -> width, role Embedding, base
 // std 1/sqrt(in_dim) (the fan-in is fixed), multiplier hp.embed_mult.

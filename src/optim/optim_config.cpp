@@ -12,23 +12,35 @@
 namespace scaleinv {
 
 namespace {
-const char* kKindList = "sgd, adam, adamw, sign, adafactor, muon";
-std::string kinds_fix() { return std::string("use one of ") + kKindList; }
+std::string kinds_fix() { return std::string("use one of ") + optimizer_kinds(); }
 
 void check_range(bool ok, const std::string& field, double value, const std::string& want) {
   if (!ok) throw UserError("config", field, fmt::format("value {} is out of range", value), "use " + want);
 }
 }  // namespace
 
+const std::vector<OptimizerKind>& optimizer_kind_rows() {
+  // kind (the update rule) -> family (how the table scales its LR): one row each.
+  static const std::vector<OptimizerKind> rows = {{"sgd", OptFamily::SGD},        {"adam", OptFamily::Adam},
+                                                  {"adamw", OptFamily::Adam},     {"sign", OptFamily::Adam},
+                                                  {"adafactor", OptFamily::Adafactor}, {"muon", OptFamily::Muon}};
+  return rows;
+}
+
 OptFamily optimizer_family(const std::string& kind) {
-  if (kind == "sgd") return OptFamily::SGD;
-  if (kind == "adam" || kind == "adamw" || kind == "sign") return OptFamily::Adam;
-  if (kind == "adafactor") return OptFamily::Adafactor;
-  if (kind == "muon") return OptFamily::Muon;
+  for (const OptimizerKind& k : optimizer_kind_rows())
+    if (k.kind == kind) return k.family;
   throw UserError("config", "optim.kind", "unknown optimizer '" + kind + "'", kinds_fix());
 }
 
-const char* optimizer_kinds() { return kKindList; }
+const char* optimizer_kinds() {
+  static const std::string list = [] {
+    std::string s;
+    for (const OptimizerKind& k : optimizer_kind_rows()) s += (s.empty() ? "" : ", ") + k.kind;
+    return s;
+  }();
+  return list.c_str();
+}
 
 MuonScale muon_scale_of(const OptimConfig& cfg) {
   MuonScale s;

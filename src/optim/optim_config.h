@@ -4,6 +4,7 @@
 // core (docs/design.md "Build shape"). optim/optimizer.h builds optimizers from it.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "param/table.h"
 
@@ -45,6 +46,14 @@ struct OptimConfig {
 };
 
 // The table's family for an optimizer kind (UserError on an unknown kind, field "optim.kind").
+// An optimizer kind (its update rule, optim/<kind>.cpp) and its family (the LR-scaling class the
+// table's c column is read for). One row per kind; make_optimizer (optim/optimizer.cpp) holds
+// each kind's builder beside it (Optim.EveryKindBuilds).
+struct OptimizerKind {
+  std::string kind;
+  OptFamily family;
+};
+const std::vector<OptimizerKind>& optimizer_kind_rows();
 OptFamily optimizer_family(const std::string& kind);
 // "sgd, adam, adamw, sign, adafactor, muon": the kinds, for help texts and error fixes.
 const char* optimizer_kinds();

@@ -132,82 +132,115 @@ ParamTable unit_scaled(const std::string& name) {
   return t;
 }
 
+// Every preset: its name and its builder, in the order preset_names() lists them (one map: the
+// names and the builders cannot disagree). A new preset is one entry here.
+using Builder = ParamTable (*)(const std::string& name);
+const std::vector<std::pair<std::string, Builder>>& builders() {
+  static const std::vector<std::pair<std::string, Builder>> table = {
+      {"standard",
+       [](const std::string& name) -> ParamTable {
+         // PyTorch defaults: N(0,1) embeddings, 1/sqrt(fan_in) matrices, one global LR and epsilon.
+         // What most people run; seed 000 Table 1's SP with its layerwise LRs removed.
+         ParamTable t = make("standard", "PyTorch defaults: one global LR (seed 000 App. A init, no LR scaling)",
+                             row(0, 0.0, 0, 0, 0, 0), row(0, 0.5, 0, 0, 0, 0), row(0, 0.5, 0, 0, 0, 0),
+                             row(0, 0.0, 0, 0, 0, 0), 0.5);
+         for (RoleExponents& e : t.roles) e.c[static_cast<int>(OptFamily::Muon)] = 0;  // one global LR for Muon too
+         return t;
+       }},
+      {"sp",
+       [](const std::string& name) -> ParamTable {
+         return make("sp", "seed 000 Table 1, SP (aka simple muP); SGD/Adafactor/eps columns derived",
+                     row(0, 0.0, -0.5, 0.0, 0.0, 0.5), row(0, 0.5, 0.5, 1.0, 0.5, 0.5), row(0, 0.5, 1.0, 1.0, 0.5, 0.0),
+                     row(0, 0.0, -0.5, 0.0, 0.0, 0.5), 0.5);
+       }},
+      {"ntk",
+       [](const std::string& name) -> ParamTable {
+         return make("ntk", "seed 000 Table 1, NTK (Jacot et al. 2018); = sp shifted by theta=(0,1/2,1/2)",
+                     row(0, 0.0, -0.5, 0.0, 0.0, 0.5), row(0.5, 0.0, -0.5, 0.5, 0.5, 1.0),
+                     row(0.5, 0.0, 0.0, 0.5, 0.5, 0.5), row(0, 0.0, -0.5, 0.0, 0.0, 0.5), 0.5);
+       }},
+      {"mup",
+       [](const std::string& name) -> ParamTable {
+         return mup_width("mup", "seed 000 Table 1, muP (Yang and Hu 2020)");
+       }},
+      {"mf",
+       [](const std::string& name) -> ParamTable {
+         return make("mf", "seed 000 Table 1, MF (Mei et al. 2018); = mup shifted by theta=(1/2,1/2,1/2)",
+                     row(0.0, 0.0, -1.0, 0.0, 0.0, 1.0), row(0.5, 0.0, -1.0, 0.5, 0.5, 1.5),
+                     row(1.0, 0.0, -1.0, 0.0, 0.0, 1.0), row(0.0, 0.0, -1.0, 0.0, 0.0, 1.0), 1.0);
+       }},
+      {"completep",
+       [](const std::string& name) -> ParamTable {
+         // seed 000 2.1 (Dey et al. 2025): width = muP shifted by theta = 1/2 on embedding and readout;
+         // depth rho = 1: every residual branch times 1/L (eq. 30); hidden Adam LR d^-1 L^(alpha-1) = d^-1;
+         // epsilon d^-1 everywhere and L^-1 inside blocks (the moments' scale).
+         ParamTable t = make("completep", "seed 000 section 2.1 (CompleteP, Dey et al. 2025)",
+                             row(0.0, 0.0, -1.0, 0.0, 0.0, 1.0), row(0.0, 0.5, 0.0, 1.0, 0.5, 1.0),
+                             row(1.0, 0.0, -1.0, 0.0, 0.0, 1.0), row(0.0, 0.0, -1.0, 0.0, 0.0, 1.0), 1.0);
+         t.branch = 1.0;
+         // SGD's true LR is eta L^(alpha - gamma) (seed 004 Def. 4.1 with delta = alpha): gamma_sgd = 0 - 1.
+         set_block_depth(t, /*sgd*/ -1.0, /*adam*/ 0.0, /*adafactor*/ 0.0, /*eps*/ 1.0);
+         return t;
+       }},
+      {"depth-mup",
+       [](const std::string& name) -> ParamTable {
+         // seed 004 Claim 5.5 and section 3 / App. C: branch a/sqrt(L), Adam LR(W_l) = eta n^-1 L^-1/2,
+         // SGD LR(W_l) constant in L; U init 1, LR eta; V init n^-2, LR eta/n; W init 1/n, never depth-scaled.
+         ParamTable t = make("depth-mup", "seed 004 (Depth-muP, Yang et al. 2023) Claim 5.5, App. C",
+                             row(0.0, 0.0, -1.0, 0.0, 0.0, 1.0), row(0.0, 0.5, 0.0, 1.0, 0.5, 1.0),
+                             row(0.0, 1.0, 1.0, 1.0, 0.0, 0.0), row(0.0, 0.0, -1.0, 0.0, 0.0, 1.0), 1.0);
+         t.branch = 0.5;
+         // Gradients of W_l are Theta(n^-1 L^-alpha): epsilon follows (seed 004 4.1).
+         set_block_depth(t, /*sgd*/ 0.0, /*adam*/ 0.5, /*adafactor*/ 0.5, /*eps*/ 0.5);
+         return t;
+       }},
+      {"keel",
+       [](const std::string& name) -> ParamTable {
+         // seed 000 eq. (34)-(35) (KEEL, Chen and Wei 2026): post-LN with the shortcut scaled up inside
+         // the LN, h_{l+1} = LN(L h_l + f(LN(h_l))); width follows muP (Table 1).
+         ParamTable t = mup_width("keel", "seed 000 eqs. (34)-(35) (KEEL, Chen and Wei 2026); width muP");
+         t.shortcut = 1.0;
+         return t;
+       }},
+      {"dinan-nt",
+       [](const std::string& name) -> ParamTable {
+         return dinan("dinan-nt", "seed 002 strategy s = 0 (neural tangent)", 0.0);
+       }},
+      {"dinan-hybrid",
+       [](const std::string& name) -> ParamTable {
+         return dinan("dinan-hybrid", "seed 002 strategy s = 1/2 (hybrid)", 0.5);
+       }},
+      {"dinan-mup",
+       [](const std::string& name) -> ParamTable {
+         return dinan("dinan-mup", "seed 002 strategy s = 1 (maximal update)", 1.0);
+       }},
+      {"unit", [](const std::string& name) -> ParamTable { return unit_scaled(name); }},
+      {"u-mup", [](const std::string& name) -> ParamTable { return unit_scaled(name); }},
+      {"spectral",
+       [](const std::string& name) -> ParamTable {
+         // ref. [spectral] (Yang, Simon and Bernstein 2023), Condition 1: ||W_l||_2 and ||dW_l||_2 ~
+         // sqrt(fan_out/fan_in), with init std (1/sqrt(fan_in)) min(1, sqrt(fan_out/fan_in)) and no
+         // multipliers (a = 0): the embedding (fan_in = vocabulary) std 1 (b = 0), hidden 1/sqrt(d)
+         // (b = 1/2), readout sqrt(V)/d (b = 1). Its update rule, ||dW||_2 = RMS(dW) sqrt(fan_in fan_out)
+         // for a bounded-rank update, gives Adam RMS(dW) ~ 1/fan_in: c = 0, 1, 1. It is muP (seed 000
+         // Table 1) shifted by eq. (28) with theta = (+1/2, 0, -1/2) on (embedding, hidden, readout), so
+         // the SGD, Adafactor and epsilon columns follow from the shift (test_param checks it). The
+         // base-shape constant min(1, sqrt(fan_out/fan_in)) is not in the table (every row is the same
+         // network at the base shape; hp.init_scale tunes constants there).
+         ParamTable t = make("spectral",
+                             "ref. [spectral] Condition 1 (Yang, Simon and Bernstein 2023); = mup shifted by "
+                             "theta=(1/2,0,-1/2)",
+                             row(0.0, 0.0, -1.0, 0.0, 0.0, 1.0), row(0.0, 0.5, 0.0, 1.0, 0.5, 1.0),
+                             row(0.0, 1.0, 1.0, 1.0, 0.0, 0.0), row(0.0, 0.0, -1.0, 0.0, 0.0, 1.0), 1.0);
+         return t;
+       }},
+  };
+  return table;
+}
+
 ParamTable build(const std::string& name) {
-  if (name == "standard") {
-    // PyTorch defaults: N(0,1) embeddings, 1/sqrt(fan_in) matrices, one global LR and epsilon.
-    // What most people run; seed 000 Table 1's SP with its layerwise LRs removed.
-    ParamTable t = make("standard", "PyTorch defaults: one global LR (seed 000 App. A init, no LR scaling)",
-                        row(0, 0.0, 0, 0, 0, 0), row(0, 0.5, 0, 0, 0, 0), row(0, 0.5, 0, 0, 0, 0),
-                        row(0, 0.0, 0, 0, 0, 0), 0.5);
-    for (RoleExponents& e : t.roles) e.c[static_cast<int>(OptFamily::Muon)] = 0;  // one global LR for Muon too
-    return t;
-  }
-  if (name == "spectral") {
-    // ref. [spectral] (Yang, Simon and Bernstein 2023), Condition 1: ||W_l||_2 and ||dW_l||_2 ~
-    // sqrt(fan_out/fan_in), with init std (1/sqrt(fan_in)) min(1, sqrt(fan_out/fan_in)) and no
-    // multipliers (a = 0): the embedding (fan_in = vocabulary) std 1 (b = 0), hidden 1/sqrt(d)
-    // (b = 1/2), readout sqrt(V)/d (b = 1). Its update rule, ||dW||_2 = RMS(dW) sqrt(fan_in fan_out)
-    // for a bounded-rank update, gives Adam RMS(dW) ~ 1/fan_in: c = 0, 1, 1. It is muP (seed 000
-    // Table 1) shifted by eq. (28) with theta = (+1/2, 0, -1/2) on (embedding, hidden, readout), so
-    // the SGD, Adafactor and epsilon columns follow from the shift (test_param checks it). The
-    // base-shape constant min(1, sqrt(fan_out/fan_in)) is not in the table (every row is the same
-    // network at the base shape; hp.init_scale tunes constants there).
-    ParamTable t = make("spectral", "ref. [spectral] Condition 1 (Yang, Simon and Bernstein 2023); = mup shifted by "
-                        "theta=(1/2,0,-1/2)",
-                        row(0.0, 0.0, -1.0, 0.0, 0.0, 1.0), row(0.0, 0.5, 0.0, 1.0, 0.5, 1.0),
-                        row(0.0, 1.0, 1.0, 1.0, 0.0, 0.0), row(0.0, 0.0, -1.0, 0.0, 0.0, 1.0), 1.0);
-    return t;
-  }
-  if (name == "sp") {
-    return make("sp", "seed 000 Table 1, SP (aka simple muP); SGD/Adafactor/eps columns derived",
-                row(0, 0.0, -0.5, 0.0, 0.0, 0.5), row(0, 0.5, 0.5, 1.0, 0.5, 0.5),
-                row(0, 0.5, 1.0, 1.0, 0.5, 0.0), row(0, 0.0, -0.5, 0.0, 0.0, 0.5), 0.5);
-  }
-  if (name == "ntk") {
-    return make("ntk", "seed 000 Table 1, NTK (Jacot et al. 2018); = sp shifted by theta=(0,1/2,1/2)",
-                row(0, 0.0, -0.5, 0.0, 0.0, 0.5), row(0.5, 0.0, -0.5, 0.5, 0.5, 1.0),
-                row(0.5, 0.0, 0.0, 0.5, 0.5, 0.5), row(0, 0.0, -0.5, 0.0, 0.0, 0.5), 0.5);
-  }
-  if (name == "mup") return mup_width("mup", "seed 000 Table 1, muP (Yang and Hu 2020)");
-  if (name == "mf") {
-    return make("mf", "seed 000 Table 1, MF (Mei et al. 2018); = mup shifted by theta=(1/2,1/2,1/2)",
-                row(0.0, 0.0, -1.0, 0.0, 0.0, 1.0), row(0.5, 0.0, -1.0, 0.5, 0.5, 1.5),
-                row(1.0, 0.0, -1.0, 0.0, 0.0, 1.0), row(0.0, 0.0, -1.0, 0.0, 0.0, 1.0), 1.0);
-  }
-  if (name == "completep") {
-    // seed 000 2.1 (Dey et al. 2025): width = muP shifted by theta = 1/2 on embedding and readout;
-    // depth rho = 1: every residual branch times 1/L (eq. 30); hidden Adam LR d^-1 L^(alpha-1) = d^-1;
-    // epsilon d^-1 everywhere and L^-1 inside blocks (the moments' scale).
-    ParamTable t = make("completep", "seed 000 section 2.1 (CompleteP, Dey et al. 2025)",
-                        row(0.0, 0.0, -1.0, 0.0, 0.0, 1.0), row(0.0, 0.5, 0.0, 1.0, 0.5, 1.0),
-                        row(1.0, 0.0, -1.0, 0.0, 0.0, 1.0), row(0.0, 0.0, -1.0, 0.0, 0.0, 1.0), 1.0);
-    t.branch = 1.0;
-    // SGD's true LR is eta L^(alpha - gamma) (seed 004 Def. 4.1 with delta = alpha): gamma_sgd = 0 - 1.
-    set_block_depth(t, /*sgd*/ -1.0, /*adam*/ 0.0, /*adafactor*/ 0.0, /*eps*/ 1.0);
-    return t;
-  }
-  if (name == "depth-mup") {
-    // seed 004 Claim 5.5 and section 3 / App. C: branch a/sqrt(L), Adam LR(W_l) = eta n^-1 L^-1/2,
-    // SGD LR(W_l) constant in L; U init 1, LR eta; V init n^-2, LR eta/n; W init 1/n, never depth-scaled.
-    ParamTable t = make("depth-mup", "seed 004 (Depth-muP, Yang et al. 2023) Claim 5.5, App. C",
-                        row(0.0, 0.0, -1.0, 0.0, 0.0, 1.0), row(0.0, 0.5, 0.0, 1.0, 0.5, 1.0),
-                        row(0.0, 1.0, 1.0, 1.0, 0.0, 0.0), row(0.0, 0.0, -1.0, 0.0, 0.0, 1.0), 1.0);
-    t.branch = 0.5;
-    // Gradients of W_l are Theta(n^-1 L^-alpha): epsilon follows (seed 004 4.1).
-    set_block_depth(t, /*sgd*/ 0.0, /*adam*/ 0.5, /*adafactor*/ 0.5, /*eps*/ 0.5);
-    return t;
-  }
-  if (name == "keel") {
-    // seed 000 eq. (34)-(35) (KEEL, Chen and Wei 2026): post-LN with the shortcut scaled up inside
-    // the LN, h_{l+1} = LN(L h_l + f(LN(h_l))); width follows muP (Table 1).
-    ParamTable t = mup_width("keel", "seed 000 eqs. (34)-(35) (KEEL, Chen and Wei 2026); width muP");
-    t.shortcut = 1.0;
-    return t;
-  }
-  if (name == "unit" || name == "u-mup") return unit_scaled(name);
-  if (name == "dinan-nt") return dinan("dinan-nt", "seed 002 strategy s = 0 (neural tangent)", 0.0);
-  if (name == "dinan-hybrid") return dinan("dinan-hybrid", "seed 002 strategy s = 1/2 (hybrid)", 0.5);
-  if (name == "dinan-mup") return dinan("dinan-mup", "seed 002 strategy s = 1 (maximal update)", 1.0);
+  for (const auto& [n, make_preset] : builders())
+    if (n == name) return make_preset(name);
   std::string known;
   for (const auto& n : preset_names()) known += (known.empty() ? "" : ", ") + n;
   const std::string problem = fmt::format("unknown preset '{}'", name);
@@ -222,8 +255,9 @@ ParamTable build(const std::string& name) {
 }  // namespace
 
 std::vector<std::string> preset_names() {
-  return {"standard",     "sp",        "ntk",  "mup",  "mf",    "completep", "depth-mup", "keel", "dinan-nt",
-          "dinan-hybrid", "dinan-mup", "unit", "u-mup", "spectral"};
+  std::vector<std::string> names;
+  for (const auto& entry : builders()) names.push_back(entry.first);
+  return names;
 }
 
 ParamTable preset(const std::string& name) { return build(name); }

@@ -1,5 +1,5 @@
 // The base LR against standard re-tuned in every swept hyperparameter (see FullBaseline in
-// transfer.h): the stronger depth baseline of README "Depth at 1000 steps" and "The GPT in depth",
+// transfer.h): the stronger depth baseline of docs/results/transfer_depth_resmlp.md and transfer_depth_gpt.md,
 // read from the sweep databases with intervals instead of a hand-written query.
 #include <algorithm>
 #include <cmath>

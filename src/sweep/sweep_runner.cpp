@@ -44,7 +44,7 @@ int sweep_jobs(const SweepSpec& spec, const SweepRunOptions& opts) {
   // a chunk that runs out of memory beside others is given back and its worker stops, so the
   // sweep goes on with fewer at a time (run_sweep). --jobs N overrides.
   // On a CPU, where chunks run one point after another (batching_pays), one point per core:
-  // measured (README, Speed) two width-512 runs at 1 thread each made 3.2k tok/s together against
+  // measured (docs/speed.md) two width-512 runs at 1 thread each made 3.2k tok/s together against
   // 2.3k for one run on both cores, because a run on both cores leaves one idle through every
   // elementwise op.
   constexpr int kCudaJobs = 4;

@@ -16,6 +16,7 @@
 #include "core/toml_json.h"
 #include "core/toml_reader.h"
 #include "core/stable_hash.h"
+#include "models/model_kinds.h"
 #include "sweep/search_space.h"
 
 namespace scaleinv {
@@ -38,6 +39,12 @@ const nlohmann::json& default_config_json() {
     const nlohmann::json m = train_config_to_json(muon);  // named: items() must not outlive it
     for (const auto& [k, v] : m.at("optim").items())
       if (!d["optim"].contains(k)) d["optim"][k] = v;
+    TrainConfig llama;  // and the Llama model's fields (written only for a kind with grouped-query attention)
+    for (const ModelKind& k : model_kinds())
+      if (k.gqa) llama.model.kind = k.name;
+    const nlohmann::json l = train_config_to_json(llama);
+    for (const auto& [k, v] : l.at("model").items())
+      if (!d["model"].contains(k)) d["model"][k] = v;
     return d;
   }();
   return j;

@@ -11,6 +11,7 @@
 #include "core/atomic_file.h"
 #include "core/errors.h"
 #include "core/toml_reader.h"
+#include "models/model_kinds.h"
 
 namespace scaleinv {
 
@@ -98,6 +99,21 @@ void model_fields(X& x, F&& f) {
   f("image_size", x.image_size);
   f("channels", x.channels);
   f("patch", x.patch);
+}
+
+// [model], the Llama fields (models/model_config.h): read under any kind, written only for a kind
+// with grouped-query attention (as Muon's fields only under optim.kind = "muon"), so the configs of
+// the other models (a store's rows, a checkpoint's metadata) are as they were.
+template <class X, class F>
+void llama_fields(X& x, F&& f) {
+  f("kv_heads", x.kv_heads, NonNegative{"0 (one key/value head per query head) or a count dividing the heads"});
+  f("ffn_multiple", x.ffn_multiple, Positive{"e.g. ffn_multiple = 16"});
+  f("rope_theta", x.rope_theta, Positive{"e.g. rope_theta = 10000.0"});
+}
+
+bool writes_llama_fields(const ModelConfig& m) {
+  const ModelKind* k = find_model_kind(m.kind);
+  return k && k->gqa;
 }
 
 // [hp]
@@ -205,8 +221,10 @@ auto write_into(nlohmann::json& j) {
 
 void read_model(const TomlReader& r, ModelConfig& m) {
   model_fields(m, read_from(r));
+  llama_fields(m, read_from(r));
   r.reject_unknown();
   model_fields(m, check_with(r));
+  llama_fields(m, check_with(r));
 }
 
 void read_hp(const TomlReader& r, Hyper& h) {
@@ -298,6 +316,7 @@ ParamTable resolve_param(const TrainConfig& c) {
 nlohmann::json train_config_to_json(const TrainConfig& c) {
   nlohmann::json j;
   model_fields(c.model, write_into(j["model"]));
+  if (writes_llama_fields(c.model)) llama_fields(c.model, write_into(j["model"]));
   param_fields(c, write_into(j["param"]));
   hp_fields(c.hp, write_into(j["hp"]));
   optim_fields(c.optim, write_into(j["optim"]));

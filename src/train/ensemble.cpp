@@ -16,6 +16,7 @@
 #include "core/errors.h"
 #include "core/progress.h"
 #include "core/torch_compat.h"
+#include "models/model_kinds.h"
 #include "train/step_loop.h"
 
 namespace scaleinv {
@@ -41,7 +42,8 @@ bool will_batch(const TrainConfig& c, Batching mode) {
 bool ensemble_supported(const TrainConfig& c) {
   const std::string& k = c.model.kind;
   const std::string& o = c.optim.kind;
-  if (!(k == "bigram" || k == "gpt" || k == "resmlp")) return false;
+  const ModelKind* kind = find_model_kind(k);
+  if (!kind || !kind->ensemble) return false;
   if (!(o == "sgd" || o == "adam" || o == "adamw" || o == "sign" || o == "muon") || c.optim.clip_grad_norm != 0)
     return false;
   // Simulated precision (a thread-wide rounding scope) and unit-scaled ops (custom autograd with

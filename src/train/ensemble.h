@@ -52,7 +52,7 @@ bool ensemble_supported(const TrainConfig& c);
 
 // Auto's choice: batch on a GPU, where a small member's step is bound by kernel launches that
 // batching shares (expected, not yet measured: no GPU was lent); not on a CPU, where it was
-// measured slower than one member after another (README, Speed: 8 members at width 64 cost
+// measured slower than one member after another (docs/speed.md: 8 members at width 64 cost
 // 8.5-8.8x one member batched; at the demo's width 512, 171 vs 135 ms per member-step), because
 // one member's step there is already arithmetic, not per-op overhead.
 bool batching_pays(const TrainConfig& c);

@@ -20,6 +20,7 @@
 #include "core/torch_compat.h"
 #include "core/writer_lock.h"
 #include "dist/dist.h"
+#include "models/model_kinds.h"
 #include "train/checkpoint.h"
 #include "train/run_log.h"
 #include "train/step_loop.h"
@@ -58,10 +59,9 @@ double window_mean(const std::vector<double>& losses, double fraction) {
 }
 
 void check_data_fits(const TrainConfig& cfg, const DataSource& data) {
-  if (data.is_language() != (cfg.model.kind == "bigram" || cfg.model.kind == "gpt"))
+  if (data.is_language() != model_kind(cfg.model.kind).language())
     throw UserError(cfg.source, "data.source",
-                    fmt::format("'{}' does not fit model '{}'", cfg.data.source, cfg.model.kind),
-                    "language models (bigram, gpt) take kjv/text/markov; resmlp and vit take fashion_mnist");
+                    fmt::format("'{}' does not fit model '{}'", cfg.data.source, cfg.model.kind), data_fit_fix());
   if (data.num_classes() > (data.is_language() ? cfg.model.vocab : cfg.model.n_classes))
     throw UserError(cfg.source, data.is_language() ? "model.vocab" : "model.n_classes",
                     fmt::format("the data has {} classes/tokens, more than the model's output", data.num_classes()),
@@ -239,7 +239,7 @@ RunSummary train_run(const TrainConfig& cfg, const RunOptions& opts) {
                     "set train.cuda_graph = false for a data-parallel run");
   if (graphs && !compat::has_cuda_graphs())
     throw UserError(cfg.source, "train.cuda_graph", "this build has no CUDA graphs",
-                    "build against a CUDA libtorch (README, \"GPU\") or set train.cuda_graph = false");
+                    "build against a CUDA libtorch (docs/gpu.md) or set train.cuda_graph = false");
   const compat::CudaSideStream side(graphs, dev);
   std::unique_ptr<compat::CudaGraph> graph;
   torch::Tensor gx, gy, gloss;  // the graph's static batch and loss
