@@ -24,6 +24,14 @@
 
 namespace scaleinv {
 
+namespace {
+// A zoo model that reads tokens; a user's own module (its class name as the kind) is not one.
+bool is_language_kind(const std::string& kind) {
+  const ModelKind* k = find_model_kind(kind);
+  return k && k->language();
+}
+}  // namespace
+
 using coord_detail::fmt_exp;
 using coord_detail::quantity_info;
 
@@ -76,7 +84,7 @@ std::string render_coordcheck(const CoordCheckResult& r) {
                    c.train.optim.kind, c.train.optim.lr, c.steps, fmt::join(c.seeds, ","));
   s += fmt::format("  widths {}  depths {}  batch {}{}  data {}\n", fmt::join(r.widths, ","), fmt::join(r.depths, ","),
                    c.train.train.batch_size,
-                   model_kind(mc.kind).language() ? fmt::format(" x {} tokens", mc.seq_len) : "",
+                   is_language_kind(mc.kind) ? fmt::format(" x {} tokens", mc.seq_len) : "",
                    c.train.data.source);
   if (!c.break_mode.empty())
     s += fmt::format("  BROKEN MODEL (--break {}): the readout's multiplier exponent a is 0 in the model; the "
