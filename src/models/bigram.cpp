@@ -28,15 +28,7 @@ class Bigram : public ModelBase {
       layers_->push_back(w);
       hidden_.push_back(w);
     }
-    if (cfg.tied) {
-      emb_->mark_tied("weight");
-      tied_factor_ = tied_readout_factor(d, ctx, hp);
-    } else {
-      readout_ = register_module(
-          "readout", std::make_shared<Dense>(d, V,
-                                             DenseOptions(Role::Readout).base_std(width_fan_in_std(d, ctx)).extra_mult(hp.output_mult).zero_init(cfg.zero_readout),
-                                             ctx, hp));
-    }
+    readout_ = TokenReadout(*this, emb_, d, cfg, ctx, hp);
   }
 
   torch::Tensor forward(const torch::Tensor& x) override {
@@ -47,7 +39,7 @@ class Bigram : public ModelBase {
       h = activate(act_, norm(hidden_[l]->forward(h)), ctx_.table.unit);
       if (recording()) record(fmt::format("h{}", l + 2), h, {Role::Hidden, false});
     }
-    torch::Tensor logits = readout_ ? readout_->forward(h) : tied_logits(h, emb_->weight(), tied_factor_);
+    torch::Tensor logits = readout_.forward(h);
     record("logits", logits, {Role::Readout, false});
     return logits;
   }
@@ -59,8 +51,7 @@ class Bigram : public ModelBase {
   std::shared_ptr<Lookup> emb_;
   torch::nn::ModuleList layers_;
   std::vector<std::shared_ptr<Dense>> hidden_;
-  std::shared_ptr<Dense> readout_;
-  double tied_factor_ = 1;
+  TokenReadout readout_;
 };
 
 }  // namespace
@@ -75,6 +66,27 @@ torch::Tensor tied_logits(const torch::Tensor& h, const torch::Tensor& emb, doub
   if (factor == 1.0) return linear_any(h, emb);
   const int64_t rows = h.numel() / std::max<int64_t>(h.size(-1), 1);
   return rows >= h.size(-1) ? linear_any(h, emb * factor) : linear_any(h, emb) * factor;
+}
+
+TokenReadout::TokenReadout(TaggedModule& owner, std::shared_ptr<Lookup> tok, int64_t d, const ModelConfig& cfg,
+                           const ScaleContext& ctx, const Hyper& hp)
+    : tok_(std::move(tok)) {
+  if (cfg.tied) {
+    tok_->mark_tied("weight");
+    tied_factor_ = tied_readout_factor(d, ctx, hp);
+  } else {
+    dense_ = owner.register_module(
+        "readout", std::make_shared<Dense>(d, cfg.vocab,
+                                           DenseOptions(Role::Readout)
+                                               .base_std(width_fan_in_std(d, ctx))
+                                               .extra_mult(hp.output_mult)
+                                               .zero_init(cfg.zero_readout),
+                                           ctx, hp));
+  }
+}
+
+torch::Tensor TokenReadout::forward(const torch::Tensor& h) const {
+  return dense_ ? dense_->forward(h) : tied_logits(h, tok_->weight(), tied_factor_);
 }
 
 void check_tokens(const torch::Tensor& x, int64_t vocab, int64_t max_len, const char* model, int members) {

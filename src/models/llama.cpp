@@ -169,18 +169,7 @@ class Llama : public ModelBase {
       blocks_.push_back(b);
     }
     norm_f_ = register_module("norm_f", std::make_shared<RmsGain>(d, false, ctx));
-    if (cfg.tied) {
-      tok_->mark_tied("weight");
-      tied_factor_ = tied_readout_factor(d, ctx, hp);
-    } else {
-      readout_ = register_module(
-          "readout", std::make_shared<Dense>(d, cfg.vocab,
-                                             DenseOptions(Role::Readout)
-                                                 .base_std(width_fan_in_std(d, ctx))
-                                                 .extra_mult(hp.output_mult)
-                                                 .zero_init(cfg.zero_readout),
-                                             ctx, hp));
-    }
+    readout_ = TokenReadout(*this, tok_, d, cfg, ctx, hp);
   }
 
   torch::Tensor forward(const torch::Tensor& x) override {
@@ -192,7 +181,7 @@ class Llama : public ModelBase {
       if (recording()) record(fmt::format("block{}", l + 1), h, {Role::Hidden, true});
     }
     h = norm_f_->forward(h);
-    torch::Tensor logits = readout_ ? readout_->forward(h) : tied_logits(h, tok_->weight(), tied_factor_);
+    torch::Tensor logits = readout_.forward(h);
     record("logits", logits, {Role::Readout, false});
     return logits;
   }
@@ -202,8 +191,7 @@ class Llama : public ModelBase {
   torch::nn::ModuleList list_;
   std::vector<std::shared_ptr<LlamaBlock>> blocks_;
   std::shared_ptr<RmsGain> norm_f_;
-  std::shared_ptr<Dense> readout_;
-  double tied_factor_ = 1;
+  TokenReadout readout_;
 };
 
 }  // namespace

@@ -46,6 +46,23 @@ double tied_readout_factor(int64_t width, const ScaleContext& ctx, const Hyper& 
 // factor * h E^T, E: [V, d] (or [E, V, d] in an ensemble).
 torch::Tensor tied_logits(const torch::Tensor& h, const torch::Tensor& emb, double factor);
 
+// The readout of a token model (bigram, gpt, llama). Untied: a Dense [vocab, d] registered on
+// `owner` as "readout" (role Readout, base std 1/sqrt(d / m), hp.output_mult, cfg.zero_readout).
+// Tied (cfg.tied): no tensor; `tok`'s weight is marked tied and the logits are
+// tied_logits(h, E, tied_readout_factor).
+class TokenReadout {
+ public:
+  TokenReadout() = default;
+  TokenReadout(TaggedModule& owner, std::shared_ptr<Lookup> tok, int64_t d, const ModelConfig& cfg,
+               const ScaleContext& ctx, const Hyper& hp);
+  torch::Tensor forward(const torch::Tensor& h) const;
+
+ private:
+  std::shared_ptr<Lookup> tok_;
+  std::shared_ptr<Dense> dense_;  // null when tied
+  double tied_factor_ = 1;
+};
+
 // Input checks shared by the token models: x must be [B, T] ([members, B, T] in an ensemble)
 // int64 with ids in [0, vocab).
 void check_tokens(const torch::Tensor& x, int64_t vocab, int64_t max_len, const char* model, int members);
