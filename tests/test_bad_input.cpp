@@ -115,6 +115,18 @@ std::vector<BadCase> cases() {
   out.push_back({"gpt_heads_do_not_split",
                  {{"c.toml", tiny("model", "kind = \"gpt\"") + "\n"}},
                  "train --config {D}/c.toml --set model.head_dim=5", "{D}/c.toml", "model."});
+  // --- the Llama and mixture-of-experts fields (issue 36) ----------------------------------------
+  for (const auto& [n, kind, set, field] : std::vector<std::tuple<std::string, std::string, std::string, std::string>>{
+           {"llama_kv_heads_not_dividing", "llama", "model.kv_heads=3", "model.kv_heads"},
+           {"moe_no_experts", "moe", "model.experts=0", "model.experts"},
+           {"moe_top_k_over_experts", "moe", "model.top_k=9", "model.top_k"},
+           {"moe_aux_coef_negative", "moe", "model.aux_coef=-0.1", "model.aux_coef"},
+       }) {
+    out.push_back({n, {{"c.toml", tiny("model", "kind = \"" + kind + "\"")}},
+                   "train --config {D}/c.toml --set " + set, "{D}/c.toml", field});
+  }
+  out.push_back({"moe_table_on_dense_model", {{"c.toml", tiny("param", "name = \"mup-moe\"")}},
+                 "train --config {D}/c.toml", "{D}/c.toml", "param.name"});
   // --- parameterization tables -----------------------------------------------------------------
   for (const auto& [n, hidden, field] : std::vector<std::tuple<std::string, std::string, std::string>>{
            {"a_nan_string", "a = \"nan\"\nb = 0\nlr = { sgd = 0, adam = 1, adafactor = 0 }", "roles.hidden.a"},
@@ -320,7 +332,7 @@ std::set<std::string> listing(const std::string& dir) {
 
 TEST(BadInput, EveryMistakeIsOneLineNamingFileFieldAndFixWithExitCode2AndNothingWritten) {
   const std::vector<BadCase> all = cases();
-  ASSERT_EQ(all.size(), 278u);  // the count docs/reliability.md (and README's results table) states: a new case updates all three
+  ASSERT_EQ(all.size(), 283u);  // the count docs/reliability.md (and README's results table) states: a new case updates all three
   std::printf("%zu bad inputs\n", all.size());  // the count docs/reliability.md states
   const std::string root = scaleinv::testing::temp_dir("bad_input");
   struct Outcome {

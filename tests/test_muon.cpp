@@ -357,6 +357,7 @@ TEST(MuonTable, SpectralPresetIsMupShiftedOntoConditionOne) {
   std::array<double, kNumRoles> th{};
   th[static_cast<int>(Role::Embedding)] = 0.5;
   th[static_cast<int>(Role::Readout)] = -0.5;
+  th[static_cast<int>(Role::Router)] = -0.5;  // the router's default row is the readout's
   const ParamTable spectral = preset("spectral"), shifted = shift(preset("mup"), th);
   for (Role r : all_roles()) EXPECT_EQ(spectral.row(r), shifted.row(r)) << role_name(r);
   // No multipliers; init std 1, 1/sqrt(d), 1/d relative to the base (ref. [spectral]).

@@ -68,7 +68,9 @@ TEST(ParamShift, SpToNtkAndMupToMf) {
     std::array<double, kNumRoles> th{};
     th[static_cast<int>(Role::Embedding)] = e;
     th[static_cast<int>(Role::Readout)] = r;
-    for (Role x : {Role::Hidden, Role::AttnQ, Role::AttnK, Role::AttnV, Role::AttnO}) th[static_cast<int>(x)] = h;
+    th[static_cast<int>(Role::Router)] = r;  // the router's default row is the readout's
+    for (Role x : {Role::Hidden, Role::AttnQ, Role::AttnK, Role::AttnV, Role::AttnO, Role::Expert})
+      th[static_cast<int>(x)] = h;
     return th;
   };
   ParamTable ntk = shift(preset("sp"), theta_for(0, .5, .5));

@@ -120,7 +120,8 @@ const OwnTensor* find_match(const std::vector<OwnTensor>& ts, const Blocks& bloc
 bool role_fits(Role r, bool out_grows, bool in_grows) {
   switch (r) {
     case Role::Embedding: return out_grows && !in_grows;
-    case Role::Readout: return in_grows && !out_grows;
+    case Role::Readout:
+    case Role::Router: return in_grows && !out_grows;  // fan-out fixed (vocabulary, classes, experts)
     case Role::Vector: return !(out_grows && in_grows);
     default: return out_grows && in_grows;  // hidden and attention matrices
   }
@@ -315,6 +316,22 @@ void apply_override(const OwnModelSpec& spec, const Patterns& overrides, const O
   }
 }
 
+// A mixture of experts (docs/moe.md) read from shapes: a matrix whose fan-in grows and fan-out does
+// not, inside a repeated block, is a router (a model's readout is never inside one); a bare
+// [E, out, in] parameter whose first dimension does not grow and whose other two do holds E
+// experts' matrices. Under a dense table both roles are their default rows (the readout's and the
+// hidden one's), so only the name changes; an MoE table gives them their own.
+void mixture_role(const OwnTensor& t, const OwnTensor& base, const OwnTensor& delta, const TensorFans& f, OwnRole& r) {
+  if (r.role == Role::Readout && r.in_block) {
+    r.role = Role::Router;
+    r.why = "fan-in grows, fan-out fixed, inside a repeated block: a router";
+  } else if (r.role == Role::Hidden && f.layout == TensorLayout::Bare && t.shape.size() == 3 &&
+             delta.shape[0] == base.shape[0] && f.out_grows && f.in_grows) {
+    r.role = Role::Expert;
+    r.why = "a bare [E, out, in] parameter (its first dimension fixed, the other two growing): E experts";
+  }
+}
+
 // The role of target tensor i: matched to base and delta, classified by which fans grow, overridden.
 OwnRole classify_tensor(const OwnModelSpec& spec, const Patterns& overrides, const SpecBlocks& blocks,
                         size_t i, WidthGrowth& growth) {
@@ -328,6 +345,7 @@ OwnRole classify_tensor(const OwnModelSpec& spec, const Patterns& overrides, con
   TensorFans f = tensor_fans(t, *base, *delta);
   check_width_dims(spec.where, t, *base, *delta, growth);
   role_by_growth(f, r);
+  mixture_role(t, *base, *delta, f, r);
   apply_override(spec, overrides, t, *base, f, r);
   r.m = role_ratio(r.role, f);
   r.fan_out = f.fo;

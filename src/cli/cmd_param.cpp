@@ -39,11 +39,23 @@ std::string render_table(const ParamTable& t) {
     return col.families ? fmt::format("{}_{}", col.label, family_abbrev(static_cast<OptFamily>(f))) : std::string(col.label);
   });
   s += header + std::string(header.size() - 1, '-') + "\n";
+  bool moe = false;
   for (Role r : all_roles()) {
+    if (r >= Role::Router && role_is_default(t, r)) continue;  // a dense table's implied rows
+    moe = moe || r >= Role::Router;
     const RoleExponents& e = t.row(r);
     s += row_of(role_name(r), [&e](const RoleColumn& col, int f) {
       return format_fraction(col.families ? (e.*col.families)[static_cast<size_t>(f)] : e.*col.scalar);
     });
+  }
+  if (moe) {
+    // The mixture-of-experts part (docs/moe.md): printed only for tables that set it.
+    s += fmt::format("mixture of experts: base experts E_0 = {}; LR e^-x, e = E/E_0:", t.base_experts);
+    for (Role r : {Role::Router, Role::Expert})
+      for (int f = 0; f < kNumFamilies; ++f)
+        s += fmt::format(" {}_{}={}", role_name(r), family_abbrev(static_cast<OptFamily>(f)),
+                         format_fraction(t.row(r).experts_lr[static_cast<size_t>(f)]));
+    s += "\n";
   }
   s += "multiplier m^-a, init std m^-b, LR m^-c (per optimizer), weight-decay fraction m^-wd, Adam eps m^-eps\n"
        "c_muo: Muon's LR on the hidden and attention matrices, AdamW's on the other roles (docs/muon.md)\n";
@@ -53,7 +65,8 @@ std::string render_table(const ParamTable& t) {
     // Unit scaling (seed 003; src/unit/scaled_ops.h): printed only for tables that use it.
     s += "unit scaling: the op carries sigma_0^u of the base-shape fan-in scale sigma_0 = 1/sqrt(fan_in/m) "
          "(init std sigma_0^(1-u) m^-b)\n  u:";
-    for (Role r : all_roles()) s += fmt::format(" {}={}", role_name(r), format_fraction(t.row(r).unit));
+    for (Role r : all_roles())
+      if (r < Role::Router || !role_is_default(t, r)) s += fmt::format(" {}={}", role_name(r), format_fraction(t.row(r).unit));
     auto on = [](bool b) { return b ? "on" : "off"; };
     s += fmt::format("\n  ops: unit backward {}, nonlinearity corrections {}, residual tau rule {}, "
                      "unit cross-entropy gradient {}\n",
@@ -106,7 +119,7 @@ void add_param_command(CLI::App& app, int& exit_code) {
       if (eq == std::string::npos || !parse_role(kv.substr(0, eq), &role) || !parse_fraction(kv.substr(eq + 1), &v))
         throw UserError("command line", "--theta", fmt::format("cannot read '{}'", kv),
                         "write ROLE=VALUE with ROLE one of embedding, hidden, readout, vector, attn_q, attn_k, "
-                        "attn_v, attn_o and VALUE a number or fraction");
+                        "attn_v, attn_o, router, expert and VALUE a number or fraction");
       if (std::fabs(v) > kMaxExponent)
         throw UserError("command line", "--theta", fmt::format("'{}' shifts by more than {}", kv, kMaxExponent),
                         fmt::format("use a shift between -{0} and {0}", kMaxExponent));
@@ -115,9 +128,11 @@ void add_param_command(CLI::App& app, int& exit_code) {
           throw UserError("command line", "--theta", fmt::format("role '{}' is given twice", kv.substr(0, eq)),
                           "give each role once");
       theta[static_cast<int>(role)] = v;
-      // Shifting "hidden" moves the attention projections with it unless they are named.
+      // Shifting "hidden" moves the attention projections and the experts with it, "readout" the
+      // router (their default rows, table.h default_row), unless they are named.
       if (role == Role::Hidden)
-        for (Role a : {Role::AttnQ, Role::AttnK, Role::AttnV, Role::AttnO}) theta[static_cast<int>(a)] = v;
+        for (Role a : {Role::AttnQ, Role::AttnK, Role::AttnV, Role::AttnO, Role::Expert}) theta[static_cast<int>(a)] = v;
+      if (role == Role::Readout) theta[static_cast<int>(Role::Router)] = v;
       label += (label.empty() ? "" : ",") + kv;
     }
     for (const std::string& kv : opts->theta) {  // explicit attention entries win over "hidden"

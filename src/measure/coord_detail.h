@@ -53,6 +53,8 @@ enum class Target {
   TiedLogits,   // h_{L+2} read through a tied embedding: as Logits, but no iid exponent at init (the
                 // readout is the input embedding, aligned with the stream it reads: one coherent
                 // Theta(1) logit per position beside the d^-1/2 others)
+  RouterW,      // a mixture's router W_r [E, d]: a readout of the normalised stream (the router row as W_{L+1})
+  RouterLogits, // the router's logits z = d^-a W_r x: as h_{L+2} under the router row (docs/moe.md)
   DepthTop,     // depth axis: the top of the residual stream (seed 004; seed 000 eqs. 29-31)
   DepthLogits,  // depth axis: the logits (readout of the top)
 };

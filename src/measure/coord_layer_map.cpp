@@ -12,7 +12,9 @@
 
 namespace scaleinv::coord_detail {
 
-bool hidden_like(Role r) { return r != Role::Embedding && r != Role::Readout && r != Role::Vector; }
+bool hidden_like(Role r) {
+  return r != Role::Embedding && r != Role::Readout && r != Role::Vector && r != Role::Router;
+}
 
 // The layer map from roles (coordcheck.h), one for the zoo's models and a user's: a chain (no
 // hidden tensor in a repeated block) maps its i-th hidden output onto h_{i+1} and its i-th hidden
@@ -38,6 +40,9 @@ LayerMapper role_layer_map(const std::vector<OwnCoordLayer>& layers, bool depth_
       } else if (r == Role::Readout) {
         m.target = Target::ReadoutW;
         m.what = "W_L+1 (readout)";
+      } else if (r == Role::Router) {
+        m.target = Target::RouterW;
+        m.what = "router W_r (a readout of the stream)";
       } else if (blocks) {
         m.target = r == Role::AttnQ || r == Role::AttnK ? Target::HiddenWQK : Target::HiddenW;
         m.what = "hidden W";
@@ -53,6 +58,9 @@ LayerMapper role_layer_map(const std::vector<OwnCoordLayer>& layers, bool depth_
       } else if (r == Role::Readout) {
         m.target = l.tied ? Target::TiedLogits : Target::Logits;
         m.what = l.tied ? "h_L+2 = logits (tied readout)" : "h_L+2 = logits";
+      } else if (r == Role::Router) {
+        m.target = Target::RouterLogits;
+        m.what = "router logits z (as h_L+2 under the router row)";
       } else if (blocks) {
         m.target = Target::Stream;
         m.what = "hidden h (residual stream)";

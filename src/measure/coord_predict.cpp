@@ -86,6 +86,7 @@ BaseExponents base_exponents(const WidthTheory& w, const Mapping& m) {
       }
       break;
     case Target::ReadoutW:
+    case Target::RouterW:  // on the router theory (width_prediction)
       b.wg = row(L + 1).w_grad;
       b.dw = row(L + 1).dw;
       b.ws = row(L + 1).w_spec;
@@ -93,6 +94,7 @@ BaseExponents base_exponents(const WidthTheory& w, const Mapping& m) {
       break;
     case Target::Logits:
     case Target::TiedLogits:
+    case Target::RouterLogits:  // on the router theory (width_prediction)
       b.h = row(L + 2).h;
       b.dh = row(L + 2).dh;
       b.hg = row(L + 2).h_grad;
@@ -121,8 +123,32 @@ BaseExponents base_exponents(const WidthTheory& w, const Mapping& m) {
 // d_head^-p with p != 1/2. Then the gradients of W_q, W_k carry an extra d_head^(1/2 - p) (the
 // logits' gradient sums d_head terms incoherently at init, and the scale multiplies it), which
 // the bigram theory does not model: their W' (and SGD's dW, which follows W') get no prediction.
-Pred width_prediction(const WidthTheory& w, const Mapping& m, CoordQuantity q, int step, bool qk_unmodelled) {
+Pred width_prediction(const WidthTheory& w_in, const Mapping& m, CoordQuantity q, int step, bool qk_unmodelled) {
   Pred p;
+  // A mixture's router (docs/moe.md "The router") is a readout of the normalised stream: its W and
+  // logits follow rows L+1 and L+2 of the theory whose readout row is the router row. Its gradient
+  // is not the cross-entropy's: it reaches the logits through the gates, dL/dg_j = <h', y_j>, which
+  // at init is uncorrelated with the token (the experts y_j are random functions), so the gradient
+  // of W_r is a zero-mean mix of the stream's tokens. Its update therefore meets a new token like
+  // a random vector (alpha = u = 1/2 of eqs. 18-20, not the readout's 1), and W_r, never trained
+  // towards dx, meets dx unaligned (omega = 1/2): dz ~ d^(1/2-a-c) (muP: d^-1/2). W' and h' (and
+  // SGD's dW, which is W') get no prediction.
+  const bool router = m.target == Target::RouterW || m.target == Target::RouterLogits;
+  if (router && (q == CoordQuantity::WGrad || q == CoordQuantity::HGrad ||
+                 ((q == CoordQuantity::DW || q == CoordQuantity::DWSpec) && w_in.family == OptFamily::SGD))) {
+    p.why = "no prediction: the router's gradient comes through the gates and the experts' outputs, not the "
+            "cross-entropy the readout theory models";
+    return p;
+  }
+  std::optional<WidthTheory> routed;
+  if (router) {
+    ParamTable t = w_in.param;
+    t.row(Role::Readout) = t.row(Role::Router);
+    Alignment noise = w_in.align;
+    noise.omega_readout = noise.alpha = noise.u = 0.5;
+    routed = width_theory(t, w_in.family, w_in.depth, noise, w_in.rmsnorm, w_in.muon_scale);
+  }
+  const WidthTheory& w = routed ? *routed : w_in;
   if (m.target == Target::HiddenWQK && qk_unmodelled &&
       (q == CoordQuantity::WGrad ||
        ((q == CoordQuantity::DW || q == CoordQuantity::DWSpec) && w.family == OptFamily::SGD))) {

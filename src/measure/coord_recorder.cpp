@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <limits>
+#include <utility>
 
 namespace scaleinv {
 
@@ -13,7 +14,8 @@ namespace {
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 }
 
-CoordRecorder::CoordRecorder(int steps, unsigned quantities) : steps_(steps), mask_(quantities) {
+CoordRecorder::CoordRecorder(int steps, unsigned quantities, std::set<std::string> stacks)
+    : steps_(steps), mask_(quantities), stacks_(std::move(stacks)) {
   run_.loss.assign(static_cast<size_t>(steps + 1), kNaN);
 }
 
@@ -52,17 +54,28 @@ void CoordRecorder::record(int t, const NamedTensors& activations, const NamedTe
     const torch::Tensor dw = have ? prev_[i].neg_().add_(p.detach()) : torch::Tensor();
     put(CoordQuantity::DW, name, t, have ? tensor_rms(dw) : kNaN);
     if (p.dim() >= 2) {  // matrices only: a vector's "spectral norm" is its L2 norm, not Condition 1's
+      const bool stack = p.dim() == 3 && stacks_.count(name) > 0;
+      auto norm = [stack](const torch::Tensor& w) {
+        if (!stack) return spectral_norm(w);
+        double worst = 0;  // the largest of the stacked matrices' norms (NaN if any is)
+        for (int64_t e = 0; e < w.size(0); ++e) {
+          const double n = spectral_norm(w[e]);
+          if (!(n <= worst)) worst = n;
+        }
+        return worst;
+      };
       if (wants(CoordQuantity::WSpec))
-        put(CoordQuantity::WSpec, name, t, spectral_norm(p.detach()))->shape = {p.size(0), p.numel() / p.size(0)};
-      put(CoordQuantity::DWSpec, name, t, have && wants(CoordQuantity::DWSpec) ? spectral_norm(dw) : kNaN);
+        put(CoordQuantity::WSpec, name, t, norm(p.detach()))->shape =
+            stack ? std::vector<int64_t>{p.size(1), p.size(2)} : std::vector<int64_t>{p.size(0), p.numel() / p.size(0)};
+      put(CoordQuantity::DWSpec, name, t, have && wants(CoordQuantity::DWSpec) ? norm(dw) : kNaN);
     }
   }
 }
 
 CoordRun measure_coord_steps(int steps, unsigned quantities, size_t n_batches, const CoordLoss& loss,
                              const std::function<NamedTensors()>& recorded, const NamedTensors& params,
-                             Optimizer& opt) {
-  CoordRecorder rec(steps, quantities);
+                             Optimizer& opt, const std::set<std::string>& stacks) {
+  CoordRecorder rec(steps, quantities, stacks);
   CoordRun& run = rec.run();
   StepHooks hooks;
   // Every step's loss is the probe batch's (batch 0), recorded.

@@ -14,6 +14,7 @@
 // copy of a width^2 matrix); spectral norms by spectral_norm (coordcheck.h). A quantity outside
 // the mask is not measured and gets no series (so no row).
 #include <functional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -29,7 +30,9 @@ using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
 
 class CoordRecorder {
  public:
-  CoordRecorder(int steps, unsigned quantities);
+  // stacks: parameters that are stacks of matrices along dim 0 (a mixture's experts [E, out, in]):
+  // their ||W||, ||dW|| are the largest of the E matrices' norms, their shape one matrix's.
+  CoordRecorder(int steps, unsigned quantities, std::set<std::string> stacks = {});
   // After the backward at step t: h, dh (against step 0's h), h' of every activation (its grad
   // retained; 0-filled when none), W', dW (against before_update's copy), ||W||, ||dW|| of every
   // parameter. Series appear in first-seen order.
@@ -47,6 +50,7 @@ class CoordRecorder {
   CoordRun run_;
   std::vector<std::pair<std::string, size_t>> index_;  // (quantity#layer, series index)
   std::vector<torch::Tensor> h0_, prev_;
+  std::set<std::string> stacks_;
 };
 
 // One run's steps, both checks' hooks on the one step loop (train/step_loop.h): at t = 0..T,
@@ -57,6 +61,6 @@ class CoordRecorder {
 using CoordLoss = std::function<torch::Tensor(size_t batch, bool record)>;
 CoordRun measure_coord_steps(int steps, unsigned quantities, size_t n_batches, const CoordLoss& loss,
                              const std::function<NamedTensors()>& recorded, const NamedTensors& params,
-                             Optimizer& opt);
+                             Optimizer& opt, const std::set<std::string>& stacks = {});
 
 }  // namespace scaleinv

@@ -107,11 +107,13 @@ CoordRun measure_run(const CoordCheckConfig& cc, const ParamTable& model_table, 
   model->move_to(dev);
   const std::vector<TaggedParam> tagged = model->tagged_parameters();
   NamedTensors params;
+  std::set<std::string> stacks;  // a mixture's experts [E, out, in]: E matrices
   for (const TaggedParam& p : tagged) {
     params.emplace_back(p.name, p.tensor);
+    if (p.tag.role == Role::Expert && p.tensor.dim() == 3) stacks.insert(p.name);
     layers.emplace("w:" + p.name, OwnCoordLayer{p.name, true, p.tag.role, p.tag.in_block, p.tag.tied});
   }
-  auto opt = make_optimizer(cfg.optim, param_groups(tagged, ctx));
+  auto opt = make_optimizer(cfg.optim, param_groups(tagged, model->context()));
   // Recording is switched on for the probe's forward (set_recording clears what the last one kept)
   // and off for an update on another batch.
   auto loss = [&](size_t b, bool record) {
@@ -126,7 +128,7 @@ CoordRun measure_run(const CoordCheckConfig& cc, const ParamTable& model_table, 
     }
     return acts;
   };
-  CoordRun run = measure_coord_steps(cc.steps, cc.quantities, batches.size(), loss, recorded, params, *opt);
+  CoordRun run = measure_coord_steps(cc.steps, cc.quantities, batches.size(), loss, recorded, params, *opt, stacks);
   model->set_recording(false);
   run.width = width;
   run.depth = depth;

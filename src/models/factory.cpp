@@ -21,7 +21,8 @@ using Maker = std::shared_ptr<Model> (*)(const ModelConfig&, const ScaleContext&
 // The builder of each row of models/model_kinds.cpp (Models.EveryKindBuilds builds them all).
 const std::map<std::string, Maker>& makers() {
   static const std::map<std::string, Maker> m = {{"bigram", make_bigram}, {"mlp", make_mlp}, {"resmlp", make_resmlp},
-                                                 {"gpt", make_gpt},       {"vit", make_vit}, {"llama", make_llama}};
+                                                 {"gpt", make_gpt},       {"vit", make_vit}, {"llama", make_llama},
+                                                 {"moe", make_moe}};
   return m;
 }
 
@@ -82,6 +83,11 @@ void validate_model_config(const ModelConfig& cfg, const ScaleContext& ctx) {
     throw UserError("config", "model.kv_heads", fmt::format("'{}' has no grouped-query attention", cfg.kind),
                     "remove model.kv_heads, or use " + model_kind_list([](const ModelKind& k) { return k.gqa; }));
   kind.validate(cfg);
+  if (!kind.experts && is_moe_table(ctx.table))
+    throw UserError("config", "param.name",
+                    fmt::format("'{}' is a mixture-of-experts table, and '{}' has no experts", ctx.table.name, cfg.kind),
+                    "use a dense table (e.g. mup, completep) for this model, or model.kind = one of " +
+                        model_kind_list([](const ModelKind& k) { return k.experts; }));
   if (kind.attention) head_shape(cfg, ctx);  // throws when the width does not split into heads
   if (kind.gqa) kv_heads_at(cfg, ctx);
 }

@@ -16,12 +16,17 @@ torch::Tensor TaggedModule::add_param(const std::string& name, torch::Tensor val
   return p;
 }
 
-torch::Tensor Model::loss(const torch::Tensor& x, const torch::Tensor& y) {
+torch::Tensor Model::cross_entropy(const torch::Tensor& x, const torch::Tensor& y) {
   torch::Tensor logits = forward(x);
   torch::Tensor flat = logits.reshape({-1, logits.size(-1)});
   // Unit scaling (ParamTable::unit.loss): the same loss value, its logit gradient scaled to unit RMS.
   if (context().table.unit.loss) flat = unit::scale_grad(flat, unit::unit_ce_bwd(flat.size(0), flat.size(1)));
   return torch::nn::functional::cross_entropy(flat, y.reshape({-1}));
+}
+
+torch::Tensor Model::loss(const torch::Tensor& x, const torch::Tensor& y) {
+  torch::Tensor ce = cross_entropy(x, y);  // forward() sets aux_loss_
+  return aux_loss_.defined() ? ce + aux_loss_ : ce;
 }
 
 torch::Tensor Model::member_losses(const torch::Tensor& x, const torch::Tensor& y) {

@@ -40,8 +40,12 @@ class Model : public TaggedModule {
   // x: [B, T] int64 tokens (bigram, gpt), [B, in_dim] floats (resmlp), [B, C, H, W] images (vit).
   // Returns logits: [B, T, vocab] for language models, [B, n_classes] otherwise.
   virtual torch::Tensor forward(const torch::Tensor& x) = 0;
-  // Mean cross-entropy of forward(x) against y ([B, T] or [B] int64).
+  // The training objective: mean cross-entropy of forward(x) against y ([B, T] or [B] int64), plus
+  // the auxiliary loss that forward left (a mixture's balance loss, coefficient included; none for
+  // a dense model).
   torch::Tensor loss(const torch::Tensor& x, const torch::Tensor& y);
+  // The mean cross-entropy alone (evaluation: comparable across dense and mixture models).
+  torch::Tensor cross_entropy(const torch::Tensor& x, const torch::Tensor& y);
   // Ensembles (context().members > 0): each member's mean cross-entropy, [members];
   // x: [members, B, ...], y: [members, B, ...].
   torch::Tensor member_losses(const torch::Tensor& x, const torch::Tensor& y);
@@ -53,6 +57,8 @@ class Model : public TaggedModule {
   // scale is cheaper folded into W_q, which the packed layout cannot do.
   void move_to(const torch::Device& dev);
   virtual const ModelConfig& config() const = 0;
+  // The context the model sized itself with: the caller's, with `experts` set for a mixture of
+  // experts. The optimizer's param groups take this one (optim/optimizer.h).
   virtual const ScaleContext& context() const = 0;
 
   // Activation recording (coordinate checks, diagnostics). When on, record() keeps the tensor
@@ -74,6 +80,9 @@ class Model : public TaggedModule {
  protected:
   void record(const std::string& name, torch::Tensor& h, ActivationRole role);
   bool recording() const { return recording_; }  // lets forward() skip building record names
+  // Set by forward() of a model with an auxiliary loss (models/moe.cpp), undefined otherwise;
+  // loss() adds it.
+  torch::Tensor aux_loss_;
 
  private:
   bool recording_ = false;

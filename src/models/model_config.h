@@ -8,7 +8,7 @@ namespace scaleinv {
 
 // What the model is: architecture only, no parameterization.
 struct ModelConfig {
-  std::string kind = "gpt";       // a row of models/model_kinds.h: bigram | mlp | resmlp | gpt | vit | llama
+  std::string kind = "gpt";       // a row of models/model_kinds.h: bigram | mlp | resmlp | gpt | vit | llama | moe
   int width = 64;                 // d
   int depth = 2;                  // hidden layers (bigram), blocks (resmlp, gpt, vit)
   // language models
@@ -31,6 +31,16 @@ struct ModelConfig {
   int kv_heads = 0;
   int ffn_multiple = 16;
   double rope_theta = 10000.0;
+  // moe (Llama blocks whose MLP is a mixture of experts, models/moe.cpp): `experts` SwiGLU experts of
+  // hidden width swiglu_hidden(d) / granularity (rounded up to ffn_multiple), top_k of them per token
+  // (softmax over the router's logits, renormalised over the chosen k), a Switch-style balance loss
+  // aux_coef * E * sum_j f_j P_j added to the training loss, and with shared_expert one dense SwiGLU
+  // of the same hidden width beside them.
+  int experts = 8;
+  int top_k = 2;
+  int granularity = 1;
+  double aux_coef = 0.01;
+  bool shared_expert = false;
   // bigram (seed 000 eq. 1, App. C) and resmlp (seed 004)
   std::string activation = "linear";  // linear | relu | abs | tanh | gelu
   bool rmsnorm = false;           // bigram: h_l = RMSNorm(W h_{l-1}) (seed 000 Lemma E.3)

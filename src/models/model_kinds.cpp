@@ -129,6 +129,34 @@ double parameters_llama(const ModelConfig& c) {
   return c.depth * (4 * d * d + 3 * hidden * d) + (c.tied ? 1.0 : 2.0) * c.vocab * d;
 }
 
+// ---- moe: the Llama decoder with a mixture of SwiGLU experts as each block's MLP (models/moe.cpp).
+// The stream follows the same L = 2 chain: each token's MLP output is a gate-weighted sum of k
+// SwiGLU chains (gate and up, then down) on the normalised stream.
+TheoryShape theory_moe(const ModelConfig&, int) {
+  return {2, false,
+          "residual stream = hidden activations of width_theory(L = 2): each sublayer is a 2-matrix chain "
+          "(attn v,o; each chosen expert's gate and up, then down) on a normalised input; router logits = a "
+          "readout of the normalised stream (the router row)"};
+}
+void validate_moe(const ModelConfig& c) {
+  validate_llama(c);
+  if (c.experts < 1)
+    throw UserError("config", "model.experts", fmt::format("a mixture needs at least one expert, got {}", c.experts),
+                    "set model.experts >= 1 (e.g. 8)");
+  if (c.top_k < 1 || c.top_k > c.experts)
+    throw UserError("config", "model.top_k", fmt::format("top_k {} is not between 1 and the {} experts", c.top_k, c.experts),
+                    fmt::format("set model.top_k between 1 and model.experts ({})", c.experts));
+  require_positive(c.granularity, "model.granularity");
+  if (!(std::isfinite(c.aux_coef) && c.aux_coef >= 0))
+    throw UserError("config", "model.aux_coef", fmt::format("{} is not a finite number >= 0", c.aux_coef),
+                    "use e.g. model.aux_coef = 0.01 (0: no balance loss)");
+}
+double parameters_moe(const ModelConfig& c) {
+  const double d = c.width, n = expert_hidden(c.width, c.ffn_multiple, c.granularity);
+  const double ffn = c.experts * 3 * n * d + c.experts * d + (c.shared_expert ? 3 * n * d : 0.0);
+  return c.depth * (4 * d * d + ffn) + (c.tied ? 1.0 : 2.0) * c.vocab * d;
+}
+
 std::vector<ModelKind> build_rows() {
   std::vector<ModelKind> rows;
   auto add = [&](ModelKind k) { rows.push_back(std::move(k)); };
@@ -219,6 +247,21 @@ std::vector<ModelKind> build_rows() {
     k.theory_shape = theory_llama;
     add(k);
   }
+  {
+    ModelKind k;
+    k.name = "moe";
+    k.summary = "mixture of experts: the Llama decoder with top-k routed SwiGLU experts in each block";
+    k.input = ModelInput::Tokens;
+    k.attention = true;
+    k.gqa = true;
+    k.experts = true;
+    k.coordcheck_defaults = kTokenProbe;
+    k.scales_defaults = kTokenScales;
+    k.validate = validate_moe;
+    k.parameters = parameters_moe;
+    k.theory_shape = theory_moe;
+    add(k);
+  }
   return rows;
 }
 
@@ -234,6 +277,12 @@ int swiglu_hidden(int width, int multiple) {
   const long long raw = (8LL * width + 2) / 3;  // round(8 d / 3)
   const long long m = std::max(1, multiple);
   return static_cast<int>((raw + m - 1) / m * m);
+}
+
+int expert_hidden(int width, int multiple, int granularity) {
+  const long long m = std::max(1, multiple), g = std::max(1, granularity);
+  const long long n = (swiglu_hidden(width, multiple) + g - 1) / g;
+  return static_cast<int>((n + m - 1) / m * m);
 }
 
 const std::vector<ModelKind>& model_kinds() {

@@ -38,6 +38,7 @@ struct ModelKind {
   bool ensemble = false;                // trains as a batched ensemble (train/ensemble.h)
   bool attention = false;               // has multi-head attention (model.head_dim / n_heads must split the width)
   bool gqa = false;                     // grouped-query attention: reads model.kv_heads
+  bool experts = false;                 // a mixture of experts: reads model.experts, top_k, ... (models/moe.cpp)
   bool unit_scaling = false;            // has unit-scaled ops (ParamTable::unit, src/unit/)
   // Coordinate check: the recorded names of the residual stream ("block1", ...) start with this;
   // depth_rows: the check keeps a row per depth of the stream (resmlp's x_l).
@@ -70,6 +71,10 @@ void require_positive(int value, const char* field);
 // grows with d (the fan-in of the down projection, the fan-out of gate and up), so the table's
 // hidden row scales all three.
 int swiglu_hidden(int width, int multiple);
+
+// The hidden width of one expert of a mixture (model.granularity G): swiglu_hidden(width) / G,
+// rounded up to a multiple of `multiple` (64, G = 1 -> 176; G = 4 -> 48).
+int expert_hidden(int width, int multiple, int granularity);
 
 // Every row, in the order error messages list them.
 const std::vector<ModelKind>& model_kinds();

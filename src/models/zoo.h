@@ -28,6 +28,7 @@ std::shared_ptr<Model> make_gpt(const ModelConfig& cfg, const ScaleContext& ctx,
 std::shared_ptr<Model> make_mlp(const ModelConfig& cfg, const ScaleContext& ctx, const Hyper& hp);
 std::shared_ptr<Model> make_vit(const ModelConfig& cfg, const ScaleContext& ctx, const Hyper& hp);
 std::shared_ptr<Model> make_llama(const ModelConfig& cfg, const ScaleContext& ctx, const Hyper& hp);
+std::shared_ptr<Model> make_moe(const ModelConfig& cfg, const ScaleContext& ctx, const Hyper& hp);
 
 // Key/value heads of a grouped-query attention at cfg.width: model.kv_heads is the count at the
 // base width (0: one per query head), and the query heads per key/value head stay fixed. UserError

@@ -132,6 +132,34 @@ ParamTable unit_scaled(const std::string& name) {
   return t;
 }
 
+// The mixture-of-experts rows on a dense table (docs/moe.md derives each number; refs. [mup-moe],
+// [completep-moe]):
+//  * router [E, d]: a readout of the normalised stream (fan-in d grows, fan-out E does not), so the
+//    dense table's readout row: its logits start at d^(1/2-a-b) (-> 0 under muP: uniform routing)
+//    and move Theta(1) per Adam step, d^(1-a-c). Inside a block, so it takes the block's depth
+//    exponents: under CompleteP its gradient carries the branch's L^-1 (SGD LR x L, epsilon L^-1)
+//    and Adam's LR is not depth-scaled, as every block matrix's.
+//  * experts [E, out, in]: E hidden matrices, the dense table's hidden row.
+//  * expert count e = E / E_0: each expert (and each router row) is fed a share k/E of the tokens,
+//    so its gradient, a mean over the batch, shrinks like e^-1. SGD's update follows the gradient:
+//    its LR grows like e (experts_lr_sgd = -1); Adam, Adafactor and Muon normalise the update per
+//    entry, so their LR does not move with E (experts_lr = 0): "tune dense once".
+ParamTable moe_rows(ParamTable t, const std::string& name) {
+  const std::string dense = t.name;
+  t.name = name;
+  t.source = fmt::format("{} ({}) with router = readout row, experts = hidden row, SGD LR x E/E_0 (docs/moe.md; "
+                         "refs. [mup-moe], [completep-moe])", dense, t.source);
+  RoleExponents router = t.row(Role::Readout), expert = t.row(Role::Hidden);
+  router.depth_lr = expert.depth_lr;  // in a block: the block's depth exponents
+  router.depth_wd = expert.depth_wd;
+  router.depth_eps = expert.depth_eps;
+  derive_muon_column(expert, Role::Expert);
+  for (RoleExponents* e : {&router, &expert}) e->experts_lr = {-1.0, 0.0, 0.0, 0.0};
+  t.row(Role::Router) = router;
+  t.row(Role::Expert) = expert;
+  return t;
+}
+
 // Every preset: its name and its builder, in the order preset_names() lists them (one map: the
 // names and the builders cannot disagree). A new preset is one entry here.
 using Builder = ParamTable (*)(const std::string& name);
@@ -216,6 +244,11 @@ const std::vector<std::pair<std::string, Builder>>& builders() {
        }},
       {"unit", [](const std::string& name) -> ParamTable { return unit_scaled(name); }},
       {"u-mup", [](const std::string& name) -> ParamTable { return unit_scaled(name); }},
+      {"mup-moe", [](const std::string& name) -> ParamTable { return moe_rows(preset("mup"), name); }},
+      {"completep-moe",
+       [](const std::string& name) -> ParamTable {
+         return moe_rows(preset("completep"), name);
+       }},
       {"spectral",
        [](const std::string& name) -> ParamTable {
          // ref. [spectral] (Yang, Simon and Bernstein 2023), Condition 1: ||W_l||_2 and ||dW_l||_2 ~
@@ -240,7 +273,13 @@ const std::vector<std::pair<std::string, Builder>>& builders() {
 
 ParamTable build(const std::string& name) {
   for (const auto& [n, make_preset] : builders())
-    if (n == name) return make_preset(name);
+    if (n == name) {
+      ParamTable t = make_preset(name);
+      // A dense preset leaves the mixture-of-experts rows out: they are its default_row (table.h).
+      for (Role r : {Role::Router, Role::Expert})
+        if (t.row(r) == RoleExponents{}) t.row(r) = default_row(t, r);
+      return t;
+    }
   std::string known;
   for (const auto& n : preset_names()) known += (known.empty() ? "" : ", ") + n;
   const std::string problem = fmt::format("unknown preset '{}'", name);
@@ -267,7 +306,7 @@ ParamTable depth_mup_ode_limit() {
   t.name = "ode";
   t.source = "depth-mup with (alpha, gamma) = (1, 0): the ODE limit of seed 004 Claim 5.4";
   t.branch = 1.0;
-  for (Role r : {Role::Hidden, Role::Vector, Role::AttnQ, Role::AttnK, Role::AttnV, Role::AttnO}) {
+  for (Role r : {Role::Hidden, Role::Vector, Role::AttnQ, Role::AttnK, Role::AttnV, Role::AttnO, Role::Expert}) {
     // Adam / Adafactor: gamma = 0; SGD's true LR is eta L^(alpha - gamma) = eta L (depth_gamma adds alpha).
     t.row(r).depth_lr = {-1.0, 0.0, 0.0};
     t.row(r).depth_eps = 1.0;  // W_l's gradients shrink like L^-alpha = L^-1 (seed 004 4.1)

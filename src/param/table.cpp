@@ -5,8 +5,8 @@
 namespace scaleinv {
 
 namespace {
-constexpr const char* kRoleNames[kNumRoles] = {"embedding", "hidden", "readout", "vector",
-                                               "attn_q",    "attn_k", "attn_v",  "attn_o"};
+constexpr const char* kRoleNames[kNumRoles] = {"embedding", "hidden", "readout", "vector", "attn_q",
+                                               "attn_k",    "attn_v", "attn_o",  "router", "expert"};
 constexpr const char* kFamilyNames[kNumFamilies] = {"sgd", "adam", "adafactor", "muon"};
 constexpr const char* kMuonScaleNames[] = {"spectral", "rms"};
 }  // namespace
@@ -48,6 +48,7 @@ const std::vector<RoleColumn>& role_columns() {
       {"depth_wd", "k_wd", &E::depth_wd, nullptr, false, false, true, false, true},
       {"depth_eps", "k_eps", &E::depth_eps, nullptr, false, false, true, false, true},
       {"unit", "unit", &E::unit, nullptr, false, true, false, false, false},
+      {"experts_lr", "E", nullptr, &E::experts_lr, false, true, false, false, false},
   };
   return kColumns;
 }
@@ -81,18 +82,39 @@ void derive_muon_column(RoleExponents& e, Role r) {
 }
 
 TensorScale tensor_scale(const ParamTable& t, Role role, OptFamily f, double m, double k, bool in_block,
-                         double base_std) {
+                         double base_std, double e_mult) {
   const RoleExponents& e = t.row(role);
   const int fi = static_cast<int>(f);
   const double kk = in_block ? k : 1.0;
   TensorScale s;
   s.multiplier = std::pow(m, -e.a);
   s.init = std::pow(m, -e.b);
-  s.lr = std::pow(m, -e.c[fi]) * std::pow(kk, -e.depth_lr[fi]);
+  s.lr = std::pow(m, -e.c[fi]) * std::pow(kk, -e.depth_lr[fi]) * std::pow(e_mult, -e.experts_lr[fi]);
   s.wd = std::pow(m, -e.wd) * std::pow(kk, -e.depth_wd);
   s.eps = std::pow(m, -e.eps) * std::pow(kk, -e.depth_eps);
   s.unit = (e.unit == 0 || base_std <= 0) ? 1.0 : std::pow(base_std, e.unit);
   return s;
+}
+
+RoleExponents default_row(const ParamTable& t, Role r) {
+  if (r == Role::Router) return t.row(Role::Readout);
+  if ((r >= Role::AttnQ && r <= Role::AttnO) || r == Role::Expert) {
+    RoleExponents e = t.row(Role::Hidden);
+    derive_muon_column(e, r);  // the expert's Muon column is AdamW's (not orthogonalized)
+    return e;
+  }
+  return t.row(r);
+}
+
+bool role_is_default(const ParamTable& t, Role r) {
+  return r < Role::Router || t.row(r) == default_row(t, r);
+}
+
+bool is_moe_table(const ParamTable& t) {
+  for (Role r : {Role::Router, Role::Expert})
+    for (double x : t.row(r).experts_lr)
+      if (x != 0) return true;
+  return false;
 }
 
 double branch_multiplier(const ParamTable& t, double k) { return std::pow(k, -t.branch); }

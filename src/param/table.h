@@ -26,11 +26,15 @@
 
 namespace scaleinv {
 
-enum class Role : int { Embedding = 0, Hidden, Readout, Vector, AttnQ, AttnK, AttnV, AttnO };
-inline constexpr int kNumRoles = 8;
-// The four roles every table must define; the attention roles default to the hidden row.
+// Router and Expert are the mixture-of-experts roles (docs/moe.md): the router [E, d] maps the
+// normalised stream to one logit per expert (fan-in grows with width, fan-out E does not: a
+// readout of the stream, ref. [mup-moe]), the experts [E, out, in] are E hidden matrices each.
+enum class Role : int { Embedding = 0, Hidden, Readout, Vector, AttnQ, AttnK, AttnV, AttnO, Router, Expert };
+inline constexpr int kNumRoles = 10;
+// The four roles every table must define; the attention and expert roles default to the hidden
+// row, the router to the readout row (default_row).
 inline constexpr int kCoreRoles = 4;
-const char* role_name(Role r);                 // "embedding", "hidden", ..., "attn_o"
+const char* role_name(Role r);                 // "embedding", "hidden", ..., "attn_o", "router", "expert"
 bool parse_role(const std::string& s, Role* out);
 std::array<Role, kNumRoles> all_roles();
 
@@ -67,6 +71,10 @@ struct RoleExponents {
   std::array<double, kNumFamilies> depth_lr{};  // LR k^-gamma per family (in-block tensors)
   double depth_wd = 0;
   double depth_eps = 0;
+  // Expert count (mixture-of-experts, ParamTable::base_experts): LR e^-x per family, e = E / E_0.
+  // An expert sees a share k/E of the tokens, so its gradient (a mean over the batch) shrinks like
+  // e^-1: SGD's update with it, Adam's not (its update is normalised per entry); docs/moe.md.
+  std::array<double, kNumFamilies> experts_lr{};
   // Unit scaling (seed 003 "Meat"/"Proof": the 1/sqrt(fan_in) belongs to the operation): the share
   // u of the base-shape fan-in scale sigma_0 = 1/sqrt(fan_in/m) that the op carries instead of the
   // init, init std sigma_0^(1-u) m^-b and forward scale sigma_0^u m^-a. u = 0: every existing row
@@ -120,6 +128,7 @@ struct ParamTable {
   std::string source;       // the paper, table or equation the row comes from
   int base_width = 64;      // d0
   int base_depth = 4;       // L0
+  int base_experts = 4;     // E0: the expert count the mixture-of-experts rows are relative to
   std::array<RoleExponents, kNumRoles> roles{};
   double branch = 0;        // residual branch multiplier k^-branch
   double shortcut = 0;      // post-LN shortcut alpha = L^shortcut
@@ -129,6 +138,7 @@ struct ParamTable {
   const RoleExponents& row(Role r) const { return roles[static_cast<int>(r)]; }
   RoleExponents& row(Role r) { return roles[static_cast<int>(r)]; }
   double width_mult(double width) const { return width / base_width; }
+  double experts_mult(double experts) const { return experts > 0 ? experts / base_experts : 1.0; }
   double depth_mult(double depth) const { return depth / base_depth; }
   bool operator==(const ParamTable&) const = default;
 };
@@ -147,8 +157,18 @@ struct TensorScale {
   double unit = 1;
 };
 // base_std: the tensor's base-shape init std sigma_0, for `unit` (0: not a unit-scaled matrix).
+// e: the expert-count multiplier E / E_0 (1 for a dense model); only experts_lr reads it.
 TensorScale tensor_scale(const ParamTable& t, Role role, OptFamily f, double m, double k, bool in_block,
-                         double base_std = 0);
+                         double base_std = 0, double e = 1);
+// The row a role has where a table does not give it: attention and expert roles the hidden row,
+// the router the readout row (a fixed fan-out: microsoft/mup's MuReadout answer, ref. [mup-moe]),
+// every other role its own. Tables whose router and expert rows equal these write neither (JSON,
+// TOML, `scaleinv param`), so every table from before the roles existed keeps its fingerprint.
+RoleExponents default_row(const ParamTable& t, Role r);
+bool role_is_default(const ParamTable& t, Role r);
+// A mixture-of-experts table: its router or expert row sets the expert-count column (the mup-moe and
+// completep-moe presets, and tables written from them). A dense model refuses one (models/model.h).
+bool is_moe_table(const ParamTable& t);
 double branch_multiplier(const ParamTable& t, double k);         // k^-branch
 double shortcut_multiplier(const ParamTable& t, double depth);   // L^shortcut
 double attn_logit_scale(const ParamTable& t, double d_head, double base_d_head);

@@ -86,6 +86,9 @@ std::string families_toml(const std::array<double, kNumFamilies>& v) {
     s += fmt::format("{}{} = {}", f ? ", " : "", family_name(static_cast<OptFamily>(f)), v[static_cast<size_t>(f)]);
   return s + " }";
 }
+bool all_zero(const std::array<double, kNumFamilies>& v) {
+  return std::all_of(v.begin(), v.end(), [](double x) { return x == 0; });
+}
 nlohmann::json families_json(const std::array<double, kNumFamilies>& v) {
   nlohmann::json j;
   for (int f = 0; f < kNumFamilies; ++f) j[family_name(static_cast<OptFamily>(f))] = v[static_cast<size_t>(f)];
@@ -97,7 +100,7 @@ nlohmann::json families_json(const std::array<double, kNumFamilies>& v) {
 ParamTable param_from_toml_string(const std::string& text, const std::string& where) {
   const toml::table root = parse_toml(text, where);
   const TomlReader r(root, where, "");
-  r.expect_keys({"name", "source", "base_width", "base_depth", "attn_logit", "depth", "unit", "roles"});
+  r.expect_keys({"name", "source", "base_width", "base_depth", "base_experts", "attn_logit", "depth", "unit", "roles"});
   ParamTable t;
   t.name = std::filesystem::path(where).stem().string();
   t.source = "custom: " + where;
@@ -105,6 +108,8 @@ ParamTable param_from_toml_string(const std::string& text, const std::string& wh
   r.get("source", &t.source);
   r.get("base_width", &t.base_width);
   r.get("base_depth", &t.base_depth);
+  r.get("base_experts", &t.base_experts);
+  if (t.base_experts <= 0) r.fail("base_experts", "must be a positive integer", "e.g. base_experts = 4");
   if (t.base_width <= 0) r.fail("base_width", "must be a positive integer", "e.g. base_width = 64");
   if (t.base_depth <= 0) r.fail("base_depth", "must be a positive integer", "e.g. base_depth = 4");
   r.get_exponent("attn_logit", &t.attn_logit);
@@ -128,10 +133,13 @@ ParamTable param_from_toml_string(const std::string& text, const std::string& wh
     if (!roles.has(key)) roles.fail(key, "missing", std::string("add a [roles.") + key + "] table with a, b, lr");
     t.row(static_cast<Role>(i)) = role_at(roles.sub(key), nullptr, static_cast<Role>(i));
   }
-  // Attention roles default to the hidden row; a partial table overrides single fields.
-  for (Role a : {Role::AttnQ, Role::AttnK, Role::AttnV, Role::AttnO}) {
+  // Attention and expert roles default to the hidden row, the router to the readout row
+  // (default_row); a partial table overrides single fields.
+  for (int i = kCoreRoles; i < kNumRoles; ++i) {
+    const Role a = static_cast<Role>(i);
     const char* key = role_name(a);
-    t.row(a) = roles.has(key) ? role_at(roles.sub(key), &t.row(Role::Hidden), a) : t.row(Role::Hidden);
+    const RoleExponents base = default_row(t, a);
+    t.row(a) = roles.has(key) ? role_at(roles.sub(key), &base, a) : base;
   }
   return t;
 }
@@ -156,16 +164,21 @@ ParamTable load_param(const std::string& name_or_file) {
 
 std::string param_to_toml(const ParamTable& t) {
   std::string s;
-  s += fmt::format("name = \"{}\"\nsource = \"{}\"\nbase_width = {}\nbase_depth = {}\nattn_logit = {}\n\n", t.name,
-                   t.source, t.base_width, t.base_depth, t.attn_logit);
+  s += fmt::format("name = \"{}\"\nsource = \"{}\"\nbase_width = {}\nbase_depth = {}\n", t.name, t.source,
+                   t.base_width, t.base_depth);
+  if (t.base_experts != ParamTable{}.base_experts) s += fmt::format("base_experts = {}\n", t.base_experts);
+  s += fmt::format("attn_logit = {}\n\n", t.attn_logit);
   s += fmt::format("[depth]\nbranch = {}\nshortcut = {}\n", t.branch, t.shortcut);
   s += fmt::format("\n[unit]\nbackward = {}\nnonlin = {}\nresidual = {}\nloss = {}\n", t.unit.backward, t.unit.nonlin,
                    t.unit.residual, t.unit.loss);
   for (Role r : all_roles()) {
+    if (r >= Role::Router && role_is_default(t, r)) continue;  // the default_row: implied
     const RoleExponents& e = t.row(r);
     s += fmt::format("\n[roles.{}]\n", role_name(r));
-    for (const RoleColumn& col : role_columns())
+    for (const RoleColumn& col : role_columns()) {
+      if (col.families && col.omitted_when_zero && all_zero(e.*col.families)) continue;
       s += fmt::format("{} = {}\n", col.key, col.families ? families_toml(e.*col.families) : fmt::format("{}", e.*col.scalar));
+    }
   }
   return s;
 }
@@ -178,12 +191,16 @@ nlohmann::json param_to_json(const ParamTable& t) {
   j["base_depth"] = t.base_depth;
   j["attn_logit"] = t.attn_logit;
   j["depth"] = {{"branch", t.branch}, {"shortcut", t.shortcut}};
+  if (t.base_experts != ParamTable{}.base_experts) j["base_experts"] = t.base_experts;
   for (Role r : all_roles()) {
+    // The router and expert rows only where they differ from their default_row, the expert-count
+    // column only where nonzero: every table from before them keeps its JSON and fingerprint.
+    if (r >= Role::Router && role_is_default(t, r)) continue;
     const RoleExponents& e = t.row(r);
     nlohmann::json& jr = j["roles"][role_name(r)];
     for (const RoleColumn& col : role_columns()) {
       if (col.families) {
-        jr[col.key] = families_json(e.*col.families);
+        if (!(col.omitted_when_zero && all_zero(e.*col.families))) jr[col.key] = families_json(e.*col.families);
       } else if (!(col.omitted_when_zero && e.*col.scalar == 0)) {
         jr[col.key] = e.*col.scalar;  // unit: only where set, so older tables keep their JSON and fingerprint
       }
@@ -206,7 +223,12 @@ ParamTable param_from_json(const nlohmann::json& j) {
   t.attn_logit = j.at("attn_logit").get<double>();
   t.branch = j.at("depth").at("branch").get<double>();
   t.shortcut = j.at("depth").at("shortcut").get<double>();
+  t.base_experts = j.value("base_experts", ParamTable{}.base_experts);
   for (Role r : all_roles()) {
+    if (!j.at("roles").contains(role_name(r)) && r >= Role::Router) {
+      t.row(r) = default_row(t, r);  // written only where it differs (param_to_json)
+      continue;
+    }
     const auto& jr = j.at("roles").at(role_name(r));
     RoleExponents& e = t.row(r);
     const char* muon = family_name(OptFamily::Muon);
@@ -214,6 +236,7 @@ ParamTable param_from_json(const nlohmann::json& j) {
     const bool older = !jr.at("lr").contains(muon);
     for (const RoleColumn& col : role_columns()) {
       if (col.families) {
+        if (col.omitted_when_zero && !jr.contains(col.key)) continue;
         const auto& jf = jr.at(col.key);
         for (int f = 0; f < kNumFamilies; ++f) {
           const char* fam = family_name(static_cast<OptFamily>(f));

@@ -23,10 +23,13 @@ struct ScaleContext {
   // leading [members] dimension, inputs are [members, batch, ...] and logits [members, batch, ...];
   // member e computes exactly what a single model with member e's tensors computes.
   int members = 0;
+  // > 0: a mixture of this many experts (models/moe.cpp); the table's experts_lr acts through e().
+  int experts = 0;
   double m() const { return table.width_mult(width); }
   double k() const { return table.depth_mult(depth); }
+  double e() const { return table.experts_mult(experts); }
   TensorScale scale(Role r, bool in_block, double base_std = 0) const {
-    return tensor_scale(table, r, family, m(), k(), in_block, base_std);
+    return tensor_scale(table, r, family, m(), k(), in_block, base_std, e());
   }
 };
 

@@ -116,6 +116,21 @@ bool writes_llama_fields(const ModelConfig& m) {
   return k && k->gqa;
 }
 
+// [model], the mixture-of-experts fields: read under any kind, written only for a kind with experts.
+template <class X, class F>
+void moe_fields(X& x, F&& f) {
+  f("experts", x.experts, Positive{"e.g. experts = 8 (at least 1)"});
+  f("top_k", x.top_k, Positive{"e.g. top_k = 2 (at most model.experts)"});
+  f("granularity", x.granularity, Positive{"e.g. granularity = 1 (expert hidden width = SwiGLU width / granularity)"});
+  f("aux_coef", x.aux_coef, NonNegative{"e.g. aux_coef = 0.01 (0: no balance loss)"});
+  f("shared_expert", x.shared_expert);
+}
+
+bool writes_moe_fields(const ModelConfig& m) {
+  const ModelKind* k = find_model_kind(m.kind);
+  return k && k->experts;
+}
+
 // [hp]
 template <class X, class F>
 void hp_fields(X& x, F&& f) {
@@ -222,9 +237,11 @@ auto write_into(nlohmann::json& j) {
 void read_model(const TomlReader& r, ModelConfig& m) {
   model_fields(m, read_from(r));
   llama_fields(m, read_from(r));
+  moe_fields(m, read_from(r));
   r.reject_unknown();
   model_fields(m, check_with(r));
   llama_fields(m, check_with(r));
+  moe_fields(m, check_with(r));
 }
 
 void read_hp(const TomlReader& r, Hyper& h) {
@@ -317,6 +334,7 @@ nlohmann::json train_config_to_json(const TrainConfig& c) {
   nlohmann::json j;
   model_fields(c.model, write_into(j["model"]));
   if (writes_llama_fields(c.model)) llama_fields(c.model, write_into(j["model"]));
+  if (writes_moe_fields(c.model)) moe_fields(c.model, write_into(j["model"]));
   param_fields(c, write_into(j["param"]));
   hp_fields(c.hp, write_into(j["hp"]));
   optim_fields(c.optim, write_into(j["optim"]));

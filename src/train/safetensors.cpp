@@ -222,7 +222,7 @@ size_t import_safetensors(const std::string& file, const std::string& config_tom
   if (!by_name.empty())
     throw UserError(file, by_name.begin()->first, "is in the file but not in the model",
                     "use the config the file was exported with");
-  auto opt = make_optimizer(meta.config.optim, param_groups(params, ctx));
+  auto opt = make_optimizer(meta.config.optim, param_groups(params, model->context()));
   const std::string made = first_missing_parent(out_checkpoint);  // removed again if the write fails
   ensure_parent_dir(out_checkpoint, "--out");
   try {

@@ -38,7 +38,7 @@ double evaluate(Model& model, const DataSource& data, const TrainConfig& cfg, to
   std::vector<torch::Tensor> losses;
   for (int64_t i = 0; i < cfg.train.eval_batches; ++i) {
     Batch b = data.batch(Split::Val, i, cfg.train.batch_size, dp.rank(), dp.world());
-    losses.push_back(model.loss(compat::to_device_async(b.x, dev), compat::to_device_async(b.y, dev)).detach());
+    losses.push_back(model.cross_entropy(compat::to_device_async(b.x, dev), compat::to_device_async(b.y, dev)).detach());
   }
   double total = 0;
   for (const double l : to_host(losses)) total += l;
@@ -94,7 +94,7 @@ RunSummary train_run(const TrainConfig& cfg, const RunOptions& opts) {
     low_precision = std::make_unique<precision::Scope>(pformat);
     for (const auto& p : model->tagged_parameters()) low_precision->name_tensor(p.tensor, p.name);
   }
-  auto opt = make_optimizer(cfg.optim, param_groups(model->tagged_parameters(), ctx));
+  auto opt = make_optimizer(cfg.optim, param_groups(model->tagged_parameters(), model->context()));
 
   RunSummary s;
   s.rank = dp.rank();

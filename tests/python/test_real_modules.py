@@ -123,7 +123,29 @@ class Experts(nn.Module):
         return x
 
 
+class MoeBlocks(nn.Module):
+    """Two blocks, each a router nn.Linear(d, E) and bare experts [E, 4d, d] (a plain-PyTorch mixture)."""
+
+    def __init__(self, d, E=4):
+        super().__init__()
+        self.blocks = nn.ModuleList(nn.ModuleDict({"router": nn.Linear(d, E, bias=False)}) for _ in range(2))
+        for b in self.blocks:
+            b.register_parameter("experts", nn.Parameter(torch.randn(E, 4 * d, d) / math.sqrt(d)))
+
+    def forward(self, x):
+        return x
+
+
 class Roles(unittest.TestCase):
+    def test_mixture_roles_from_shapes(self):
+        # A router: fan-in grows, fan-out E fixed, inside a repeated block (a readout never is).
+        r = roles(scaleinv.plan(MoeBlocks(128), MoeBlocks(32), MoeBlocks(64), param="mup"))
+        self.assertEqual(r["blocks.0.router.weight"]["role"], "router", r["blocks.0.router.weight"])
+        self.assertEqual(r["blocks.1.experts"]["role"], "expert", r["blocks.1.experts"])
+        # Under mup the router takes the readout row: Adam LR 1/m with its multiplier folded in (m = 4),
+        # as the ViT's head.
+        self.assertAlmostEqual(r["blocks.0.router.weight"]["lr"], 0.25)
+
     @unittest.skipIf(VisionTransformer is None, "torchvision is not installed")
     def test_vit_roles_from_owners_and_bare_parameters(self):
         r = roles(scaleinv.plan(vit(128), vit(64), vit(96), param="mup"))
@@ -144,8 +166,9 @@ class Roles(unittest.TestCase):
         r = roles(scaleinv.plan(Experts(128), Experts(32), Experts(64), param="mup"))
         self.assertEqual(r["pos"]["role"], "vector")
         for name in ("w_in", "w_out"):
-            self.assertEqual(r[name]["role"], "hidden", r[name])
-            self.assertIn("2 growing dimensions", r[name]["why"])
+            # [E, out, in] with E fixed: E experts' matrices (docs/moe.md), under mup the hidden row.
+            self.assertEqual(r[name]["role"], "expert", r[name])
+            self.assertIn("E experts", r[name]["why"])
         self.assertEqual((r["w_in"]["fan_out"], r["w_in"]["fan_in"]), (512, 128))
         self.assertAlmostEqual(r["w_in"]["lr"], 0.25)  # mup Adam: 1 / fan-in ratio
 

@@ -1,0 +1,114 @@
+// Mixture-of-experts decoder (models/model_kinds.h row "moe"; docs/moe.md; refs. [switch],
+// [mup-moe], [completep-moe]): the Llama decoder (models/llama.cpp) with each block's MLP a mixture
+// of E SwiGLU experts:
+//
+//   z = d^-a_r W_r x                          W_r: [E, d], role Router (fan-in d, fan-out E)
+//   p = softmax(z),  S = top-k of p,  g_j = p_j / sum_{i in S} p_i     (renormalised over the k chosen)
+//   y = sum_{j in S} g_j  W_down,j (silu(W_gate,j x) * W_up,j x)  [+ SwiGLU_shared(x)]
+//
+// W_gate, W_up: [E, n, d], W_down: [E, d, n], role Expert (E hidden matrices; forward multiplier
+// d^-a of the expert row), n = swiglu_hidden(d) / granularity rounded up to model.ffn_multiple.
+// Dispatch is dropless: the N k (token, expert) pairs are sorted by expert and each expert runs one
+// matmul on its contiguous slice (no capacity, no dropped token), the outputs are weighted by g and
+// added back to their tokens (index_add).
+//
+// Balance loss (Switch Transformer, ref. [switch] eq. 4): B = E sum_j f_j P_j, f_j the share of the
+// N k assignments that went to expert j, P_j the mean router probability of j; 1 when the routing
+// is uniform. The model's aux loss is model.aux_coef times the mean of B over the blocks (a mean, so
+// the coefficient means the same at every depth); Model::loss adds it to the cross-entropy.
+//
+// The model is models/llama_layers.h's LlamaDecoder with this feed-forward in every block. Records:
+// as the Llama ("embed", "block{l}", "logits") plus "router{l}" (the router logits z of block l,
+// role Router), which the coordinate check judges as a readout of the stream.
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "core/errors.h"
+#include "models/llama_layers.h"
+#include "models/model_kinds.h"
+#include "models/zoo.h"
+
+namespace scaleinv {
+
+namespace {
+
+class MoeFeedForward : public FeedForward {
+ public:
+  MoeFeedForward(int64_t d, const ModelConfig& cfg, const ScaleContext& ctx, const Hyper& hp)
+      : experts_(cfg.experts), top_k_(cfg.top_k) {
+    const int64_t n = expert_hidden(cfg.width, cfg.ffn_multiple, cfg.granularity);  // model_kinds.h
+    router_ = register_module(
+        "router", std::make_shared<Dense>(d, experts_, DenseOptions(Role::Router).in_block(true).base_std(width_fan_in_std(d, ctx)), ctx, hp));
+    auto expert = [&](const char* name, int64_t out, int64_t in) {
+      const ParamTag tag{Role::Expert, true, width_fan_in_std(in, ctx)};
+      return add_param(name, torch::randn({experts_, out, in}) * init_std(tag, ctx, hp), tag);
+    };
+    gate_ = expert("gate", n, d);
+    up_ = expert("up", n, d);
+    down_ = expert("down", d, n);
+    mult_ = role_multiplier(Role::Expert, true, ctx);
+    if (cfg.shared_expert) shared_ = register_module("shared", std::make_shared<SwiGlu>(d, n, ctx, hp));
+  }
+
+  torch::Tensor forward(const torch::Tensor& x) override {
+    const int64_t d = x.size(-1);
+    const torch::Tensor flat = x.reshape({-1, d});
+    const int64_t N = flat.size(0), E = experts_, k = top_k_;
+    logits_ = router_->forward(flat);                      // [N, E]
+    const torch::Tensor probs = torch::softmax(logits_, -1);
+    auto [top_p, top_i] = probs.topk(k, -1);               // [N, k]
+    const torch::Tensor gates = top_p / top_p.sum(-1, true);
+    // Balance loss: f_j from the (non-differentiable) assignment counts, P_j from the probabilities.
+    const torch::Tensor flat_i = top_i.reshape({-1});      // [N k], pair p = token p / k
+    const torch::Tensor counts = torch::bincount(flat_i, {}, E);
+    balance_ = static_cast<double>(E) * (counts.to(probs.scalar_type()) / static_cast<double>(N * k) * probs.mean(0)).sum();
+    // Dropless dispatch: pairs sorted by expert, one matmul per expert on its slice.
+    const torch::Tensor order = std::get<1>(flat_i.sort(/*stable=*/c10::optional<bool>(true), 0, false));
+    const torch::Tensor token = torch::div(order, k, "floor");
+    const torch::Tensor xs = flat.index_select(0, token);  // [N k, d]
+    const torch::Tensor per = counts.cpu();
+    const int64_t* c = per.data_ptr<int64_t>();
+    std::vector<torch::Tensor> ys;
+    int64_t off = 0;
+    for (int64_t j = 0; j < E; ++j) {
+      if (c[j] == 0) continue;
+      const torch::Tensor s = xs.narrow(0, off, c[j]);
+      const torch::Tensor h = torch::silu(torch::matmul(s, gate_[j].t()) * mult_) * (torch::matmul(s, up_[j].t()) * mult_);
+      ys.push_back(torch::matmul(h, down_[j].t()) * mult_);
+      off += c[j];
+    }
+    const torch::Tensor w = gates.reshape({-1}).index_select(0, order).unsqueeze(1);
+    torch::Tensor out = torch::zeros_like(flat).index_add(0, token, torch::cat(ys) * w);
+    if (shared_) out = out + shared_->forward(flat);
+    return out.view(x.sizes());
+  }
+
+  torch::Tensor router_logits() const override { return logits_; }  // z of the last forward, [N, E]
+  torch::Tensor balance() const override { return balance_; }
+
+ private:
+  int64_t experts_, top_k_;
+  std::shared_ptr<Dense> router_;
+  torch::Tensor gate_, up_, down_;
+  double mult_ = 1;
+  std::shared_ptr<SwiGlu> shared_;
+  torch::Tensor logits_, balance_;
+};
+
+}  // namespace
+
+std::shared_ptr<FeedForward> make_moe_feed_forward(int64_t d, const ModelConfig& cfg, const ScaleContext& ctx,
+                                                   const Hyper& hp) {
+  validate_model_config(cfg, ctx);
+  return std::make_shared<MoeFeedForward>(d, cfg, ctx, hp);
+}
+
+std::shared_ptr<Model> make_moe(const ModelConfig& cfg, const ScaleContext& ctx, const Hyper& hp) {
+  ScaleContext c = ctx;
+  c.experts = cfg.experts;  // the table's experts_lr acts through c.e() (and the optimizer's groups)
+  return std::make_shared<LlamaDecoder>(cfg, c, hp, [&] { return std::make_shared<MoeFeedForward>(cfg.width, cfg, c, hp); });
+}
+
+}  // namespace scaleinv

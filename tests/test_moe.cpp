@@ -1,0 +1,192 @@
+// The mixture of experts (models/moe.cpp, docs/moe.md): the dropless dispatch against a per-token
+// reference, the balance loss, the aux loss in the training objective, the expert-count LR column,
+// the router/expert rows of the table, and bad input.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <map>
+#include <string>
+
+#include "core/errors.h"
+#include "fixtures.h"
+#include "models/llama_layers.h"
+#include "models/model.h"
+#include "models/model_kinds.h"
+#include "optim/optimizer.h"
+#include "param/table.h"
+
+using namespace scaleinv;
+using scaleinv::testing::user_error_of;
+
+namespace {
+
+ModelConfig moe_config(int experts, int top_k) {
+  ModelConfig mc;
+  mc.kind = "moe";
+  mc.width = 64;
+  mc.depth = 2;
+  mc.vocab = 32;
+  mc.seq_len = 8;
+  mc.experts = experts;
+  mc.top_k = top_k;
+  return mc;
+}
+
+std::map<std::string, torch::Tensor> params_of(torch::nn::Module& m) {
+  std::map<std::string, torch::Tensor> p;
+  for (const auto& kv : m.named_parameters()) p[kv.key()] = kv.value();
+  return p;
+}
+
+}  // namespace
+
+// Sorting the (token, expert) pairs by expert and running one matmul per expert gives, token by
+// token, sum over the k chosen experts of g_j SwiGLU_j(x) with g the renormalised top-k softmax.
+TEST(Moe, DroplessDispatchMatchesThePerTokenSum) {
+  torch::manual_seed(0);
+  const ModelConfig mc = moe_config(6, 2);
+  const ScaleContext ctx{load_param("mup-moe"), OptFamily::Adam, 64, 2};
+  auto ffn = make_moe_feed_forward(64, mc, ctx, Hyper{});
+  auto p = params_of(*ffn);
+  ASSERT_EQ(p.at("gate").sizes().vec(), (std::vector<int64_t>{6, expert_hidden(64, 16, 1), 64}));
+  ASSERT_EQ(p.at("down").sizes().vec(), (std::vector<int64_t>{6, 64, expert_hidden(64, 16, 1)}));
+  ASSERT_EQ(p.at("router.weight").sizes().vec(), (std::vector<int64_t>{6, 64}));
+  torch::NoGradGuard ng;
+  const torch::Tensor x = torch::randn({3, 5, 64});
+  const torch::Tensor y = ffn->forward(x).reshape({-1, 64});
+  const torch::Tensor flat = x.reshape({-1, 64});
+  const double mr = ctx.scale(Role::Router, true).multiplier, me = ctx.scale(Role::Expert, true).multiplier;
+  for (int64_t t = 0; t < flat.size(0); ++t) {
+    const torch::Tensor xt = flat[t];
+    const torch::Tensor probs = torch::softmax(torch::mv(p.at("router.weight"), xt) * mr, 0);
+    auto [top_p, top_i] = probs.topk(2);
+    torch::Tensor want = torch::zeros({64});
+    for (int64_t s = 0; s < 2; ++s) {
+      const int64_t j = top_i[s].item<int64_t>();
+      const torch::Tensor h = torch::silu(torch::mv(p.at("gate")[j], xt) * me) * (torch::mv(p.at("up")[j], xt) * me);
+      want += (top_p[s] / top_p.sum()) * torch::mv(p.at("down")[j], h) * me;
+    }
+    EXPECT_TRUE(torch::allclose(y[t], want, 1e-5, 1e-6)) << "token " << t;
+  }
+}
+
+// Switch eq. 4: B = E sum_j f_j P_j is 1 when the router is uniform, whatever the top-k ties pick
+// (sum_j f_j = 1, P_j = 1/E); B grows when one expert takes most of the probability and the tokens.
+TEST(Moe, BalanceLossIsOneForUniformRouting) {
+  torch::manual_seed(1);
+  const ModelConfig mc = moe_config(8, 2);
+  const ScaleContext ctx{load_param("mup-moe"), OptFamily::Adam, 64, 2};
+  auto ffn = make_moe_feed_forward(64, mc, ctx, Hyper{});
+  torch::NoGradGuard ng;
+  params_of(*ffn).at("router.weight").zero_();
+  ffn->forward(torch::randn({4, 8, 64}));
+  EXPECT_NEAR(ffn->balance().item<double>(), 1.0, 1e-6);
+  EXPECT_EQ(ffn->router_logits().sizes().vec(), (std::vector<int64_t>{32, 8}));
+  // Expert 0 favoured for every token: f_0 = 1/2 (top-2), P_0 > 1/E, so B > 1.
+  params_of(*ffn).at("router.weight")[0].fill_(1.0);
+  ffn->forward(torch::ones({4, 8, 64}));
+  EXPECT_GT(ffn->balance().item<double>(), 1.5);
+}
+
+// The training objective is the cross-entropy plus aux_coef times the blocks' mean balance loss;
+// evaluation reads the cross-entropy alone.
+TEST(Moe, AuxLossIsInTheTrainingObjectiveOnly) {
+  ModelConfig mc = moe_config(4, 2);
+  mc.aux_coef = 0.5;
+  const ScaleContext ctx{load_param("mup-moe"), OptFamily::Adam, 64, 2};
+  torch::manual_seed(2);
+  auto m = build_model(mc, ctx, Hyper{});
+  EXPECT_EQ(m->context().experts, 4);
+  const torch::Tensor x = torch::randint(0, 32, {2, 8}), y = torch::randint(0, 32, {2, 8});
+  torch::NoGradGuard ng;
+  const double ce = m->cross_entropy(x, y).item<double>();
+  const double total = m->loss(x, y).item<double>();
+  // B >= 1 (Cauchy-Schwarz on uniform f and P: B = 1 at its minimum over balanced routing; near
+  // init the router is almost uniform under muP, logits ~ d^-1/2), so the aux term is about 0.5.
+  EXPECT_GT(total - ce, 0.5 * 0.9);
+  EXPECT_LT(total - ce, 0.5 * 1.5);
+  mc.aux_coef = 0;
+  torch::manual_seed(2);
+  auto plain = build_model(mc, ctx, Hyper{});
+  EXPECT_DOUBLE_EQ(plain->loss(x, y).item<double>(), plain->cross_entropy(x, y).item<double>());
+}
+
+// The expert-count column (table.h RoleExponents::experts_lr): under mup-moe an expert's SGD LR
+// grows like E / E_0 (its token share k/E shrinks its gradient), Adam's does not; a dense tensor's
+// LR does not see E at all.
+TEST(Moe, ExpertCountScalesTheSgdLrOfRouterAndExperts) {
+  const ParamTable t = load_param("mup-moe");
+  EXPECT_EQ(t.base_experts, 4);
+  for (const auto& [family, want] : {std::pair{OptFamily::SGD, 4.0}, std::pair{OptFamily::Adam, 1.0}}) {
+    ModelConfig mc = moe_config(16, 2);
+    ScaleContext ctx{t, family, 64, 2};
+    torch::manual_seed(0);
+    auto m = build_model(mc, ctx, Hyper{});
+    std::map<std::string, double> lr;
+    for (const ParamGroup& g : param_groups(m->tagged_parameters(), m->context())) lr[g.name] = g.lr_mult;
+    EXPECT_DOUBLE_EQ(lr.at("blocks.0.mlp.gate"), want);
+    EXPECT_DOUBLE_EQ(lr.at("blocks.0.mlp.router.weight"), want);
+    EXPECT_DOUBLE_EQ(lr.at("blocks.0.attn.q.weight"), 1.0);  // base width: no width factor either
+  }
+}
+
+// The router takes the dense table's readout row and the experts its hidden row; a dense table
+// writes neither (its JSON, and so its fingerprint, are what they were before the roles existed);
+// the MoE rows survive TOML and JSON.
+TEST(Moe, RouterAndExpertRowsOfTheTable) {
+  const ParamTable mup = load_param("mup"), moe = load_param("mup-moe");
+  EXPECT_TRUE(role_is_default(mup, Role::Router));
+  EXPECT_TRUE(role_is_default(mup, Role::Expert));
+  EXPECT_FALSE(is_moe_table(mup));
+  EXPECT_TRUE(is_moe_table(moe));
+  EXPECT_FALSE(param_to_json(mup).at("roles").contains("router"));
+  EXPECT_FALSE(param_to_json(mup).contains("base_experts"));
+  EXPECT_EQ(moe.row(Role::Router).a, mup.row(Role::Readout).a);
+  EXPECT_EQ(moe.row(Role::Router).c, mup.row(Role::Readout).c);
+  EXPECT_EQ(moe.row(Role::Expert).c[static_cast<int>(OptFamily::Adam)], mup.row(Role::Hidden).c[static_cast<int>(OptFamily::Adam)]);
+  EXPECT_EQ(moe.row(Role::Expert).experts_lr[static_cast<int>(OptFamily::SGD)], -1.0);
+  EXPECT_TRUE(param_to_json(moe).at("roles").contains("router"));
+  EXPECT_EQ(param_from_json(param_to_json(moe)), moe);
+  EXPECT_EQ(param_from_toml_string(param_to_toml(moe), "moe.toml"), moe);
+  EXPECT_EQ(param_from_json(param_to_json(mup)), mup);
+  EXPECT_EQ(param_from_toml_string(param_to_toml(mup), "mup.toml"), mup);
+  // CompleteP-MoE: the router inside a block takes the block's depth exponents.
+  const ParamTable cp = load_param("completep-moe");
+  EXPECT_EQ(cp.row(Role::Router).depth_lr, cp.row(Role::Hidden).depth_lr);
+  EXPECT_EQ(cp.row(Role::Router).depth_eps, 1.0);
+  EXPECT_EQ(cp.branch, 1.0);
+  // A partial [roles.router] row sits over the readout row.
+  const ParamTable part = param_from_toml_string(param_to_toml(mup) + "\n[roles.router]\nb = 1\n", "p.toml");
+  EXPECT_EQ(part.row(Role::Router).b, 1.0);
+  EXPECT_EQ(part.row(Role::Router).a, mup.row(Role::Readout).a);
+}
+
+TEST(Moe, BadInput) {
+  const ParamTable t = load_param("mup-moe");
+  auto field_of = [&](std::function<void(ModelConfig&)> edit) {
+    ModelConfig mc = moe_config(4, 2);
+    edit(mc);
+    ScaleContext ctx{t, OptFamily::Adam, mc.width, mc.depth};
+    return user_error_of([&] { build_model(mc, ctx, Hyper{}); });
+  };
+  auto names = [](const std::string& msg, const std::string& field) {
+    return msg.find("'" + field + "'") != std::string::npos;
+  };
+  EXPECT_TRUE(names(field_of([](ModelConfig& m) { m.experts = 0; }), "model.experts"));
+  EXPECT_TRUE(names(field_of([](ModelConfig& m) { m.top_k = 5; }), "model.top_k"));
+  EXPECT_TRUE(names(field_of([](ModelConfig& m) { m.top_k = 0; }), "model.top_k"));
+  EXPECT_TRUE(names(field_of([](ModelConfig& m) { m.aux_coef = -0.1; }), "model.aux_coef"));
+  EXPECT_TRUE(names(field_of([](ModelConfig& m) { m.granularity = 0; }), "model.granularity"));
+  EXPECT_TRUE(names(field_of([](ModelConfig& m) { m.kv_heads = 3; }), "model.kv_heads"));
+  // A mixture-of-experts table on a dense model.
+  ModelConfig llama;
+  llama.kind = "llama";
+  ScaleContext ctx{t, OptFamily::Adam, llama.width, llama.depth};
+  const std::string msg = user_error_of([&] { build_model(llama, ctx, Hyper{}); });
+  EXPECT_TRUE(names(msg, "param.name")) << msg;
+  EXPECT_NE(msg.find("moe"), std::string::npos) << msg;
+  // base_experts must be positive.
+  EXPECT_NE(user_error_of([] { param_from_toml_string("base_experts = 0\n[roles]\n", "x.toml"); }).find("base_experts"),
+            std::string::npos);
+}
