@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <optional>
 #include <filesystem>
 #include <fstream>
@@ -378,4 +379,41 @@ TEST(TrainCli, TrainThenSampleAppliesTheTrainingMultipliers) {
     ASSERT_EQ(cold.code, 0) << cold.err;
     EXPECT_EQ(cold.out, r.out) << "temperature " << t;
   }
+}
+
+// Issue 36: a tied Llama (one tensor for the embedding and the readout, the readout's multiplier and
+// init ratio in the forward; models/zoo.h tied_logits) trains to the loss of the untied one at the
+// base shape, where every multiplier of mup is 1. Four seeds each; the two means may differ by no
+// more than Welch's 95% bound on the difference (t_{0.975, 6} = 2.447: 4 + 4 seeds, equal sizes), and
+// both must have learned (below the chain's unigram entropy).
+TEST(Train, TiedLlamaTrainsToTheUntiedLossAtTheBaseShape) {
+  auto losses = [](bool tied) {
+    std::vector<double> v;
+    double entropy = 0;
+    for (int seed = 0; seed < 4; ++seed) {
+      const RunSummary s = train_run(
+          small_gpt({"model.kind=\"llama\"", fmt::format("model.tied={}", tied), fmt::format("train.seed={}", seed),
+                     "train.steps=150", "train.eval_batches=8"}),
+          in_memory());
+      v.push_back(s.final_val_loss);
+      entropy = s.unigram_entropy;
+    }
+    return std::make_pair(v, entropy);
+  };
+  auto mean_var = [](const std::vector<double>& v) {
+    double m = 0, q = 0;
+    for (double x : v) m += x / static_cast<double>(v.size());
+    for (double x : v) q += (x - m) * (x - m) / static_cast<double>(v.size() - 1);
+    return std::make_pair(m, q);
+  };
+  const auto [tied, entropy] = losses(true);
+  const auto [untied, entropy2] = losses(false);
+  const auto [mt, vt] = mean_var(tied);
+  const auto [mu, vu] = mean_var(untied);
+  const double bound = 2.447 * std::sqrt(vt / 4 + vu / 4);
+  std::printf("tied %.4f, untied %.4f (4 seeds each); |difference| bound %.4f; unigram entropy %.4f\n", mt, mu, bound,
+              entropy);
+  EXPECT_LE(std::fabs(mt - mu), bound) << "tied " << mt << " untied " << mu;
+  EXPECT_LT(mt, entropy);
+  EXPECT_LT(mu, entropy2);
 }
