@@ -41,7 +41,7 @@ std::string render_table(const ParamTable& t) {
   s += header + std::string(header.size() - 1, '-') + "\n";
   bool moe = false;
   for (Role r : all_roles()) {
-    if (r >= Role::Router && role_is_default(t, r)) continue;  // a dense table's implied rows
+    if (role_is_default(t, r)) continue;  // a dense table's implied rows
     moe = moe || r >= Role::Router;
     const RoleExponents& e = t.row(r);
     s += row_of(role_name(r), [&e](const RoleColumn& col, int f) {
@@ -66,7 +66,7 @@ std::string render_table(const ParamTable& t) {
     s += "unit scaling: the op carries sigma_0^u of the base-shape fan-in scale sigma_0 = 1/sqrt(fan_in/m) "
          "(init std sigma_0^(1-u) m^-b)\n  u:";
     for (Role r : all_roles())
-      if (r < Role::Router || !role_is_default(t, r)) s += fmt::format(" {}={}", role_name(r), format_fraction(t.row(r).unit));
+      if (!role_is_default(t, r)) s += fmt::format(" {}={}", role_name(r), format_fraction(t.row(r).unit));
     auto on = [](bool b) { return b ? "on" : "off"; };
     s += fmt::format("\n  ops: unit backward {}, nonlinearity corrections {}, residual tau rule {}, "
                      "unit cross-entropy gradient {}\n",

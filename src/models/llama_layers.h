@@ -134,6 +134,7 @@ class LlamaBlock : public TaggedModule {
     if (!mlp) mlp = std::make_shared<SwiGlu>(d, swiglu_hidden(cfg.width, cfg.ffn_multiple), ctx, hp);
     mlp_ = register_module("mlp", std::move(mlp));
   }
+  const FeedForward& mlp() const { return *mlp_; }
   torch::Tensor forward(const torch::Tensor& h) {
     torch::Tensor a = attn_->forward(norm1_->forward(h));
     torch::Tensor x = h + (beta_ == 1.0 ? a : a * beta_);
@@ -146,9 +147,6 @@ class LlamaBlock : public TaggedModule {
   std::shared_ptr<RmsGain> norm1_, norm2_;
   std::shared_ptr<GqaAttention> attn_;
   std::shared_ptr<FeedForward> mlp_;
-
- public:
-  const FeedForward& mlp() const { return *mlp_; }
 };
 
 // The decoder llama and moe are (models/llama.cpp's header comment): token embedding (no

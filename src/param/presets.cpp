@@ -149,11 +149,10 @@ ParamTable moe_rows(ParamTable t, const std::string& name) {
   t.name = name;
   t.source = fmt::format("{} ({}) with router = readout row, experts = hidden row, SGD LR x E/E_0 (docs/moe.md; "
                          "refs. [mup-moe], [completep-moe])", dense, t.source);
-  RoleExponents router = t.row(Role::Readout), expert = t.row(Role::Hidden);
+  RoleExponents router = default_row(t, Role::Router), expert = default_row(t, Role::Expert);
   router.depth_lr = expert.depth_lr;  // in a block: the block's depth exponents
   router.depth_wd = expert.depth_wd;
   router.depth_eps = expert.depth_eps;
-  derive_muon_column(expert, Role::Expert);
   for (RoleExponents* e : {&router, &expert}) e->experts_lr = {-1.0, 0.0, 0.0, 0.0};
   t.row(Role::Router) = router;
   t.row(Role::Expert) = expert;

@@ -107,7 +107,8 @@ RoleExponents default_row(const ParamTable& t, Role r) {
 }
 
 bool role_is_default(const ParamTable& t, Role r) {
-  return r < Role::Router || t.row(r) == default_row(t, r);
+  // Only the mixture-of-experts rows are left out where implied; every other row is always written.
+  return r >= Role::Router && t.row(r) == default_row(t, r);
 }
 
 bool is_moe_table(const ParamTable& t) {

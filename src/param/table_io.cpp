@@ -172,7 +172,7 @@ std::string param_to_toml(const ParamTable& t) {
   s += fmt::format("\n[unit]\nbackward = {}\nnonlin = {}\nresidual = {}\nloss = {}\n", t.unit.backward, t.unit.nonlin,
                    t.unit.residual, t.unit.loss);
   for (Role r : all_roles()) {
-    if (r >= Role::Router && role_is_default(t, r)) continue;  // the default_row: implied
+    if (role_is_default(t, r)) continue;  // the default_row: implied
     const RoleExponents& e = t.row(r);
     s += fmt::format("\n[roles.{}]\n", role_name(r));
     for (const RoleColumn& col : role_columns()) {
@@ -195,7 +195,7 @@ nlohmann::json param_to_json(const ParamTable& t) {
   for (Role r : all_roles()) {
     // The router and expert rows only where they differ from their default_row, the expert-count
     // column only where nonzero: every table from before them keeps its JSON and fingerprint.
-    if (r >= Role::Router && role_is_default(t, r)) continue;
+    if (role_is_default(t, r)) continue;
     const RoleExponents& e = t.row(r);
     nlohmann::json& jr = j["roles"][role_name(r)];
     for (const RoleColumn& col : role_columns()) {
