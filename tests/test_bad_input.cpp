@@ -275,6 +275,15 @@ std::vector<BadCase> cases() {
   out.push_back({"import_shape_overflows",
                  {{"w.safetensors", st(R"({"a":{"dtype":"F32","shape":[4611686018427387904,4],"data_offsets":[0,0]}})", 0)}},
                  "import --safetensors {D}/w.safetensors --out {D}/c.pt", "{D}/w.safetensors", "more elements"});
+  // Nesting 100000 deep (issue 38: a recursive parser would overflow the stack and kill a Python
+  // process that loaded the library): toml++ stops at 256 levels, nlohmann's parser and destructor
+  // keep their own stack.
+  const std::string deep(100000, '[');
+  out.push_back({"import_header_nested_deep",
+                 {{"w.safetensors", st("{\"a\":" + deep + std::string(100000, ']') + "}", 0)}},
+                 "import --safetensors {D}/w.safetensors --out {D}/c.pt", "{D}/w.safetensors", "'a'"});
+  out.push_back({"train_toml_nested_deep", {{"c.toml", tiny() + "[x]\ny = " + deep + std::string(100000, ']') + "\n"}},
+                 "train --config {D}/c.toml", "{D}/c.toml", "nested"});
   out.push_back({"blas_threads_not_a_count", {}, "theory --param mup --json {D}/t.json", "environment",
                  "SCALEINV_BLAS_THREADS", "SCALEINV_BLAS_THREADS=abc"});
   // launch reads the config before it starts any rank: one line, not one per rank.
@@ -332,7 +341,7 @@ std::set<std::string> listing(const std::string& dir) {
 
 TEST(BadInput, EveryMistakeIsOneLineNamingFileFieldAndFixWithExitCode2AndNothingWritten) {
   const std::vector<BadCase> all = cases();
-  ASSERT_EQ(all.size(), 283u);  // the count docs/reliability.md (and README's results table) states: a new case updates all three
+  ASSERT_EQ(all.size(), 285u);  // the count docs/reliability.md (and README's results table) states: a new case updates all three
   std::printf("%zu bad inputs\n", all.size());  // the count docs/reliability.md states
   const std::string root = scaleinv::testing::temp_dir("bad_input");
   struct Outcome {

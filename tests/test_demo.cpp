@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <sstream>
 
@@ -40,8 +41,34 @@ TEST(Demo, QuickDemoWritesAReportWithEveryStageAndItsPlotsLoad) {
     EXPECT_NE(html.find(part), std::string::npos) << part;
     EXPECT_NE(md.find(part), std::string::npos) << part;
   }
-  // Each parameterization of each sweep carries a verdict (holds / FAILS / cannot tell), whatever it is.
-  for (const char* p : {"| standard |", "| mup |", "| depth-mup |"}) EXPECT_NE(md.find(p), std::string::npos) << p;
+  // The coordinate checks say what the theory predicts (seed 000 eq. 25): under standard the readout's
+  // dh grows with width under Adam; under mup every predicted row matches and every quantity is stable.
+  EXPECT_NE(md.find("dh logits (width, depth 2): unstable, grows with width"), std::string::npos) << md;
+  std::smatch mup_row;
+  ASSERT_TRUE(std::regex_search(md, mup_row, std::regex("\\| mup \\| (\\d+) \\| (\\d+) \\| (\\d+)/(\\d+) \\| PASS \\|"))) << md;
+  EXPECT_EQ(mup_row[1], mup_row[2]);
+  EXPECT_EQ(mup_row[3], mup_row[4]);
+  // Each transfer row: its optimum per scale and its verdict. At the base scale (width 64; depth 2) the
+  // two parameterizations are the same network (every factor (n / n_0)^x is 1), so their optima there
+  // are the same number; the verdict is holds, FAILS or undetermined, marked "(grid edge)" exactly
+  // when an optimum sits on the grid's edge.
+  std::map<std::string, std::string> base_optimum;
+  const std::regex row("\\| (width|depth) transfer \\([^)]*\\) \\| ([a-z-]+) \\| ([^|]*) \\| [^|]* \\| [^|]* \\| ([^|]*) \\|");
+  int rows = 0;
+  for (std::sregex_iterator it(md.begin(), md.end(), row), end; it != end; ++it, ++rows) {
+    const std::string axis = (*it)[1], param = (*it)[2], optima = (*it)[3], verdict = (*it)[4];
+    const std::string base = axis == "width" ? "64: " : "2: ";
+    const size_t at = optima.find(base);
+    ASSERT_NE(at, std::string::npos) << optima;
+    const std::string value = optima.substr(at + base.size(), optima.find(' ', at + base.size()) - at - base.size());
+    if (base_optimum.contains(axis)) EXPECT_EQ(value, base_optimum[axis]) << axis << " " << param;
+    base_optimum[axis] = value;
+    const bool edge = optima.find("(grid edge)") != std::string::npos;
+    const std::string word = edge ? verdict.substr(0, verdict.find(" (grid edge)")) : verdict;
+    EXPECT_TRUE(word == "holds" || word == "FAILS" || word == "undetermined") << verdict;
+    EXPECT_EQ(edge, verdict.ends_with(" (grid edge)")) << optima << " | " << verdict;
+  }
+  EXPECT_EQ(rows, 4) << md;  // standard and mup in width, standard and depth-mup in depth
   EXPECT_EQ(html.find("http://"), std::string::npos);  // self-contained
   EXPECT_TRUE(std::filesystem::exists(dir + "/width-sweep.db"));
   EXPECT_TRUE(std::filesystem::exists(dir + "/depth-sweep.db"));

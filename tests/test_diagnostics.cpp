@@ -342,11 +342,37 @@ TEST(DiagCli, TransportWritesTableAndJson) {
   const auto r = scaleinv::testing::run_cli("--threads 1 diagnose transport --depths 2,4,8 --width 32 --seeds 1 "
                                             "--batch 2 --quiet --json " + json);
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.out.find("verdict:"), std::string::npos) << r.out;
   const nlohmann::json j = nlohmann::json::parse(slurp(json));
   EXPECT_EQ(j["diagnostic"], "transport");
-  EXPECT_EQ(j["series"].size(), 2u);
+  ASSERT_EQ(j["series"].size(), 2u);
   EXPECT_FALSE(std::filesystem::exists(json + ".tmp"));
+  // What seed 000 eqs. 33-35 (Lemma E.5) predict for the linear chain: alpha = L^shortcut, and per RMS
+  // LN a factor (1 + 1/alpha^2)^(-1/2), so the bound (1 + 1/alpha^2)^(-L/2). Each LN's measured factor
+  // is off the lemma's by O(d^-1/2) (A h is orthogonal to h and as large only up to that), and n LNs
+  // add those as a random walk: |ln(norm / bound)| <= 2 sqrt(n / d).
+  const double d = 32;
+  for (const auto& ser : j["series"]) {
+    const double sc = ser["shortcut"];
+    for (const auto& p : ser["points"]) {
+      const double L = p["depth"], alpha = p["alpha"], n = p["n_ln"];
+      EXPECT_DOUBLE_EQ(alpha, std::pow(L, sc));
+      EXPECT_EQ(n, L);
+      EXPECT_NEAR(double(p["bound"]), std::pow(1 + 1 / (alpha * alpha), -L / 2), 1e-12);
+      EXPECT_LE(std::abs(std::log(double(p["norm_gmean"]) / double(p["bound"]))), 2 * std::sqrt(n / d))
+          << "shortcut " << sc << " depth " << L;
+    }
+  }
+  // alpha = 1 shrinks by 2^(-1/2) per block (log slope -ln 2 / 2) and the fit's interval holds it;
+  // alpha = L keeps the chain's norm near 1 (bound's smallest 0.8, at L = 2).
+  const auto& one = j["series"][0];
+  const auto& big = j["series"][1];
+  EXPECT_NEAR(double(one["bound_slope"]), -std::log(2.0) / 2, 1e-12);
+  EXPECT_LT(double(one["log_norm_slope"]["hi"]), 0);
+  EXPECT_LE(double(one["log_norm_slope"]["lo"]), double(one["bound_slope"]));
+  EXPECT_GE(double(one["log_norm_slope"]["hi"]), double(one["bound_slope"]));
+  EXPECT_GE(double(big["min_norm"]), 0.8 * std::exp(-2 * std::sqrt(2 / d)));
+  EXPECT_NE(r.out.find("verdict: alpha = 1: shrinks exponentially"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("alpha = L: bounded, smallest norm"), std::string::npos) << r.out;
 }
 
 TEST(DiagCli, BadInputIsOneLineExit2) {

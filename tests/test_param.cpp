@@ -139,6 +139,26 @@ TEST(ParamIO, ExampleCustomFileMatchesMupExceptAttention) {
   EXPECT_DOUBLE_EQ(t.attn_logit, 0.5);
 }
 
+// A bare preset name is the preset even where the working directory holds a folder or a file of that
+// name (a clone of microsoft/mup is a folder "mup"); "./NAME" reads the file, and a bare name that is
+// no preset reads the file as before.
+TEST(ParamIO, PresetNameWinsOverAFolderOrFileOfThatName) {
+  const std::string dir = scaleinv::testing::temp_dir("param_preset_name");
+  std::filesystem::create_directories(dir + "/mup");
+  ParamTable custom = preset("mup");
+  custom.name = "mine";
+  write(dir + "/sp", param_to_toml(custom));
+  write(dir + "/mine", param_to_toml(custom));
+  const auto cwd = std::filesystem::current_path();
+  std::filesystem::current_path(dir);
+  EXPECT_EQ(param_fingerprint(load_param("mup")), param_fingerprint(preset("mup")));
+  EXPECT_EQ(param_fingerprint(load_param("sp")), param_fingerprint(preset("sp")));
+  EXPECT_EQ(load_param("./sp").name, "mine");
+  EXPECT_EQ(load_param("mine").name, "mine");
+  EXPECT_THROW(load_param("./mup"), UserError);
+  std::filesystem::current_path(cwd);
+}
+
 TEST(ParamIO, BadTomlNamesFileAndField) {
   const std::string dir = scaleinv::testing::temp_dir("param_io");
   const std::string good = scaleinv::param_to_toml(preset("mup"));

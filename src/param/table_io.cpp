@@ -158,7 +158,11 @@ ParamTable param_from_toml_file(const std::string& path) {
 ParamTable load_param(const std::string& name_or_file) {
   const bool looks_like_file = name_or_file.find('/') != std::string::npos ||
                                name_or_file.find(".toml") != std::string::npos;
-  if (looks_like_file || std::filesystem::exists(name_or_file)) return param_from_toml_file(name_or_file);
+  // A bare preset name is the preset even when the working directory holds something of that name
+  // (a clone of microsoft/mup is a folder called "mup"); write ./mup for the file.
+  const auto names = preset_names();
+  const bool is_preset = std::find(names.begin(), names.end(), name_or_file) != names.end();
+  if (looks_like_file || (!is_preset && std::filesystem::exists(name_or_file))) return param_from_toml_file(name_or_file);
   return preset(name_or_file);
 }
 
