@@ -253,6 +253,64 @@ TEST(CoordCheck, MoePassesUnderMupMoeAndNamesTheRouterUnderStandard) {
   EXPECT_TRUE(has_failure(r, "dh block1 ", "unstable")) << failures_text(r);
 }
 
+// The expert-count axis (--experts; coord_result.h "Along the expert count E"): under mup-moe (Adam,
+// experts_lr 0) every predicted row matches, among them the routed tensors' W' at init (E^-1/2) and
+// their first update (E^0); with the LR of router and experts growing like E (experts_lr.adam = -1)
+// the stream's and the router's dh grow with E and the check says so.
+TEST(CoordCheck, MoeExpertAxisPassesUnderMupMoeAndFailsWhenTheLrGrowsWithE) {
+  CoordCheckConfig cc = small_check("moe", "mup-moe");
+  cc.widths = {64};
+  cc.experts = {4, 8, 16, 32};
+  const CoordCheckResult good = run_coordcheck(cc);
+  EXPECT_TRUE(good.pass()) << failures_text(good);
+  EXPECT_EQ(good.n_assign, 2 * 8 * 2);  // batch 2 x 8 positions, top-2
+  int routed_w = 0, routed_dw = 0;
+  for (const auto& row : good.rows) {
+    ASSERT_EQ(row.axis, "experts");
+    const bool routed = row.layer.find("router.weight") != std::string::npos || row.layer.find("mlp.gate") != std::string::npos;
+    if (routed && row.q == CoordQuantity::WGrad && row.step == 0) {
+      EXPECT_EQ(row.predicted.value_or(9), -0.5) << row.layer;
+      EXPECT_TRUE(row.matches.value_or(false)) << row.layer;
+      ++routed_w;
+    }
+    if (routed && row.q == CoordQuantity::DW && row.step == 1) {
+      EXPECT_EQ(row.predicted.value_or(9), 0.0) << row.layer;
+      EXPECT_TRUE(row.matches.value_or(false)) << row.layer;
+      ++routed_dw;
+    }
+  }
+  EXPECT_EQ(routed_w, 4);   // two routers, two blocks' gate stacks
+  EXPECT_EQ(routed_dw, 4);
+
+  ParamTable bad = preset("mup-moe");
+  bad.name = "lr-grows-with-E";
+  bad.row(Role::Router).experts_lr[static_cast<int>(OptFamily::Adam)] = -1;
+  bad.row(Role::Expert).experts_lr[static_cast<int>(OptFamily::Adam)] = -1;
+  const std::string file = scaleinv::testing::temp_dir("coordcheck_experts") + "/bad.toml";
+  write_file_atomic(file, param_to_toml(bad));
+  cc.train.param = file;
+  const CoordCheckResult r = run_coordcheck(cc);
+  EXPECT_FALSE(r.pass());
+  EXPECT_TRUE(has_failure(r, "dh block1 (experts", "unstable")) << failures_text(r);
+  EXPECT_TRUE(has_failure(r, "dh router2 (experts", "")) << failures_text(r);
+}
+
+// --experts belongs to a mixture, and every count must hold top_k.
+TEST(CoordCheck, ExpertAxisBadInput) {
+  CoordCheckConfig dense = small_check("gpt", "mup");
+  dense.experts = {4, 8};
+  CoordCheckConfig moe = small_check("moe", "mup-moe");
+  moe.experts = {1, 8};  // top_k = 2
+  for (const CoordCheckConfig& cc : {dense, moe}) {
+    try {
+      run_coordcheck(cc);
+      ADD_FAILURE() << "accepted";
+    } catch (const UserError& e) {
+      EXPECT_NE(std::string(e.what()).find("--experts"), std::string::npos) << e.what();
+    }
+  }
+}
+
 // A tied readout (model.tied) has no predicted exponent for the logits at init (seed 002 footnote
 // 19: the own token's contact term); from the first update on, the untied predictions are judged.
 TEST(CoordCheck, TiedReadoutLogitsAtInitAreNotPredicted) {

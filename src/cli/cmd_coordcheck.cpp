@@ -1,5 +1,5 @@
 // `scaleinv coordcheck --model bigram|resmlp|gpt|vit --param NAME|FILE --optimizer sgd|adam|adamw|sign|adafactor|muon
-//                     --widths 64,128,... [--depths 4,8,...] --steps T --seeds S [--lr X]
+//                     --widths 64,128,... [--depths 4,8,...] [--experts 4,8,...] --steps T --seeds S [--lr X]
 //                     [--json PATH] [--plot DIR] [--strict] [--config FILE] [--set key=value]...
 //                     [--break readout-multiplier] [--omega-hidden X] [--omega-readout X]
 //                     [--align-alpha X] [--align-u X] [--train-batches N] [--quantities LIST]
@@ -42,7 +42,7 @@ std::vector<std::string> default_sets(const std::string& kind) {
 
 void add_coordcheck_command(CLI::App& app, int& exit_code) {
   struct Opts {
-    std::string model, param, optimizer, widths, depths, json, plot, config, break_mode, device, quantities = "all";
+    std::string model, param, optimizer, widths, depths, experts, json, plot, config, break_mode, device, quantities = "all";
     std::string omega_hidden = "1/2", omega_readout = "1", align_alpha = "1", align_u = "1";
     std::vector<std::string> sets;
     int steps = 3, seeds = 3;
@@ -59,6 +59,9 @@ void add_coordcheck_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--optimizer", o->optimizer, "sgd, adam, adamw, sign, adafactor or muon (default: the config's, adamw)");
   cmd->add_option("--widths", o->widths, "comma-separated widths, e.g. 64,128,256 (default: the config's width)");
   cmd->add_option("--depths", o->depths, "comma-separated depths (default: the config's depth)");
+  cmd->add_option("--experts", o->experts,
+                  "comma-separated expert counts of a mixture (--model moe): an expert-count axis at every width, "
+                  "first depth (default: the config's model.experts)");
   cmd->add_option("--steps", o->steps, "training steps T; quantities are recorded at steps 0..T (default 3)");
   cmd->add_option("--seeds", o->seeds, "number of seeds 0..S-1 (default 3); the interval is over seeds");
   cmd->add_option("--lr", o->lr, "base learning rate (default: the config's, 1e-3)");
@@ -122,6 +125,7 @@ void add_coordcheck_command(CLI::App& app, int& exit_code) {
     if (o->config.empty()) cc.train.source = "command line";  // flags only: errors name the command line
     if (!o->widths.empty()) cc.widths = parse_int_list("--widths", o->widths);
     if (!o->depths.empty()) cc.depths = parse_int_list("--depths", o->depths);
+    if (!o->experts.empty()) cc.experts = parse_int_list("--experts", o->experts);
     cc.steps = o->steps;
     if (o->seeds < 2 || o->seeds > 1000)  // the interval over seeds needs two
       throw UserError("command line", "--seeds", fmt::format("{} seed(s)", o->seeds), "use from 2 to 1000 seeds");

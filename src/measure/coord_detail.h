@@ -64,6 +64,7 @@ struct Mapping {
   Target target = Target::SeedRow;
   int row = 0;
   std::string what;
+  bool routed = false;  // a router or expert tensor: its gradient sums the tokens routed to it
 };
 
 // map_layer(axis, weight, layer) gives the theory row of a layer.
@@ -83,6 +84,7 @@ LayerMapper role_layer_map(const std::vector<OwnCoordLayer>& layers, bool depth_
 struct Pred {
   std::optional<double> e;
   std::string why;  // maps_to text
+  double band = 0;  // the theory gives an interval, e +- band: added to the row's finite-size term
 };
 
 // The predicted width exponent of quantity q of a mapped layer at step t (coordcheck.h: from the
@@ -91,6 +93,14 @@ Pred width_prediction(const WidthTheory& w, const Mapping& m, CoordQuantity q, i
 // The predicted depth exponent (seed 004) of h and dh of the top of the stream and the logits;
 // power_law false: the stream grows exponentially in L, no prediction.
 Pred depth_prediction(const DepthTheory& d, const Mapping& m, CoordQuantity q, int step, bool power_law);
+
+// The predicted expert-count exponent (coord_result.h, "Along the expert count E") of quantity q of
+// a mapped layer at step t under the table's experts_lr for family f.
+Pred experts_prediction(const ParamTable& t, OptFamily f, const Mapping& m, CoordQuantity q, int step);
+
+// The finite-size term along E for M assignments (coord_result.h); occupancy: add the slope of
+// sqrt(1 - (1 - 1/E)^M) (a normalised update of a routed tensor).
+double experts_finite_term(double e_min, double e_max, double m, bool occupancy);
 
 // L and RMSNorm of the width theory a model is judged against: its row's theory_shape
 // (models/model_kinds.h).

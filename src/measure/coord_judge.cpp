@@ -34,20 +34,24 @@ struct RowTheory {
   bool depth_power_law;
   const LayerMapper& map_layer;
   bool tied_readout = false;  // the readout is the embedding's transpose (model.tied)
+  const ParamTable& table;    // the expert-count column (experts_prediction)
+  OptFamily family = OptFamily::Adam;
 };
 
-// One fitted axis: x ("width" or "depth") runs over xs with the other dimension held at `at`.
+// One fitted axis: x ("width", "depth" or "experts") runs over xs with the other dimension held at
+// `at` (an experts axis: the width, at the first depth).
 struct AxisGrid {
   std::string axis;
   int at = 0;
   std::vector<int> xs;
   std::vector<std::vector<const CoordRun*>> runs;  // [seed][x]; nullptr where a run is missing
   double finite_term = 0;                           // the axis's finite-size term (slope_fit.h)
+  int64_t n_assign = 0;                             // a mixture's assignments in the probe
 };
 
-const CoordRun* find_run(const std::vector<CoordRun>& runs, int w, int d, int64_t s) {
+const CoordRun* find_run(const std::vector<CoordRun>& runs, int w, int d, int e, int64_t s) {
   for (const CoordRun& r : runs)
-    if (r.width == w && r.depth == d && r.seed == s) return &r;
+    if (r.width == w && r.depth == d && r.experts == e && r.seed == s) return &r;
   return nullptr;
 }
 
@@ -63,13 +67,19 @@ AxisGrid axis_grid(const CoordCheckResult& res, const std::string& axis, int at,
   g.axis = axis;
   g.at = at;
   g.xs = xs;
+  const int e0 = res.experts.empty() ? 0 : res.experts.front();
   for (int64_t s : res.config.seeds) {
     std::vector<const CoordRun*> row;
-    for (int x : xs) row.push_back(axis == "width" ? find_run(res.runs, x, at, s) : find_run(res.runs, at, x, s));
+    for (int x : xs)
+      row.push_back(axis == "width"   ? find_run(res.runs, x, at, e0, s)
+                    : axis == "depth" ? find_run(res.runs, at, x, e0, s)
+                                      : find_run(res.runs, at, res.depths.front(), x, s));
     g.runs.push_back(row);
   }
-  g.finite_term = axis == "width" ? finite_size_term(xs.front(), xs.back(), double(res.n_probe + res.n_out))
-                                  : finite_size_term(xs.front(), xs.back());
+  g.finite_term = axis == "width"   ? finite_size_term(xs.front(), xs.back(), double(res.n_probe + res.n_out))
+                  : axis == "depth" ? finite_size_term(xs.front(), xs.back())
+                                    : experts_finite_term(xs.front(), xs.back(), double(res.n_assign), false);
+  g.n_assign = res.n_assign;
   return g;
 }
 
@@ -108,9 +118,12 @@ bool row_values(const AxisGrid& g, const std::string& stream_prefix, CoordRow& r
   return true;
 }
 
-// The row's finite-size term: the axis's, plus the Bai-Yin term of ||W|| along width.
-double row_finite_term(const AxisGrid& g, const CoordRow& row) {
+// The row's finite-size term: the axis's, plus the Bai-Yin term of ||W|| along width, or along E
+// the occupancy term of a routed tensor's normalised update.
+double row_finite_term(const AxisGrid& g, const CoordRow& row, const Mapping& m, OptFamily f) {
   double term = g.finite_term;
+  if (g.axis == "experts" && m.routed && row.q == CoordQuantity::DW && f != OptFamily::SGD)
+    return experts_finite_term(g.xs.front(), g.xs.back(), double(g.n_assign), true);
   if (row.q == CoordQuantity::WSpec && g.axis == "width") {
     // One fan fixed (the same at the smallest and largest width): the Bai-Yin term (header).
     const std::vector<int>& xs = g.xs;
@@ -146,6 +159,8 @@ Pred row_prediction(const RowTheory& th, const AxisGrid& g, const Mapping& m, co
             "against n_vocab terms of order sqrt(d))";
   } else if (g.axis == "width") {
     p = width_prediction(th.width_theories.at(g.at), m, row.q, row.step, th.qk_unmodelled);
+  } else if (g.axis == "experts") {
+    p = experts_prediction(th.table, th.family, m, row.q, row.step);
   } else {
     p = depth_prediction(th.depth_theory, m, row.q, row.step, th.depth_power_law);
   }
@@ -192,11 +207,13 @@ std::optional<CoordRow> fit_row(const RowTheory& th, const AxisGrid& g, const Ma
     return row;
   }
   row.fit = fit_loglog_slope(row.x, row.y);
-  row.finite_term = row_finite_term(g, row);
+  row.finite_term = row_finite_term(g, row, m, th.family);
   row.tolerance = row.fit.half_width + row.finite_term;
   const Pred p = row_prediction(th, g, m, row);
   row.predicted = p.e;
   row.maps_to = p.why;
+  row.finite_term += p.band;
+  row.tolerance += p.band;
   return row;
 }
 
@@ -229,12 +246,15 @@ void fit_axis(CoordCheckResult& res, const RowTheory& th, const std::string& axi
 void fit_rows(CoordCheckResult& res, const std::map<int, WidthTheory>& width_theories,
               const std::string& stream_prefix, bool qk_unmodelled, bool depth_power_law,
               const LayerMapper& map_layer) {
-  const RowTheory th{width_theories, res.depth_theory, stream_prefix,       qk_unmodelled,
-                     depth_power_law, map_layer,         res.config.train.model.tied};
+  const RowTheory th{width_theories, res.depth_theory, stream_prefix,
+                     qk_unmodelled,  depth_power_law,    map_layer,
+                     res.config.train.model.tied, res.table, res.family};
   if (res.widths.size() >= 2)
     for (int d : res.depths) fit_axis(res, th, "width", d, res.widths);
   if (res.depths.size() >= 2)
     for (int w : res.widths) fit_axis(res, th, "depth", w, res.depths);
+  if (res.experts.size() >= 2)
+    for (int w : res.widths) fit_axis(res, th, "experts", w, res.experts);
 }
 
 // ============================================================================================

@@ -32,6 +32,7 @@ LayerMapper role_layer_map(const std::vector<OwnCoordLayer>& layers, bool depth_
     const Role r = *l.role;
     Mapping m;
     m.found = true;
+    m.routed = l.weight && (r == Role::Router || r == Role::Expert);
     if (l.weight) {
       if (l.tied) continue;  // W_0 and W_{L+1} at once: no single row
       if (r == Role::Embedding) {

@@ -268,6 +268,110 @@ Pred depth_prediction(const DepthTheory& d, const Mapping& m, CoordQuantity q, i
   return p;
 }
 
+Pred experts_prediction(const ParamTable& t, OptFamily f, const Mapping& m, CoordQuantity q, int step) {
+  Pred p;
+  if (!m.found) {
+    p.why = "no prediction";
+    return p;
+  }
+  const int fi = static_cast<int>(f);
+  const bool normalised = f != OptFamily::SGD;  // Adam, Adafactor; Muon leaves router and experts to AdamW
+  const double x = t.row(m.target == Target::RouterW ? Role::Router : Role::Expert).experts_lr[fi];
+  // A normalised update with one expert-count factor E^-x on both routed roles (x = 0: "tune dense
+  // once", the dense model's activations carry to every E).
+  const double xe = t.row(Role::Expert).experts_lr[fi];
+  const bool carries = normalised && std::fabs(t.row(Role::Router).experts_lr[fi] - xe) <= kExponentTol;
+  const std::string share = "each token passes through k experts whatever E is";
+  const std::string after = "no prediction after the first update";
+  auto band = [&] {
+    // An expert's normalised update sums its M/E assignments: its alignment with one of them goes
+    // from E^0 (many per expert, the dense model's regime) to (M/E)^-1/2 (few: grows like E^1/2).
+    p.e = 0.25 - xe;
+    p.band = 0.25;
+    p.why = fmt::format("between E^{} and E^{}: a normalised update (LR E^-x, x = {}) over M/E assignments per expert",
+                        fmt_exp(-xe), fmt_exp(0.5 - xe), fmt_exp(xe));
+  };
+  // The embedding's output: below every expert, moved by its own normalised update only.
+  const bool below = m.target == Target::SeedRow && m.row == 1;
+  switch (q) {
+    case CoordQuantity::H:
+      if (step == 0 || (below && normalised)) {
+        p.e = 0.0;
+        p.why = step == 0 ? share + " (init)" : "the embedding's output: below the experts, a normalised update";
+      } else if (carries && std::fabs(xe) <= kExponentTol) {  // h_0 + dh_t: one interval only when x = 0
+        band();
+      } else if (carries) {
+        p.why = "no prediction: h_t = h_0 (E^0) + dh_t mixes two exponents; see dh";
+      } else {
+        p.why = after + (normalised ? ": router and experts have different experts_lr" : " under SGD (docs/moe.md)");
+      }
+      return p;
+    case CoordQuantity::DH:
+      if (below && normalised) {
+        p.e = 0.0;
+        p.why = "the embedding's output: below the experts, a normalised update";
+      } else if (carries) band();
+      else p.why = after + (normalised ? ": router and experts have different experts_lr" : " under SGD (docs/moe.md)");
+      return p;
+    case CoordQuantity::HGrad:
+      if (step > 0) {
+        p.why = after;
+      } else if (m.target == Target::RouterLogits) {
+        // The renormalised top-k gates depend on the k chosen logits only: per token k of the E
+        // coordinates of dL/dz are nonzero, so their RMS goes like (k/E)^1/2.
+        p.e = -0.5;
+        p.why = "router logits' gradient at init: k of E coordinates nonzero per token (renormalised top-k)";
+      } else {
+        p.e = 0.0;
+        p.why = share + " (init)";
+      }
+      return p;
+    case CoordQuantity::WGrad:
+      if (step > 0) {
+        p.why = after;
+      } else {
+        p.e = m.routed ? -0.5 : 0.0;
+        p.why = m.routed ? "sums the M/E assignments routed to it, uncorrelated at init" : "not routed; " + share;
+      }
+      return p;
+    case CoordQuantity::DW:
+      if (step >= 2) {
+        p.why = "no prediction after the first update";
+      } else if (m.routed) {
+        p.e = normalised ? -x : -x - 0.5;
+        p.why = normalised ? fmt::format("normalised update x LR E^-x (x = {})", fmt_exp(x))
+                           : fmt::format("LR E^-x (x = {}) x W' E^-1/2", fmt_exp(x));
+      } else {
+        p.e = 0.0;
+        p.why = "not routed; " + share;
+      }
+      return p;
+    case CoordQuantity::WSpec:
+    case CoordQuantity::DWSpec:
+      if (m.routed) {
+        p.why = "no prediction: the largest of E matrices' spectral norms";
+      } else if ((q == CoordQuantity::WSpec && step == 0) || (q == CoordQuantity::DWSpec && step == 1)) {
+        p.e = 0.0;
+        p.why = "not routed; " + share;
+      } else {
+        p.why = "no prediction";
+      }
+      return p;
+  }
+  return p;
+}
+
+double experts_finite_term(double e_min, double e_max, double m, bool occupancy) {
+  if (!(e_min > 0) || !(e_max > e_min) || !(m > 0)) return 0;
+  const double range = std::log(e_max / e_min);
+  double term = 0.5 * (std::log1p(e_max / m) - std::log1p(e_min / m)) / range;
+  if (occupancy) {
+    auto occ = [m](double e) { return 1 - std::pow(1 - 1 / e, m); };
+    term += 0.5 * std::fabs(std::log(occ(e_max) / occ(e_min))) / range;
+  }
+  return term;
+}
+
 TheoryShape theory_shape(const ModelConfig& mc, int depth) { return model_kind(mc.kind).theory_shape(mc, depth); }
 
 }  // namespace scaleinv::coord_detail

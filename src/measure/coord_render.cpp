@@ -46,7 +46,7 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 namespace {
 
 std::string axis_range(const CoordCheckResult& r, const std::string& axis) {
-  const std::vector<int>& xs = axis == "width" ? r.widths : r.depths;
+  const std::vector<int>& xs = axis == "width" ? r.widths : axis == "depth" ? r.depths : r.experts;
   return fmt::format("{}..{}", xs.front(), xs.back());
 }
 
@@ -69,6 +69,16 @@ std::string tolerance_text(const CoordCheckResult& r) {
   if (r.depths.size() >= 2)
     s += fmt::format("  depth: ln(1 + L_min^-1/2) / ln(L_max/L_min) (an O(L^-1/2) correction), depth {}: {:.4f}\n",
                      axis_range(r, "depth"), finite_size_term(r.depths.front(), r.depths.back()));
+  if (r.experts.size() >= 2) {
+    const double m = static_cast<double>(r.n_assign);
+    s += "  experts: (1/2) [ln(1 + E_max/M) - ln(1 + E_min/M)] / ln(E_max/E_min), M = n_probe x top_k assignments:\n"
+         "    an expert's share of them fluctuates by a relative sqrt(E/M)";
+    s += fmt::format("; M = {}, E {}: {:.4f}\n", r.n_assign, axis_range(r, "experts"),
+                     coord_detail::experts_finite_term(r.experts.front(), r.experts.back(), m, false));
+    s += fmt::format("    + for a routed tensor's normalised dW, the slope of sqrt(1 - (1 - 1/E)^M) (experts that got a "
+                     "token): {:.4f} in all\n",
+                     coord_detail::experts_finite_term(r.experts.front(), r.experts.back(), m, true));
+  }
   return s;
 }
 
@@ -107,7 +117,7 @@ std::string render_coordcheck(const CoordCheckResult& r) {
     const std::string group = fmt::format("{}{}{}", row.axis, row.at, static_cast<int>(row.q));
     if (!last_group.empty() && group != last_group) s += "\n";
     last_group = group;
-    const std::string vs = fmt::format("{}{}", row.axis == "width" ? "d|L=" : "L|d=", row.at);
+    const std::string vs = fmt::format("{}{}", row.axis == "width" ? "d|L=" : row.axis == "depth" ? "L|d=" : "E|d=", row.at);
     std::string meas = row.zero ? "zero" : "n/a", interval = "", tol = "";
     if (row.fit.valid) {
       meas = fmt::format("{:+.3f}", row.fit.slope);
@@ -182,6 +192,10 @@ nlohmann::json coordcheck_to_json(const CoordCheckResult& r) {
   j["family"] = family_name(r.family);
   j["widths"] = r.widths;
   j["depths"] = r.depths;
+  if (!r.experts.empty()) {
+    j["experts"] = r.experts;
+    j["n_assign"] = r.n_assign;
+  }
   j["steps"] = c.steps;
   j["seeds"] = c.seeds;
   j["train_batches"] = c.train_batches;
@@ -237,6 +251,7 @@ nlohmann::json coordcheck_to_json(const CoordCheckResult& r) {
     nlohmann::json jr;
     jr["width"] = run.width;
     jr["depth"] = run.depth;
+    if (run.experts > 0) jr["experts"] = run.experts;
     jr["seed"] = run.seed;
     jr["diverged"] = run.diverged;
     nlohmann::json loss = nlohmann::json::array();

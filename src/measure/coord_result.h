@@ -59,6 +59,25 @@
 //   with e(dh_l) > 0) is a fixed-LR d -> infinity limit reached only once eta*d >> 1, while at
 //   finite widths the first-order terms dominate (measured: standard's dh_3 ~ d^0.94, not d^2).
 // Stability is judged on every activation row whether or not it has a prediction.
+// Along the expert count E (a mixture, --experts; coord_predict.cpp experts_prediction, docs/moe.md),
+// with M = n_probe * top_k (token, expert) assignments in the probe:
+//   at init every token passes through k experts whatever E is: h, h' and the non-routed tensors' W'
+//   and ||W|| at step 0: 0. The router logits' h': -1/2 (the renormalised top-k gates read k of
+//   the E logits). A router or expert tensor's W' sums the M/E assignments that reached it,
+//   uncorrelated at init: -1/2.
+//   the first update (dW at step 1): the LR carries E^-x (the table's experts_lr x); Adam, Adafactor
+//   and Muon (AdamW on these roles) normalise the update: -x; SGD's follows W': -x - 1/2.
+//   non-routed tensors' dW and ||dW|| at step 1: 0.
+//   dh (and h after step 0) under a normalised update with one x on router and experts: an expert's
+//   update sums its M/E assignments, and its alignment with one of them goes from E^0 (many per
+//   expert: the dense model's regime) to (M/E)^-1/2 (few: E^1/2); the prediction is that interval,
+//   -x + [0, 1/2], shown as its midpoint with the half-width added to the tolerance. Under SGD the
+//   own token's term and the tokens' shared direction go like E^-x and E^(-x-1): no prediction.
+//   Later steps of h', W', dW, and the spectral norms of an expert stack: no prediction.
+// Finite-size term along E: an expert's share of the M assignments fluctuates by a relative
+// sqrt(E/M), so (1/2) [ln(1 + E_max/M) - ln(1 + E_min/M)] / ln(E_max / E_min); for a routed tensor's
+// normalised dW plus the slope of sqrt(occupancy), occupancy 1 - (1 - 1/E)^M the expected share of
+// experts that received an assignment (an expert with none does not move).
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -88,6 +107,10 @@ struct CoordCheckConfig {
   TrainConfig train;          // model kind and architecture, param, hp, optim, data (width/depth set per point)
   std::vector<int> widths;    // empty: {train.model.width}
   std::vector<int> depths;    // empty: {train.model.depth}
+  // A mixture's expert counts E (models with experts only): with 2 or more, an "experts" axis is
+  // fitted at every width at the first depth, and the width and depth axes run at the smallest E.
+  // Empty: {train.model.experts} for a mixture, none for a dense model.
+  std::vector<int> experts;
   int steps = 3;              // T
   std::vector<int64_t> seeds = {0, 1, 2};
   int64_t train_batches = 1;  // training steps cycle through this many fixed batches; the probe is the first
@@ -110,6 +133,7 @@ struct CoordSeries {
 };
 struct CoordRun {
   int width = 0, depth = 0;
+  int experts = 0;            // the mixture's E; 0 for a dense model
   int64_t seed = 0;
   std::vector<CoordSeries> series;
   std::vector<double> loss;   // probe loss at steps 0..T
@@ -118,8 +142,9 @@ struct CoordRun {
 
 // One judged row: a quantity of a layer at a step, fitted against width or depth.
 struct CoordRow {
-  std::string axis;           // "width" or "depth"
-  int at = 0;                 // the other dimension held fixed: the depth of a width fit, the width of a depth fit
+  std::string axis;           // "width", "depth" or "experts"
+  int at = 0;                 // the other dimension held fixed: the depth of a width fit, the width of a
+                              // depth or an experts fit
   CoordQuantity q = CoordQuantity::H;
   std::string layer;
   int step = 0;
@@ -143,7 +168,9 @@ struct CoordCheckResult {
   ParamTable table;           // the unbroken table (predictions)
   OptFamily family = OptFamily::Adam;
   std::vector<int> widths, depths;
+  std::vector<int> experts;   // empty for a dense model
   int64_t n_probe = 0;        // probe inputs: B*T positions (language models) or B samples
+  int64_t n_assign = 0;       // a mixture's (token, expert) assignments in the probe: n_probe * top_k
   int64_t n_out = 0;          // outputs: vocabulary or classes
   WidthTheory width_theory;   // the theory the width rows are judged against (see theory_depth)
   int theory_depth = 0;       // L of that theory

@@ -5,6 +5,7 @@
 #include "measure/coordcheck.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <map>
@@ -44,7 +45,7 @@ namespace {
 // ============================================================================================
 
 void validate(const CoordCheckConfig& cc, const std::vector<int>& widths, const std::vector<int>& depths,
-              const ParamTable& table, OptFamily family) {
+              const std::vector<int>& experts, const ParamTable& table, OptFamily family) {
   const ModelConfig& mc = cc.train.model;
   const ModelKind& kind = model_kind(mc.kind, "command line", "--model");
   if (widths.empty())
@@ -57,9 +58,16 @@ void validate(const CoordCheckConfig& cc, const std::vector<int>& widths, const 
   for (int d : depths)
     if (d < 1)
       throw UserError("command line", "--depths", fmt::format("depth {} is not positive", d), "use depths >= 1");
-  if (widths.size() < 2 && depths.size() < 2)
+  if (!cc.experts.empty() && !kind.experts)
+    throw UserError("command line", "--experts", fmt::format("model '{}' has no experts", mc.kind),
+                    "use --model moe, or leave --experts out");
+  for (int e : experts)
+    if (e < 1 || e < mc.top_k)
+      throw UserError("command line", "--experts",
+                      fmt::format("{} experts with top_k = {}", e, mc.top_k), "give expert counts >= model.top_k");
+  if (widths.size() < 2 && depths.size() < 2 && experts.size() < 2)
     throw UserError("command line", "--widths",
-                    "a slope needs at least 2 widths (or 2 depths with --depths)",
+                    "a slope needs at least 2 widths (or 2 depths with --depths, or 2 expert counts with --experts)",
                     "give e.g. --widths 64,128,256");
   if (cc.steps < 1)
     throw UserError("command line", "--steps", fmt::format("{} steps", cc.steps), "use at least 1 step");
@@ -96,11 +104,12 @@ void validate(const CoordCheckConfig& cc, const std::vector<int>& widths, const 
 // `layers` gets every recorded activation (by the role of the weight that produced it) and every
 // parameter (by its tag): the layer map's input.
 CoordRun measure_run(const CoordCheckConfig& cc, const ParamTable& model_table, OptFamily family, int width,
-                     int depth, int64_t seed, const std::vector<Batch>& batches, torch::Device dev,
+                     int depth, int experts, int64_t seed, const std::vector<Batch>& batches, torch::Device dev,
                      std::map<std::string, OwnCoordLayer>& layers) {
   TrainConfig cfg = cc.train;
   cfg.model.width = width;
   cfg.model.depth = depth;
+  if (experts > 0) cfg.model.experts = experts;
   ScaleContext ctx{model_table, family, width, depth};
   torch::manual_seed(static_cast<uint64_t>(seed));
   std::shared_ptr<Model> model = build_model(cfg.model, ctx, cfg.hp);
@@ -132,6 +141,7 @@ CoordRun measure_run(const CoordCheckConfig& cc, const ParamTable& model_table, 
   model->set_recording(false);
   run.width = width;
   run.depth = depth;
+  run.experts = experts;
   run.seed = seed;
   return run;
 }
@@ -186,26 +196,34 @@ FixedData fixed_data(CoordCheckResult& res) {
   }
   res.n_probe = fd.batches.front().y.numel();  // one target per position (language) or per sample
   res.n_out = language ? mc.vocab : mc.n_classes;
+  if (!res.experts.empty()) res.n_assign = res.n_probe * mc.top_k;
   return fd;
 }
 
-// Every run, depth by depth, width by width, seed by seed, into res.runs. Returns the layers the
-// runs recorded (measure_run), keyed "a:" + activation and "w:" + parameter.
+// Every run, depth by depth, width by width, seed by seed, into res.runs: the (width, depth) grid
+// at the smallest expert count, then every other expert count at each width and the first depth.
+// Returns the layers the runs recorded (measure_run), keyed "a:" + activation and "w:" + parameter.
 std::map<std::string, OwnCoordLayer> run_grid(CoordCheckResult& res, const ParamTable& model_table,
                                               const FixedData& fd) {
   const CoordCheckConfig& cc = res.config;
-  const long total = static_cast<long>(res.widths.size() * res.depths.size() * cc.seeds.size());
+  const int e0 = res.experts.empty() ? 0 : res.experts.front();
+  std::vector<std::array<int, 3>> points;  // (width, depth, experts)
+  for (int d : res.depths)
+    for (int w : res.widths) points.push_back({w, d, e0});
+  for (size_t i = 1; i < res.experts.size(); ++i)
+    for (int w : res.widths) points.push_back({w, res.depths.front(), res.experts[i]});
+  const long total = static_cast<long>(points.size() * cc.seeds.size());
   std::unique_ptr<Progress> bar;
   if (cc.show_progress) bar = std::make_unique<Progress>(total, "coordcheck", "runs");
   long done = 0;
   std::map<std::string, OwnCoordLayer> layers;
-  for (int d : res.depths)
-    for (int w : res.widths)
-      for (int64_t s : cc.seeds) {
-        res.runs.push_back(measure_run(cc, model_table, res.family, w, d, s, fd.batches, fd.dev, layers));
-        ++done;
-        if (bar) bar->update(done, fmt::format("width {} depth {} seed {}", w, d, s));
-      }
+  for (const auto& [w, d, e] : points)
+    for (int64_t s : cc.seeds) {
+      res.runs.push_back(measure_run(cc, model_table, res.family, w, d, e, s, fd.batches, fd.dev, layers));
+      ++done;
+      if (bar)
+        bar->update(done, fmt::format("width {} depth {}{} seed {}", w, d, e > 0 ? fmt::format(" experts {}", e) : "", s));
+    }
   if (bar) bar->finish();
   return layers;
 }
@@ -239,9 +257,11 @@ CoordCheckResult run_coordcheck(const CoordCheckConfig& cc_in) {
   const ModelConfig& mc = cc.train.model;
   res.widths = sorted_unique(cc.widths.empty() ? std::vector<int>{mc.width} : cc.widths);
   res.depths = sorted_unique(cc.depths.empty() ? std::vector<int>{mc.depth} : cc.depths);
+  const bool mixture = model_kind(mc.kind, "command line", "--model").experts;
+  res.experts = sorted_unique(!cc.experts.empty() ? cc.experts : mixture ? std::vector<int>{mc.experts} : std::vector<int>{});
   res.table = resolve_param(cc.train);
   res.family = optimizer_family(cc.train.optim.kind);
-  validate(cc, res.widths, res.depths, res.table, res.family);
+  validate(cc, res.widths, res.depths, res.experts, res.table, res.family);
   ParamTable model_table = res.table;
   if (cc.break_mode == "readout-multiplier") model_table.row(Role::Readout).a = 0;
 
