@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -17,6 +18,7 @@
 #include "core/atomic_file.h"
 #include "core/errors.h"
 #include "core/fraction.h"
+#include "core/json_number.h"
 #include "core/sqlite_db.h"
 #include "core/stable_hash.h"
 #include "core/toml_json.h"
@@ -298,4 +300,11 @@ TEST(Fraction, MalformedTextIsRejectedAndLeavesTheOutputAlone) {
     EXPECT_FALSE(parse_fraction(text, &v)) << "'" << text << "'";
     EXPECT_EQ(v, 42.0) << "'" << text << "'";
   }
+}
+
+// One rule for numbers in every JSON file scaleinv writes: finite as is, anything else null.
+TEST(JsonNumber, NonFiniteIsNull) {
+  EXPECT_EQ(scaleinv::json_number(1.5), nlohmann::json(1.5));
+  EXPECT_EQ(scaleinv::json_number(-0.0).get<double>(), 0.0);
+  for (double v : {std::nan(""), HUGE_VAL, -HUGE_VAL}) EXPECT_TRUE(scaleinv::json_number(v).is_null()) << v;
 }

@@ -266,6 +266,10 @@ TEST(TransferAnalysis, DivergedPointsCountAsInfinite) {
   EXPECT_NEAR(p.curves[3].opt.lr_log2, -6.3, 1e-9);
   EXPECT_TRUE(std::isinf(p.curves[3].points.back().mean_loss));
   EXPECT_EQ(p.curves[3].points.back().diverged, 1);
+  // In transfer.json a non-finite number is null (core/json_number.h), the point's diverged count says why.
+  const nlohmann::json jp = transfer_to_json(a)["groups"][0]["params"][0]["curves"][3]["points"].back();
+  EXPECT_TRUE(jp["mean_loss"].is_null()) << jp;
+  EXPECT_EQ(jp["diverged"], 1);
   // Width 128: -6 unusable, so the best grid point is -7 and its neighbour -6 is +inf: no fit.
   EXPECT_EQ(p.curves[1].opt.lr_log2, -7);
   EXPECT_FALSE(p.curves[1].opt.fitted);

@@ -13,6 +13,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "core/json_number.h"
 #include "core/fraction.h"
 #include "core/gnuplot.h"
 #include "measure/coord_detail.h"
@@ -182,7 +183,7 @@ std::string render_coordcheck(const CoordCheckResult& r) {
 }
 
 nlohmann::json coordcheck_to_json(const CoordCheckResult& r) {
-  auto num = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
+  const auto num = json_number;
   auto opt = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
   auto optb = [](const std::optional<bool>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
   const CoordCheckConfig& c = r.config;

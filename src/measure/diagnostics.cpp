@@ -1,5 +1,6 @@
 // Shared pieces of the diagnostics: slope fits with seed intervals, option checks, the training
 // helpers (src/measure/diagnostics.h, diag_detail.h).
+#include "core/json_number.h"
 #include "measure/diagnostics.h"
 
 #include <algorithm>
@@ -31,7 +32,7 @@ Fit make_fit(double slope, double se, double half_width, std::vector<double> per
   return f;
 }
 
-nlohmann::json num(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
+nlohmann::json num(double v) { return json_number(v); }
 }  // namespace
 
 Fit fit_slope(const std::vector<double>& xs, const std::vector<std::vector<double>>& ys, bool log_x, bool log_y) {

@@ -1,4 +1,5 @@
 // `scaleinv precision`: fp32 against simulated bf16 / fp8 training (src/measure/precision_report.h).
+#include "core/json_number.h"
 #include "measure/precision_report.h"
 
 #include <algorithm>
@@ -112,7 +113,7 @@ nlohmann::json precision_to_json(const PrecisionReport& r) {
     jr["losses"] = run.summary.losses;
     jr["final_loss_ratio"] = run.final_loss_ratio;
     jr["mean_loss_ratio"] = run.mean_loss_ratio;
-    jr["max_step_rel_diff"] = std::isfinite(run.max_step_rel_diff) ? nlohmann::json(run.max_step_rel_diff) : nullptr;
+    jr["max_step_rel_diff"] = json_number(run.max_step_rel_diff);
     for (const auto& [point, st] : run.stats)
       jr["tensors"][point] = {{"underflow", st.underflow_fraction()}, {"saturated", st.saturated_fraction()},
                               {"worst_underflow", st.worst_underflow}, {"worst_saturated", st.worst_saturated},

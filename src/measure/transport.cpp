@@ -28,6 +28,7 @@
 
 #include <fmt/format.h>
 
+#include "core/json_number.h"
 #include "measure/diag_detail.h"
 #include "measure/diagnostics.h"
 #include "measure/slope_fit.h"
@@ -380,7 +381,7 @@ nlohmann::json transport_json(const TransportResult& r) {
     nlohmann::json pts = nlohmann::json::array();
     for (const auto& p : ser.points) {
       nlohmann::json full = nlohmann::json::array();
-      for (double v : p.full) full.push_back(std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr));
+      for (double v : p.full) full.push_back(json_number(v));
       pts.push_back({{"depth", p.depth}, {"alpha", p.alpha}, {"n_ln", p.n_ln}, {"bound", p.bound},
                      {"norm", p.norm}, {"norm_gmean", p.norm_gmean()}, {"mean_gain", p.mean_gain}, {"full", full}});
     }

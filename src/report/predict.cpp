@@ -1,4 +1,5 @@
 // The optimal LR at an untrained scale and its held-out check (see predict.h).
+#include "core/json_number.h"
 #include "report/predict.h"
 
 #include <algorithm>
@@ -473,11 +474,7 @@ std::string predict_markdown(const std::vector<Prediction>& preds) {
 }
 
 nlohmann::json predict_to_json(const std::vector<Prediction>& preds, const PredictOptions& opts) {
-  auto n = [](double v) -> nlohmann::json {
-    if (std::isfinite(v)) return v;
-    if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-    return nullptr;
-  };
+  const auto n = json_number;
   nlohmann::json arr = nlohmann::json::array();
   for (const auto& p : preds) {
     nlohmann::json fit = {{"values", p.fit.values},
@@ -494,7 +491,7 @@ nlohmann::json predict_to_json(const std::vector<Prediction>& preds, const Predi
     nlohmann::json j = {{"axis", p.axis}, {"fixed", p.fixed}, {"context", p.context}, {"param", p.param},
                         {"title", p.title()}, {"fit", fit}, {"target", p.target}, {"extrapolation_doublings", n(p.extrapolation)},
                         {"status", p.status}, {"lr_log2", n(p.lr_log2)}, {"interval_log2", {n(p.lo), n(p.hi)}},
-                        {"lr", std::isfinite(p.lr_log2) ? nlohmann::json(std::exp2(p.lr_log2)) : nlohmann::json(nullptr)},
+                        {"lr", n(std::exp2(p.lr_log2))},
                         {"notes", p.notes}, {"held_out", p.held_out}};
     if (p.held_out)
       j["holdout"] = {{"measured_log2", n(p.measured)}, {"measured_interval", {n(p.measured_lo), n(p.measured_hi)}},

@@ -1,4 +1,5 @@
 // Hyperparameter-transfer analysis (see transfer.h).
+#include "core/json_number.h"
 #include "report/transfer.h"
 
 #include <algorithm>
@@ -646,11 +647,7 @@ TransferAnalysis analyze_transfer(const SweepTable& table, const TransferOptions
 }
 
 nlohmann::json transfer_to_json(const TransferAnalysis& a) {
-  auto num = [](double v) -> nlohmann::json {
-    if (std::isnan(v)) return nullptr;
-    if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-    return v;
-  };
+  const auto num = json_number;  // a diverged point's mean loss is null; "diverged" counts its seeds
   nlohmann::json groups = nlohmann::json::array();
   for (const auto& g : a.groups) {
     nlohmann::json params = nlohmann::json::array();

@@ -1,4 +1,5 @@
 // Running a hyperparameter search rung by rung (see search_runner.h).
+#include "core/json_number.h"
 #include "sweep/search_runner.h"
 
 #include <algorithm>
@@ -225,8 +226,8 @@ SearchRunSummary run_search(const SweepSpec& spec, const SweepRunOptions& opts) 
                             {"rung", t.rung},
                             {"steps", t.steps},
                             {"seeds", t.seeds},
-                            {"mean_loss", std::isfinite(t.mean_loss) ? nlohmann::json(t.mean_loss)
-                                                                     : nlohmann::json(std::isnan(t.mean_loss) ? "not run" : "diverged")}});
+                            {"mean_loss", json_number(t.mean_loss)},
+                            {"status", std::isfinite(t.mean_loss) ? "ok" : std::isnan(t.mean_loss) ? "not run" : "diverged"}});
   }
   const std::filesystem::path db(opts.db_path);
   sum.json_path = (db.parent_path() / (db.stem().string() + "-search.json")).string();

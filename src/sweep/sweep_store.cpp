@@ -1,4 +1,5 @@
 // The sweep results store (see sweep_store.h).
+#include "core/json_number.h"
 #include "sweep/sweep_store.h"
 
 #include <fcntl.h>
@@ -54,7 +55,7 @@ std::string utc_now() {
 nlohmann::json curve_json(const std::vector<double>& losses) {
   nlohmann::json out = nlohmann::json::array();
   const size_t n = losses.size(), keep = 200;
-  auto add = [&](size_t i) { out.push_back({static_cast<int64_t>(i + 1), std::isfinite(losses[i]) ? nlohmann::json(losses[i]) : nlohmann::json()}); };
+  auto add = [&](size_t i) { out.push_back({static_cast<int64_t>(i + 1), json_number(losses[i])}); };
   if (n <= keep) {
     for (size_t i = 0; i < n; ++i) add(i);
   } else {

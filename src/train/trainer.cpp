@@ -1,4 +1,5 @@
 // The training loop. Read top to bottom: set up, (resume), step loop, finish.
+#include "core/json_number.h"
 #include "train/trainer.h"
 
 #include <algorithm>
@@ -344,7 +345,7 @@ RunSummary train_run(const TrainConfig& cfg, const RunOptions& opts) {
 }
 
 nlohmann::json summary_to_json(const RunSummary& s) {
-  auto num = [](double x) { return std::isfinite(x) ? nlohmann::json(x) : nlohmann::json(nullptr); };
+  const auto num = json_number;
   return {{"steps_done", s.steps_done},           {"diverged", s.diverged},
           {"diverged_step", s.diverged_step},     {"final_loss", num(s.final_loss)},
           {"final_val_loss", num(s.final_val_loss)}, {"unigram_entropy", s.unigram_entropy},
