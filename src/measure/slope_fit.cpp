@@ -10,40 +10,6 @@
 
 namespace scaleinv {
 
-OlsFit ols_fit(const std::vector<double>& u, const std::vector<double>& v) {
-  if (u.size() != v.size()) throw std::invalid_argument(fmt::format("OLS: {} x for {} y", u.size(), v.size()));
-  const double n = static_cast<double>(u.size());
-  double mu = 0, mv = 0;
-  for (size_t i = 0; i < u.size(); ++i) {
-    mu += u[i];
-    mv += v[i];
-  }
-  mu /= n;
-  mv /= n;
-  double suu = 0, suv = 0;
-  for (size_t i = 0; i < u.size(); ++i) {
-    suu += (u[i] - mu) * (u[i] - mu);
-    suv += (u[i] - mu) * (v[i] - mv);
-  }
-  OlsFit r;
-  if (!(suu > 0)) {
-    r.slope = r.intercept = r.se = std::numeric_limits<double>::quiet_NaN();
-    return r;
-  }
-  r.slope = suv / suu;
-  r.intercept = mv - r.slope * mu;
-  r.se = std::numeric_limits<double>::infinity();
-  if (u.size() > 2) {
-    double rss = 0;
-    for (size_t i = 0; i < u.size(); ++i) {
-      const double e = v[i] - r.intercept - r.slope * u[i];
-      rss += e * e;
-    }
-    r.se = std::sqrt(rss / (n - 2) / suu);
-  }
-  return r;
-}
-
 MeanInterval mean_interval(const std::vector<double>& values) {
   MeanInterval m;
   const double S = static_cast<double>(values.size());

@@ -13,6 +13,7 @@
 // degrees of freedom (it then measures only the scatter around a power law, not seed noise);
 // with one seed and two x values no interval can be computed (SlopeFitOptions::no_interval says
 // what the half-width is then; `method` says so).
+#include "core/ols.h"
 #include <string>
 #include <vector>
 
@@ -58,14 +59,7 @@ SlopeFit fit_seed_slopes(const std::vector<double>& x, const std::vector<std::ve
 // reject, zero). Every row must have x.size() entries (std::invalid_argument otherwise).
 SlopeFit fit_loglog_slope(const std::vector<double>& x, const std::vector<std::vector<double>>& y_by_seed);
 
-// Ordinary least squares of y on x: the one OLS of the measurements (coordinate checks and
-// diagnostics). se is the slope's standard error from the residuals (n - 2 degrees of freedom;
-// +inf when n <= 2). With fewer than 2 distinct x the slope, intercept and se are NaN. x and y
-// must have the same length (std::invalid_argument otherwise).
-struct OlsFit {
-  double slope = 0, intercept = 0, se = 0;
-};
-OlsFit ols_fit(const std::vector<double>& x, const std::vector<double>& y);
+// Ordinary least squares (ols_fit, OlsFit): core/ols.h, included here.
 
 // The mean of S replicate values (per-seed slopes, per-seed statistics) with its standard error
 // sd / sqrt(S) and the 95% half-width t_{0.975, S-1} * se. S = 1: se and half-width +inf, dof 0.

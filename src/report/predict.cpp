@@ -1,5 +1,6 @@
 // The optimal LR at an untrained scale and its held-out check (see predict.h).
 #include "core/json_number.h"
+#include "core/ols.h"
 #include "report/predict.h"
 
 #include <algorithm>
@@ -35,42 +36,12 @@ DrawCurve draw_curve(const SeedTable& t, const std::vector<int64_t>& draw) {
   return c;
 }
 
-// OLS of y on x over the finite pairs: {intercept, slope, residual sd (NaN below 3 points), n,
-// mean x, Sxx}.
-struct Ols {
-  double a = kNaN, b = kNaN, sd = kNaN, mx = kNaN, sxx = kNaN;
-  size_t n = 0;
-  double at(double x) const { return a + b * x; }
-  // The least-squares prediction half-width at x (NaN below three points).
-  double half_width(double x, double z) const {
-    return z * sd * std::sqrt(1.0 + 1.0 / static_cast<double>(n) + (x - mx) * (x - mx) / sxx);
-  }
-};
-
-Ols ols(const std::vector<double>& xs_in, const std::vector<double>& ys_in) {
+// OLS of y on x over the pairs whose y is finite (core/ols.h).
+OlsFit ols(const std::vector<double>& xs_in, const std::vector<double>& ys_in) {
   std::vector<double> xs, ys;
   for (size_t i = 0; i < xs_in.size(); ++i)
     if (std::isfinite(ys_in[i])) xs.push_back(xs_in[i]), ys.push_back(ys_in[i]);
-  Ols f;
-  f.n = xs.size();
-  if (f.n < 2) return f;
-  double mx = 0, my = 0;
-  for (size_t i = 0; i < f.n; ++i) mx += xs[i], my += ys[i];
-  mx /= static_cast<double>(f.n);
-  my /= static_cast<double>(f.n);
-  double sxx = 0, sxy = 0;
-  for (size_t i = 0; i < f.n; ++i) sxx += (xs[i] - mx) * (xs[i] - mx), sxy += (xs[i] - mx) * (ys[i] - my);
-  if (sxx <= 0) return f;
-  f.b = sxy / sxx;
-  f.a = my - f.b * mx;
-  f.mx = mx;
-  f.sxx = sxx;
-  if (f.n >= 3) {
-    double rss = 0;
-    for (size_t i = 0; i < f.n; ++i) rss += (ys[i] - f.at(xs[i])) * (ys[i] - f.at(xs[i]));
-    f.sd = std::sqrt(rss / static_cast<double>(f.n - 2));
-  }
-  return f;
+  return ols_fit(xs, ys);
 }
 
 // The curve's mean loss at log2 LR x: linear between the neighbouring grid points (+inf where one
@@ -117,10 +88,10 @@ struct Quantiles {
 };
 
 // The law over the first `n_fit` values, per draw: the fits (draw 0 first).
-std::vector<Ols> fits_of(const ParamCurves& pc, size_t n_fit) {
+std::vector<OlsFit> fits_of(const ParamCurves& pc, size_t n_fit) {
   std::vector<double> xs;
   for (size_t i = 0; i < n_fit; ++i) xs.push_back(std::log2(pc.values[i]));
-  std::vector<Ols> out;
+  std::vector<OlsFit> out;
   for (const auto& row : pc.by_draw) {
     std::vector<double> ys;
     for (size_t i = 0; i < n_fit; ++i) ys.push_back(row[i].opt.lr_log2);
@@ -129,7 +100,7 @@ std::vector<Ols> fits_of(const ParamCurves& pc, size_t n_fit) {
   return out;
 }
 
-PowerLawFit describe_fit(const ParamCurves& pc, size_t n_fit, const std::vector<Ols>& fits, const Quantiles& q) {
+PowerLawFit describe_fit(const ParamCurves& pc, size_t n_fit, const std::vector<OlsFit>& fits, const Quantiles& q) {
   PowerLawFit f;
   for (size_t i = 0; i < n_fit; ++i) {
     f.values.push_back(pc.values[i]);
@@ -141,12 +112,12 @@ PowerLawFit describe_fit(const ParamCurves& pc, size_t n_fit, const std::vector<
     f.lo.push_back(q.lo(boot));
     f.hi.push_back(q.hi(boot));
   }
-  f.intercept = fits[0].a;
-  f.slope = fits[0].b;
+  f.intercept = fits[0].intercept;
+  f.slope = fits[0].slope;
   f.residual_sd = fits[0].sd;
   std::vector<double> slopes;
   for (size_t d = 1; d < fits.size(); ++d)
-    if (std::isfinite(fits[d].b)) slopes.push_back(fits[d].b);
+    if (std::isfinite(fits[d].slope)) slopes.push_back(fits[d].slope);
   f.slope_lo = q.lo(slopes);
   f.slope_hi = q.hi(slopes);
   return f;
@@ -165,7 +136,7 @@ struct Reading {
   std::vector<double> per_draw;  // draws 1.. (NaN where a resample's law is undetermined)
 };
 
-Reading read_law(const std::vector<Ols>& fits, double lx, const Quantiles& q, double z) {
+Reading read_law(const std::vector<OlsFit>& fits, double lx, const Quantiles& q, double z) {
   Reading r;
   r.point = fits[0].at(lx);
   std::vector<double> finite;
@@ -174,7 +145,7 @@ Reading read_law(const std::vector<Ols>& fits, double lx, const Quantiles& q, do
     if (std::isfinite(r.per_draw.back())) finite.push_back(r.per_draw.back());
   }
   const double seed_lo = q.boot ? r.point - q.lo(finite) : 0.0, seed_hi = q.boot ? q.hi(finite) - r.point : 0.0;
-  const double shape = fits[0].n >= 3 ? fits[0].half_width(lx, z) : 0.0;
+  const double shape = fits[0].n >= 3 ? fits[0].prediction_half_width(lx, z) : 0.0;
   r.lo = r.point - std::hypot(std::max(seed_lo, 0.0), shape);
   r.hi = r.point + std::hypot(std::max(seed_hi, 0.0), shape);
   return r;
@@ -204,7 +175,7 @@ std::vector<double> other_axis_slopes(const SweepTable& table, const std::string
                                                o.bootstrap, o.rng_seed);
     const ParamCurves pc = param_curves(it->second, draws);
     std::vector<double> out;
-    for (const Ols& f : fits_of(pc, pc.values.size())) out.push_back(f.b);
+    for (const OlsFit& f : fits_of(pc, pc.values.size())) out.push_back(f.slope);
     return out;
   }
   return {};
@@ -267,7 +238,7 @@ Prediction predict_one(const std::string& axis, const seed_curves::Part& key, co
   p.target = target;
   p.held_out = held != kNone;
   set_nan_holdout(p);
-  const std::vector<Ols> fits = fits_of(pc, n_fit);
+  const std::vector<OlsFit> fits = fits_of(pc, n_fit);
   p.fit = describe_fit(pc, n_fit, fits, q);
   p.lr_log2 = p.lo = p.hi = kNaN;
   const double span = std::log2(p.fit.values.back() / p.fit.values.front());
@@ -276,7 +247,7 @@ Prediction predict_one(const std::string& axis, const seed_curves::Part& key, co
     if (p.fit.at_edge[i])
       p.notes.push_back(fmt::format("the optimum at {} {:g} sits at the LR grid's edge: a bound, not a value; widen the grid",
                                     axis, p.fit.values[i]));
-  if (fits[0].n < 2 || !std::isfinite(fits[0].b)) {
+  if (fits[0].n < 2 || !std::isfinite(fits[0].slope)) {
     p.status = "declined: fewer than two located optima to fit";
     return p;
   }

@@ -1,5 +1,6 @@
 // Hyperparameter-transfer analysis (see transfer.h).
 #include "core/json_number.h"
+#include "core/ols.h"
 #include "report/transfer.h"
 
 #include <algorithm>
@@ -270,13 +271,7 @@ double optimum_slope(const std::vector<double>& values, const std::vector<Optimu
       ys.push_back(opt[i].lr_log2);
     }
   if (xs.size() < 2) return kNaN;
-  double mx = 0, my = 0;
-  for (size_t i = 0; i < xs.size(); ++i) mx += xs[i], my += ys[i];
-  mx /= static_cast<double>(xs.size());
-  my /= static_cast<double>(ys.size());
-  double sxy = 0, sxx = 0;
-  for (size_t i = 0; i < xs.size(); ++i) sxy += (xs[i] - mx) * (ys[i] - my), sxx += (xs[i] - mx) * (xs[i] - mx);
-  return sxx > 0 ? sxy / sxx : kNaN;
+  return ols_fit(xs, ys).slope;  // NaN with fewer than 2 distinct values
 }
 
 // Per value: the regret of the base LR against the parameterization re-tuned and against standard
