@@ -72,11 +72,14 @@ class MoeFeedForward : public FeedForward {
     const int64_t* c = per.data_ptr<int64_t>();
     std::vector<torch::Tensor> ys;
     int64_t off = 0;
+    // unbind, not gate_[j]: select's backward writes each expert's gradient into a zero tensor of the
+    // whole stack, E of them a step (E^2 n d work); unbind's stacks the E slices once.
+    const std::vector<torch::Tensor> gate = gate_.unbind(0), up = up_.unbind(0), down = down_.unbind(0);
     for (int64_t j = 0; j < E; ++j) {
       if (c[j] == 0) continue;
       const torch::Tensor s = xs.narrow(0, off, c[j]);
-      const torch::Tensor h = torch::silu(torch::matmul(s, gate_[j].t()) * mult_) * (torch::matmul(s, up_[j].t()) * mult_);
-      ys.push_back(torch::matmul(h, down_[j].t()) * mult_);
+      const torch::Tensor h = torch::silu(torch::matmul(s, gate[j].t()) * mult_) * (torch::matmul(s, up[j].t()) * mult_);
+      ys.push_back(torch::matmul(h, down[j].t()) * mult_);
       off += c[j];
     }
     const torch::Tensor w = gates.reshape({-1}).index_select(0, order).unsqueeze(1);
