@@ -1,6 +1,9 @@
 """The include stack (docs/design.md, "Layering"): every `#include "folder/..."` in src/ must name
-a folder below the including file's own. Run by CTest as Structure.IncludesFollowTheStack; exits 1
-listing each include that runs back up (file:line, the two folders), 0 otherwise. No exceptions.
+a folder below the including file's own, and (the floors) one that docs/design.md's folder table
+lists in that folder's "includes" column; a folder the table lists that no file includes is stale
+and fails too, so the table and the code cannot drift apart. Run by CTest as
+Structure.IncludesFollowTheStack; exits 1 listing each problem (file:line, the two folders), 0
+otherwise. No exceptions.
 
     /usr/bin/python3 tests/check_stack.py [SRC_DIR]
 """
@@ -26,8 +29,32 @@ RANK = {folder: r for r, folders in enumerate(STACK) for folder in folders}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([A-Za-z0-9_]+)/')
 
 
-def violations(src):
+TABLE_ROW = re.compile(r"^\|\s*`([a-z_]+)`\s*\|.*\|\s*([^|]*?)\s*\|\s*$")
+
+
+def declared_includes(design_md):
+    """docs/design.md's folder table: folder -> the set of folders it may include besides core and
+    itself (None for cli: "everything it drives")."""
+    out = {}
+    in_table = False
+    with open(design_md) as f:
+        for line in f:
+            if line.startswith("| folder | holds | includes"):
+                in_table = True
+                continue
+            if in_table and not line.startswith("|"):
+                break
+            m = TABLE_ROW.match(line) if in_table else None
+            if m:
+                cell = m.group(2)
+                out[m.group(1)] = None if "everything" in cell else set(re.findall(r"`([a-z_]+)`", cell)) - {"core"}
+    return out
+
+
+def violations(src, design_md=None):
     out = []
+    declared = declared_includes(design_md) if design_md and os.path.exists(design_md) else None
+    used = {}
     for folder in sorted(os.listdir(src)):
         path = os.path.join(src, folder)
         if not os.path.isdir(path):
@@ -48,15 +75,31 @@ def violations(src):
                     elif RANK[dep] >= RANK[folder]:
                         out.append(f"{folder}/{name}:{n}: {folder} includes {dep} ({line.strip()}), which is not "
                                    "below it")
+                    elif declared is not None and dep != "core":
+                        used.setdefault(folder, set()).add(dep)
+                        allowed = declared.get(folder, set())
+                        if allowed is not None and dep not in allowed:
+                            out.append(f"{folder}/{name}:{n}: {folder} includes {dep}, which docs/design.md's folder "
+                                       f"table does not list for {folder} (fix: the code or the table)")
+    if declared is not None:
+        for folder, allowed in sorted(declared.items()):
+            if folder in RANK and allowed is not None:
+                for dep in sorted(allowed - used.get(folder, set())):
+                    out.append(f"docs/design.md: the folder table lists {dep} for {folder}, which no file of "
+                               f"src/{folder}/ includes (fix: drop it from the table)")
+        for folder in sorted(set(RANK) - set(declared)):
+            if os.path.isdir(os.path.join(src, folder)):
+                out.append(f"docs/design.md: the folder table has no row for {folder}/")
     return out
 
 
 def main():
     src = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
-    bad = violations(src)
+    bad = violations(src, os.path.join(src, "..", "docs", "design.md"))
     for v in bad:
         print(v)
-    print(f"{len(bad)} include(s) running back up the stack" if bad else "every include follows the stack")
+    print(f"{len(bad)} include(s) off the stack or the table" if bad else
+          "every include follows the stack and docs/design.md's folder table")
     return 1 if bad else 0
 
 
