@@ -91,12 +91,15 @@ class MoE(nn.Module):
         token = order // self.k
         xs = flat[token]
         outs, start = [], 0
+        # unbind once: indexing w[j] per expert makes backward fill a zero tensor of the whole stack
+        # for each expert (scaleinv's dispatch does the same unbind).
+        gate, up, down = self.w_gate.unbind(0), self.w_up.unbind(0), self.w_down.unbind(0)
         for j, c in enumerate(counts.tolist()):
             if c == 0:
                 continue
             s = xs[start:start + c]
-            h = F.silu(s @ self.w_gate[j].t()) * (s @ self.w_up[j].t())
-            outs.append(h @ self.w_down[j].t())
+            h = F.silu(s @ gate[j].t()) * (s @ up[j].t())
+            outs.append(h @ down[j].t())
             start += c
         w = gates.reshape(-1)[order].unsqueeze(1)
         out = torch.zeros_like(flat).index_add(0, token, torch.cat(outs) * w)
