@@ -148,7 +148,7 @@ std::string render_coordcheck(const CoordCheckResult& r) {
   }
   int diverged = 0;
   for (const CoordRun& run : r.runs) diverged += run.diverged;
-  // The probe loss per grid point (mean over seeds): the one-step theory describes the early phase;
+  // The probe loss per grid point (mean over seeds; a mixture's at its smallest E): the one-step theory describes the early phase;
   // a probe loss that collapses within T steps makes later gradients width-dependent (wider fits faster).
   s += fmt::format("\nprobe loss, step 0 -> step {} (mean over seeds):", c.steps);
   for (int d : r.depths)
@@ -156,7 +156,7 @@ std::string render_coordcheck(const CoordCheckResult& r) {
       double l0 = 0, lT = 0;
       int n = 0;
       for (const CoordRun& run : r.runs)
-        if (run.width == w && run.depth == d) {
+        if (run.width == w && run.depth == d && run.experts == (r.experts.empty() ? 0 : r.experts.front())) {
           l0 += run.loss.front();
           lT += run.loss.back();
           ++n;
