@@ -67,7 +67,7 @@ AxisGrid axis_grid(const CoordCheckResult& res, const std::string& axis, int at,
   g.axis = axis;
   g.at = at;
   g.xs = xs;
-  const int e0 = res.experts.empty() ? 0 : res.experts.front();
+  const int e0 = res.grid_experts();
   for (int64_t s : res.config.seeds) {
     std::vector<const CoordRun*> row;
     for (int x : xs)

@@ -363,11 +363,13 @@ Pred experts_prediction(const ParamTable& t, OptFamily f, const Mapping& m, Coor
 
 double experts_finite_term(double e_min, double e_max, double m, bool occupancy) {
   if (!(e_min > 0) || !(e_max > e_min) || !(m > 0)) return 0;
-  const double range = std::log(e_max / e_min);
-  double term = 0.5 * (std::log1p(e_max / m) - std::log1p(e_min / m)) / range;
+  // The assignments per expert, M/E, play the width's part with one incoherent direction each:
+  // finite_size_term over x = M/E (from M/E_max to M/E_min) with n = 1 is
+  // (1/2) [ln(1 + E_max/M) - ln(1 + E_min/M)] / ln(E_max/E_min).
+  double term = finite_size_term(m / e_max, m / e_min, 1);
   if (occupancy) {
     auto occ = [m](double e) { return 1 - std::pow(1 - 1 / e, m); };
-    term += 0.5 * std::fabs(std::log(occ(e_max) / occ(e_min))) / range;
+    term += 0.5 * std::fabs(std::log(occ(e_max) / occ(e_min))) / std::log(e_max / e_min);
   }
   return term;
 }

@@ -156,7 +156,7 @@ std::string render_coordcheck(const CoordCheckResult& r) {
       double l0 = 0, lT = 0;
       int n = 0;
       for (const CoordRun& run : r.runs)
-        if (run.width == w && run.depth == d && run.experts == (r.experts.empty() ? 0 : r.experts.front())) {
+        if (run.width == w && run.depth == d && run.experts == r.grid_experts()) {
           l0 += run.loss.front();
           lT += run.loss.back();
           ++n;

@@ -169,6 +169,8 @@ struct CoordCheckResult {
   OptFamily family = OptFamily::Adam;
   std::vector<int> widths, depths;
   std::vector<int> experts;   // empty for a dense model
+  // The expert count of the width and depth grid: the smallest of `experts` (0 for a dense model).
+  int grid_experts() const { return experts.empty() ? 0 : experts.front(); }
   int64_t n_probe = 0;        // probe inputs: B*T positions (language models) or B samples
   int64_t n_assign = 0;       // a mixture's (token, expert) assignments in the probe: n_probe * top_k
   int64_t n_out = 0;          // outputs: vocabulary or classes

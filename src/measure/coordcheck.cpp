@@ -206,7 +206,7 @@ FixedData fixed_data(CoordCheckResult& res) {
 std::map<std::string, OwnCoordLayer> run_grid(CoordCheckResult& res, const ParamTable& model_table,
                                               const FixedData& fd) {
   const CoordCheckConfig& cc = res.config;
-  const int e0 = res.experts.empty() ? 0 : res.experts.front();
+  const int e0 = res.grid_experts();
   std::vector<std::array<int, 3>> points;  // (width, depth, experts)
   for (int d : res.depths)
     for (int w : res.widths) points.push_back({w, d, e0});
