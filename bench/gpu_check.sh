@@ -44,6 +44,18 @@
 #   seeds2048   seeds 2 and 3 at widths 1024 and 2048 (examples/sweeps/gpt_kjv_width_gpu_seeds.toml,
 #               72 runs; SEEDS_CAP), reported with docs/results/data/width_gpu_h100.db as one
 #   llama       the Llama decoder's coordinate check at widths 64..2048 on CUDA, mup and standard
+#   peak        issue 37 run 5: GPT training at width 2048, depth 8, seq 1024, batch 16, bf16: ours,
+#               the peer eager + SDPA and the peer under torch.compile, ours again, in this run;
+#               then where the device time goes: ours per op (bench --profile on CUDA: CUDA events
+#               around every op) and the peer's kernels by class, eager and compiled
+#               (bench/peer_profile_gpu.py)
+#   moe         the MoE model on CUDA: its coordinate check with the expert axis to E = 64 (MOE_PARAMS,
+#               default mup-moe) and its step against bench/moe_peer.py on the same card
+#               (bench/compare_moe_peer.sh, DEVICE=cuda, widths 64 128 256, E 8, top-2)
+#   llama_width issue 37 run 1 for the Llama decoder: examples/sweeps/llama_kjv_width_gpu.toml (widths
+#               64, 512, 2048; 108 runs) and its transfer report (LLAMA_CAP s at most; resumes)
+#   moe_sweep   examples/sweeps/moe_kjv_width_experts_gpu.toml ((64, 4) -> (512, 64); 96 runs) and its
+#               report (MOE_CAP s at most; resumes)
 #   width2048   issue 16's width check at widths 1024 and 2048
 #               (examples/sweeps/gpt_kjv_width_tuned_2048.toml, 72 runs) and its transfer report,
 #               with the 64..512 database (runs/sweeps/gpt_kjv_width_tuned.db) where it was carried
@@ -279,4 +291,47 @@ if stage llama; then
     cp "$W/llama_coordcheck_$p.txt" "$OUT/" 2>/dev/null
   done
 fi
+# Issue 37 run 5: peak speed against torch.compile, and where the time goes on each side.
+if stage peak; then
+  run_pair 2048 8 1024 16 20 bf16 1
+  AMP=1 bounded 200 python3 bench/peer_profile_gpu.py "$peer" 2048 8 1024 16 20 "$PEAK" sdpa compile >"$W/peer_profile.txt" 2>&1
+  note "peer profile: exit $?"; grep -E "^peer |^profile " "$W/peer_profile.txt" | tee -a "$summary"
+  bounded 90 $B bench --device cuda --gpt-only --quiet --widths 2048 --depth 8 --seq-len 1024 --batch 16 --steps 20 \
+    --autocast bf16 --json "$W/bench_peak2.json" >/dev/null 2>"$W/bench_peak2.err"; note "ours again: exit $?"
+  bounded 90 $B bench --device cuda --profile 2048 --depth 8 --seq-len 1024 --batch 16 --steps 5 --autocast bf16 \
+    >"$W/ours_profile.txt" 2>&1; note "ours profile: exit $?"
+  python3 - "$W" "$PEAK" <<'PY' | tee -a "$summary"
+import glob, json, re, sys
+w, peak = sys.argv[1], float(sys.argv[2])
+ours = []
+for f in sorted(glob.glob(f"{w}/bench_2048_8_1024_bf16.json") + glob.glob(f"{w}/bench_peak2.json")):
+    try:
+        g = json.load(open(f))["gpt"][0]; ours.append((g["tokens_per_s"], g["flops_per_token"]))
+    except Exception:
+        pass
+text = open(f"{w}/peer_profile.txt").read() if glob.glob(f"{w}/peer_profile.txt") else ""
+comp = [int(x) for x in re.findall(r"peer compile .*?tokens/s=(\d+)", text)]
+eager = [int(x) for x in re.findall(r"peer sdpa .*?tokens/s=(\d+)", text)]
+for t, fpt in ours:
+    print(f"peak: ours {t:,.0f} tok/s (MFU {100 * t * fpt / (peak * 1e12):.1f}%)"
+          + (f", {t / comp[0]:.3f}x compile ({comp[0]:,} tok/s)" if comp else ", no compile figure")
+          + (f", {t / eager[0]:.3f}x eager+SDPA ({eager[0]:,})" if eager else ""))
+PY
+  grep -E "^  (aten::|total)" "$W/ours_profile.txt" | head -14 | tee -a "$summary"
+  pack
+fi
+if stage moe; then
+  for p in ${MOE_PARAMS:-mup-moe}; do
+    bounded 120 $B coordcheck --model moe --param $p --widths 64,256 --experts 4,8,16,32,64 --seeds 3 --device cuda \
+      >"$W/moe_coordcheck_$p.txt" 2>&1
+    note "moe coordcheck ($p, widths 64,256 x E 4..64, CUDA): exit $?; $(tail -n 1 "$W/moe_coordcheck_$p.txt")"
+    cp "$W/moe_coordcheck_$p.txt" "$OUT/" 2>/dev/null
+  done
+  BUILD=build-cuda DEVICE=cuda PY=python3 THREADS=4 STEPS=30 OUT="$W/moe_speed" bounded 150 bash bench/compare_moe_peer.sh "64 128 256" \
+    >"$W/moe_speed.txt" 2>&1; note "moe speed vs peer on CUDA: exit $?"
+  tail -n 5 "$W/moe_speed.txt" | tee -a "$summary"
+  pack
+fi
+stage llama_width && evidence llama_width_gpu examples/sweeps/llama_kjv_width_gpu.toml "${LLAMA_CAP:-200}"
+stage moe_sweep && evidence moe_width_experts_gpu examples/sweeps/moe_kjv_width_experts_gpu.toml "${MOE_CAP:-200}"
 echo "--- summary"; cat "$summary"

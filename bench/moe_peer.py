@@ -11,7 +11,9 @@ torch this machine has (1.13: no scaled_dot_product_attention).
     python3 bench/moe_peer.py WIDTH DEPTH STEPS [EXPERTS TOP_K]
 
 Prints one line: width=.. params=.. tokens/s=.. (steps after 2 warm-up steps, batch 16, T 64).
-THREADS sets torch.set_num_threads (default: all cores).
+THREADS sets torch.set_num_threads (default: all cores). DEVICE=cuda runs it on the GPU, as a
+PyTorch 2.x user would write it there: attention through scaled_dot_product_attention (flash),
+the time taken once the device has finished the steps.
 """
 import math
 import os
@@ -23,6 +25,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 VOCAB, SEQ, BATCH, HEAD = 256, 64, 16, 16
+DEVICE = os.environ.get("DEVICE", "cpu")
+SDPA = DEVICE == "cuda" and hasattr(F, "scaled_dot_product_attention")
 
 
 def swiglu_hidden(d, multiple=16):
@@ -55,15 +59,20 @@ class Attention(nn.Module):
         super().__init__()
         self.h = d // HEAD
         self.q, self.k, self.v, self.o = (nn.Linear(d, d, bias=False) for _ in range(4))
-        self.cos, self.sin = rotary_tables(SEQ, HEAD)
+        cos, sin = rotary_tables(SEQ, HEAD)
+        self.register_buffer("cos", cos, persistent=False)
+        self.register_buffer("sin", sin, persistent=False)
         self.register_buffer("mask", torch.full((SEQ, SEQ), float("-inf")).triu(1), persistent=False)
 
     def forward(self, x):
         B, T, d = x.shape
         q, k, v = (m(x).view(B, T, self.h, HEAD).transpose(1, 2) for m in (self.q, self.k, self.v))
         q, k = rotate(q, self.cos[:T], self.sin[:T]), rotate(k, self.cos[:T], self.sin[:T])
-        att = (q @ k.transpose(-1, -2)) / math.sqrt(HEAD) + self.mask[:T, :T]
-        y = torch.softmax(att, -1) @ v
+        if SDPA:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            att = (q @ k.transpose(-1, -2)) / math.sqrt(HEAD) + self.mask[:T, :T]
+            y = torch.softmax(att, -1) @ v
         return self.o(y.transpose(1, 2).reshape(B, T, d))
 
 
@@ -142,23 +151,29 @@ def main():
     k = int(sys.argv[5]) if len(sys.argv) > 5 else 2
     torch.set_num_threads(int(os.environ.get("THREADS", os.cpu_count())))
     torch.manual_seed(0)
-    net = Net(width, depth, E, k)
+    net = Net(width, depth, E, k).to(DEVICE)
     opt = torch.optim.AdamW(net.parameters(), lr=1e-3)
     params = sum(p.numel() for p in net.parameters())
 
     def step():
-        x = torch.randint(0, VOCAB, (BATCH, SEQ))
-        y = torch.randint(0, VOCAB, (BATCH, SEQ))
+        x = torch.randint(0, VOCAB, (BATCH, SEQ), device=DEVICE)
+        y = torch.randint(0, VOCAB, (BATCH, SEQ), device=DEVICE)
         loss = net(x, y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
 
+    def sync():
+        if DEVICE == "cuda":
+            torch.cuda.synchronize()
+
     for _ in range(2):
         step()
+    sync()
     t0 = time.perf_counter()
     for _ in range(steps):
         step()
+    sync()
     dt = time.perf_counter() - t0
     print(f"width={width} depth={depth} experts={E} top_k={k} params={params} tokens/s={BATCH * SEQ * steps / dt:.1f}")
 

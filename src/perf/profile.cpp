@@ -24,6 +24,10 @@ std::string profile_train(TrainConfig cfg, int64_t warmup, int64_t steps, int to
     train_run(cfg, ro);
   }
   cfg.train.steps = steps;
+  // On CUDA the host returns from an op long before its kernels ran: time each op on the device
+  // instead (the legacy profiler's CUDA state records an event on the stream at every push and
+  // pop), so "self" is device time between the op's events minus its children's.
+  const bool on_cuda = cfg.train.device == "cuda";
   struct Agg {
     double self_us = 0;
     int64_t calls = 0;
@@ -32,7 +36,8 @@ std::string profile_train(TrainConfig cfg, int64_t warmup, int64_t steps, int to
   double wall_s = 0;
   {
     prof::TLSLegacyProfilerGuard guard(
-        torch::profiler::impl::ProfilerConfig(torch::profiler::impl::ProfilerState::CPU),
+        torch::profiler::impl::ProfilerConfig(on_cuda ? torch::profiler::impl::ProfilerState::CUDA
+                                                      : torch::profiler::impl::ProfilerState::CPU),
         [&](const prof::thread_event_lists& lists) {
           for (const auto& list : lists) {
             // Ranges nest per thread: self = own duration - the durations of direct children.
@@ -47,7 +52,8 @@ std::string profile_train(TrainConfig cfg, int64_t warmup, int64_t steps, int to
               } else if (e.kindStr() == "pop" && !stack.empty()) {
                 Open o = stack.back();
                 stack.pop_back();
-                const double dur = o.push->cpuElapsedUs(e);
+                const double dur = (on_cuda && o.push->hasCuda() && e.hasCuda()) ? o.push->cudaElapsedUs(e)
+                                                                                 : o.push->cpuElapsedUs(e);
                 Agg& a = agg[o.push->name()];
                 a.self_us += dur - o.child_us;
                 a.calls += 1;
@@ -63,8 +69,9 @@ std::string profile_train(TrainConfig cfg, int64_t warmup, int64_t steps, int to
   double self_total = 0;
   for (const auto& r : rows) self_total += r.second.self_us;
   std::string out = fmt::format(
-      "profile: {} width {} depth {}, {} steps (step loop {:.1f} ms/step under the profiler); self time per op\n",
-      cfg.model.kind, cfg.model.width, cfg.model.depth, steps, 1000.0 * wall_s / static_cast<double>(steps));
+      "profile: {} width {} depth {}, {} steps (step loop {:.1f} ms/step under the profiler); self {} time per op\n",
+      cfg.model.kind, cfg.model.width, cfg.model.depth, steps, 1000.0 * wall_s / static_cast<double>(steps),
+      on_cuda ? "device (CUDA events)" : "CPU");
   out += fmt::format("  {:<58} {:>7} {:>12} {:>7}\n", "op", "calls", "ms/step", "share");
   int shown = 0;
   for (const auto& [name, a] : rows) {
