@@ -654,7 +654,8 @@ TEST(TransferReport, ResultsPagesQuoteWhatTheirStoresGiveToday) {
   for (const auto& [page, dbs] : std::vector<std::pair<std::string, std::vector<std::string>>>{
            {"width_2048_gpu.md", {"width_gpu_h100.db"}},
            {"depth_64_gpu.md", {"depth_gpu_h100.db"}},
-           {"width_2048_seeds_gpu.md", {"width_gpu_h100.db", "width_gpu_seeds_h100.db"}}}) {
+           {"width_2048_seeds_gpu.md", {"width_gpu_h100.db", "width_gpu_seeds_h100.db"}},
+           {"llama_width_gpu.md", {"llama_width_gpu_h100.db"}}}) {
     const std::string text = scaleinv::testing::slurp(root + page);
     ASSERT_FALSE(text.empty()) << page;
     std::string args;

@@ -23,7 +23,6 @@ std::string profile_train(TrainConfig cfg, int64_t warmup, int64_t steps, int to
     cfg.train.steps = warmup;
     train_run(cfg, ro);
   }
-  cfg.train.steps = steps;
   // On CUDA the host returns from an op long before its kernels ran: time each op on the device
   // instead (the legacy profiler's CUDA state records an event on the stream at every push and
   // pop), so "self" is device time between the op's events minus its children's.
@@ -32,9 +31,9 @@ std::string profile_train(TrainConfig cfg, int64_t warmup, int64_t steps, int to
     double self_us = 0;
     int64_t calls = 0;
   };
-  std::map<std::string, Agg> agg;
-  double wall_s = 0;
-  {
+  // One profiled run of n steps: self time and calls per op, and the run's wall time.
+  auto profiled = [&](int64_t n, std::map<std::string, Agg>& agg) {
+    cfg.train.steps = n;
     prof::TLSLegacyProfilerGuard guard(
         torch::profiler::impl::ProfilerConfig(on_cuda ? torch::profiler::impl::ProfilerState::CUDA
                                                       : torch::profiler::impl::ProfilerState::CPU),
@@ -62,21 +61,35 @@ std::string profile_train(TrainConfig cfg, int64_t warmup, int64_t steps, int to
             }
           }
         });
-    wall_s = train_run(cfg, ro).wall_s;
+    return train_run(cfg, ro).wall_s;
+  };
+  // The set-up of a run (init, the weights' upload, data) is the same in a run of 1 step and one of
+  // steps + 1: their difference over `steps` is the steady step alone. (On CUDA the set-up's host
+  // work spans whole seconds of device time between an op's two events.)
+  std::map<std::string, Agg> one, agg;
+  const double wall_one = profiled(1, one);
+  const double wall_s = profiled(steps + 1, agg) - wall_one;
+  for (const auto& [name, a] : one) {
+    Agg& b = agg[name];
+    b.self_us -= a.self_us;
+    b.calls -= a.calls;
   }
-  std::vector<std::pair<std::string, Agg>> rows(agg.begin(), agg.end());
+  std::vector<std::pair<std::string, Agg>> rows;
+  for (const auto& r : agg)
+    if (r.second.calls > 0) rows.push_back(r);  // (an op of the set-up alone cancels to 0 calls)
   std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.self_us > b.second.self_us; });
   double self_total = 0;
-  for (const auto& r : rows) self_total += r.second.self_us;
+  for (const auto& r : rows) self_total += std::max(0.0, r.second.self_us);
   std::string out = fmt::format(
-      "profile: {} width {} depth {}, {} steps (step loop {:.1f} ms/step under the profiler); self {} time per op\n",
+      "profile: {} width {} depth {}, {} steps after the first (step loop {:.1f} ms/step under the profiler); self {} time per op\n",
       cfg.model.kind, cfg.model.width, cfg.model.depth, steps, 1000.0 * wall_s / static_cast<double>(steps),
       on_cuda ? "device (CUDA events)" : "CPU");
-  out += fmt::format("  {:<58} {:>7} {:>12} {:>7}\n", "op", "calls", "ms/step", "share");
+  out += fmt::format("  {:<58} {:>10} {:>12} {:>7}\n", "op", "calls/step", "ms/step", "share");
   int shown = 0;
   for (const auto& [name, a] : rows) {
     if (shown++ >= top) break;
-    out += fmt::format("  {:<58} {:>7} {:>12.2f} {:>6.1f}%\n", name.substr(0, 58), a.calls,
+    out += fmt::format("  {:<58} {:>10.1f} {:>12.2f} {:>6.1f}%\n", name.substr(0, 58),
+                       static_cast<double>(a.calls) / static_cast<double>(steps),
                        a.self_us / 1000.0 / static_cast<double>(steps), 100.0 * a.self_us / std::max(self_total, 1e-9));
   }
   out += fmt::format("  total self time in ops {:.1f} ms/step\n", self_total / 1000.0 / static_cast<double>(steps));

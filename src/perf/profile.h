@@ -11,11 +11,12 @@
 
 namespace scaleinv {
 
-// Runs `warmup` steps unprofiled (thread pools, allocator), then a fresh run of `steps` steps
-// under the profiler, and returns a table of the `top` operators by self time (name, calls,
-// self ms per step, share): CPU time on a CPU; on CUDA (cfg.train.device) device time, read from
-// the CUDA events the profiler records on the stream around every op. Set-up ops of the profiled
-// run (init, data) appear under their names.
+// Runs `warmup` steps unprofiled (thread pools, allocator), then two fresh runs under the profiler,
+// of 1 step and of steps + 1, and returns a table of the `top` operators by self time per step
+// (name, calls per step, self ms per step, share) from their difference over `steps`: the set-up
+// both runs share (init, the weights' upload, data) and the first step cancel. Self time is CPU
+// time on a CPU; on CUDA (cfg.train.device) device time, read from the CUDA events the profiler
+// records on the stream around every op.
 std::string profile_train(TrainConfig cfg, int64_t warmup, int64_t steps, int top = 25);
 
 }  // namespace scaleinv
