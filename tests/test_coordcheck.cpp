@@ -239,8 +239,9 @@ TEST(CoordCheck, MoePassesUnderMupMoeAndNamesTheRouterUnderStandard) {
       if (!row.predicted) continue;
       router_rows += row.layer.find("router") != std::string::npos;
       expert_rows += row.layer.find("mlp.gate") != std::string::npos;
-      if (row.layer.find("router") != std::string::npos || row.layer.find("mlp.") != std::string::npos)
+      if (row.layer.find("router") != std::string::npos || row.layer.find("mlp.") != std::string::npos) {
         EXPECT_TRUE(row.matches.value_or(false)) << param << " " << row.layer << " " << coord_quantity_name(row.q);
+      }
     }
     EXPECT_GT(router_rows, 20) << param;  // router1/2 h, dh; W_r dW, ||W||, ||dW||
     EXPECT_GT(expert_rows, 10) << param;  // the stacked experts' W', dW, ||W||, ||dW||

@@ -54,7 +54,7 @@ void add_coordcheck_command(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("coordcheck",
                                  "Measure how activations, gradients and updates scale with width/depth and judge the "
                                  "slopes against the theory");
-  cmd->add_option("--model", o->model, "bigram, mlp, resmlp, gpt or vit (default: the config's, gpt)");
+  cmd->add_option("--model", o->model, model_kind_list() + " (default: the config's, gpt)");
   cmd->add_option("--param", o->param, "preset name or .toml file (default: the config's, mup)");
   cmd->add_option("--optimizer", o->optimizer, "sgd, adam, adamw, sign, adafactor or muon (default: the config's, adamw)");
   cmd->add_option("--widths", o->widths, "comma-separated widths, e.g. 64,128,256 (default: the config's width)");
