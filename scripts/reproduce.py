@@ -1,0 +1,244 @@
+#!/usr/bin/env python3
+"""Regenerate a results page (docs/results/NAME.md) from the commands it shows.
+
+A results page shows each figure as a fenced block that starts with the command that printed it:
+
+    ```
+    $ build/scaleinv transfer-report --db docs/results/data/width_gpu_h100.db --out /tmp/width_gpu
+    | scaling | param | ...
+    ```
+
+Each such section (a line `$ build/scaleinv ...`, then its output up to the next `$ ` line or the
+end of the block) is run again, in page order, from the repository's root, and its output replaces
+the old one. Sections whose command is not `build/scaleinv` (a GPU build's `build-cuda/scaleinv`, a
+shell line of bench/gpu_check.sh) or that show no output (a list of commands) are left as they are;
+of those, the sweeps still run (in page order, before the reports that read their stores), also
+where a block lists plain `build/scaleinv sweep ...` lines without `$ `.
+Output lines starting with `wrote ` name the scratch files a command wrote, not figures: they are
+left out. The page is rewritten atomically (a temporary file renamed over it), and only when every
+command it ran exited 0.
+
+    scripts/reproduce.sh NAME|all [--check] [--cheap] [--list]
+
+--check   regenerate in memory and compare: exit 1 and print a diff where the page differs
+--cheap   run only the sections that read stores kept in the repository (transfer-report and
+          predict whose every --db is under docs/results/data/): seconds, not hours
+--list    print each page's sections, whether cheap, and what each needs; run nothing
+
+Exit 2 on a user error (an unknown page, a command naming a missing file or subcommand), 1 on a
+check that differs or a command that failed.
+"""
+import difflib
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS = os.path.join(ROOT, "docs", "results")
+EXE = "build/scaleinv"
+CHEAP = ("transfer-report", "predict")
+
+
+class Section:
+    def __init__(self, line_no, command, output):
+        self.line_no = line_no          # 0-based index of the "$ " line in the page
+        self.command = command          # without the "$ " (continuation lines joined)
+        self.cmd_lines = 1              # page lines the command takes (a trailing \ continues it)
+        self.output = output            # the lines after it, up to the next "$ " or the fence
+        self.listed = False             # a line of a plain list of commands (no "$ ", no output)
+
+    def argv(self):
+        try:
+            return shlex.split(self.command, comments=True)
+        except ValueError:
+            return self.command.split()
+
+    def ours(self):
+        return self.command.startswith(EXE + " ")
+
+    def runnable(self):
+        """Run in a full regeneration: a command shown with its output, or a sweep (it makes a store)."""
+        a = self.argv()
+        return self.ours() and (len(self.output) > 0 or (len(a) > 1 and a[1] == "sweep"))
+
+    def dbs(self):
+        a = self.argv()
+        return [a[i + 1] for i, x in enumerate(a[:-1]) if x == "--db"]
+
+    def cheap(self):
+        a = self.argv()
+        return (self.runnable() and len(a) > 1 and a[1] in CHEAP and self.dbs()
+                and all(d.startswith("docs/results/data/") for d in self.dbs()))
+
+
+def sections(lines):
+    """Every `$ ` section inside a fenced block, in page order."""
+    out, fenced, current = [], False, None
+    for i, line in enumerate(lines):
+        if line.startswith("```"):
+            if fenced and current:
+                out.append(current)
+            fenced, current = not fenced, None
+            continue
+        if not fenced:
+            continue
+        if line.startswith("$ "):
+            if current:
+                out.append(current)
+            current = Section(i, line[2:], [])
+        elif (current is None or current.listed) and line.startswith(EXE + " "):
+            # A block that lists commands without "$ " and without output ("Commands" at the top of
+            # a page): each line is a command to run (a sweep) or only shown (a report).
+            if current:
+                out.append(current)
+            current = Section(i, line, [])
+            current.listed = True
+        elif current and not current.output and current.command.endswith("\\"):
+            current.command = current.command[:-1] + " " + line.strip()
+            current.cmd_lines += 1
+        elif current and not current.listed:
+            current.output.append(line)
+    return out
+
+
+def fail(msg, code=2):
+    print(f"reproduce: {msg}", file=sys.stderr)
+    sys.exit(code)
+
+
+def subcommands():
+    if not os.access(exe(), os.X_OK):
+        fail(f"{exe()}: not built (fix: bash scripts/setup.sh, or set SCALEINV_BIN)")
+    text = subprocess.run([exe(), "--help"], capture_output=True, text=True).stdout
+    return set(re.findall(r"^\s{2}([a-z][a-z-]+)\s{2,}", text, re.M))
+
+
+def check_needs(page, sec, subs, made):
+    """A command names an existing subcommand and files that exist or that the page makes first."""
+    a = sec.argv()
+    if len(a) < 2 or a[1] not in subs:
+        fail(f"{page}:{sec.line_no + 1}: `{sec.command}` names no scaleinv subcommand "
+             f"(fix: one of {', '.join(sorted(subs))})")
+    for i, x in enumerate(a[:-1]):
+        path = a[i + 1]
+        if x == "--config" and not os.path.exists(os.path.join(ROOT, path)):
+            fail(f"{page}:{sec.line_no + 1}: --config {path} does not exist (fix: the sweep file's path)")
+        if x == "--db" and not os.path.exists(os.path.join(ROOT, path)) and path not in made:
+            fail(f"{page}:{sec.line_no + 1}: --db {path} is neither in the repository nor made by a sweep "
+                 f"earlier on the page (fix: show the sweep that writes it, or keep the store in docs/results/data)")
+
+
+def sweep_outputs(a):
+    """The store a `scaleinv sweep` command writes: --out, else the file's [sweep] db."""
+    out = [a[i + 1] for i, x in enumerate(a[:-1]) if x == "--out"]
+    if out:
+        return set(out)
+    cfg = [a[i + 1] for i, x in enumerate(a[:-1]) if x == "--config"]
+    found = set()
+    for c in cfg:
+        try:
+            m = re.search(r'^db\s*=\s*"([^"]+)"', open(os.path.join(ROOT, c)).read(), re.M)
+        except OSError:
+            continue
+        if m:
+            found.add(m.group(1))
+        else:
+            found.add("runs/sweeps/" + os.path.splitext(os.path.basename(c))[0] + ".db")
+    return found
+
+
+def exe():
+    """The scaleinv the pages' `build/scaleinv` means: SCALEINV_BIN where set (the test suite's build)."""
+    return os.environ.get("SCALEINV_BIN") or os.path.join(ROOT, EXE)
+
+
+def run(sec, scratch):
+    env = dict(os.environ, TMPDIR=scratch)
+    command = shlex.quote(exe()) + sec.command[len(EXE):]
+    p = subprocess.run(["bash", "-c", command], cwd=ROOT, env=env, capture_output=True, text=True)
+    if p.returncode != 0:
+        print(p.stderr[-2000:], file=sys.stderr)
+        fail(f"`{sec.command}` exited {p.returncode}", 1)
+    lines = [l for l in p.stdout.rstrip("\n").split("\n") if not l.startswith("wrote ")]
+    while lines and not lines[-1].strip():
+        lines.pop()
+    return lines
+
+
+def regenerate(name, check, cheap, listing, subs):
+    path = os.path.join(RESULTS, name + ".md")
+    if not os.path.isfile(path):
+        fail(f"docs/results/{name}.md: no such page (fix: one of {', '.join(pages())}, or all)")
+    lines = open(path).read().split("\n")
+    secs = sections(lines)
+    made = set()  # the stores the page's sweeps write (a listing at the top names them before use)
+    for s in secs:
+        a = s.argv()
+        if s.ours() and len(a) > 1 and a[1] == "sweep":
+            made.update(sweep_outputs(a))
+    for s in secs:
+        if s.ours():
+            check_needs(f"docs/results/{name}.md", s, subs, made)
+    todo = [s for s in secs if s.runnable() and (s.cheap() or not cheap)]
+    if listing:
+        for s in secs:
+            kind = "cheap" if s.cheap() else ("runs" if s.runnable() else "shown only")
+            print(f"{name}.md:{s.line_no + 1}: [{kind}] {s.command}")
+        return 0
+    if not todo:
+        return 0
+    new = list(lines)
+    with tempfile.TemporaryDirectory(prefix="scaleinv_reproduce.") as scratch:
+        # Bottom up, so that earlier sections' line numbers stay valid while later ones change size.
+        outputs = {}
+        ran = {}  # the same command listed at the top and shown with its output below runs once
+        for s in todo:  # run in page order (a sweep before the report that reads its store)
+            key = tuple(s.argv())
+            if key not in ran:
+                ran[key] = run(s, scratch)
+            outputs[s.line_no] = ran[key]
+        for s in sorted(todo, key=lambda s: -s.line_no):
+            if s.output:  # (a sweep shown without its output only makes its store)
+                at = s.line_no + s.cmd_lines
+                new[at:at + len(s.output)] = outputs[s.line_no]
+    if new == lines:
+        print(f"docs/results/{name}.md: {len(todo)} section(s) regenerated, unchanged")
+        return 0
+    if check:
+        sys.stdout.writelines(difflib.unified_diff([l + "\n" for l in lines], [l + "\n" for l in new],
+                                                   f"docs/results/{name}.md", "regenerated"))
+        print(f"docs/results/{name}.md: differs from what its commands print today", file=sys.stderr)
+        return 1
+    fd, tmp = tempfile.mkstemp(dir=RESULTS, prefix=f".{name}.", suffix=".md")
+    with os.fdopen(fd, "w") as f:
+        f.write("\n".join(new))
+    os.replace(tmp, path)
+    print(f"docs/results/{name}.md: {len(todo)} section(s) regenerated, rewritten")
+    return 0
+
+
+def pages():
+    return sorted(f[:-3] for f in os.listdir(RESULTS) if f.endswith(".md") and f != "index.md")
+
+
+def main():
+    args = sys.argv[1:]
+    flags = {a for a in args if a.startswith("--")}
+    names = [a for a in args if not a.startswith("--")]
+    unknown = flags - {"--check", "--cheap", "--list"}
+    if unknown or len(names) != 1:
+        fail(f"usage: scripts/reproduce.sh NAME|all [--check] [--cheap] [--list] "
+             f"(pages: {', '.join(pages())}){'; unknown ' + ', '.join(sorted(unknown)) if unknown else ''}")
+    subs = subcommands()
+    todo = pages() if names[0] == "all" else [names[0]]
+    worst = 0
+    for n in todo:
+        worst = max(worst, regenerate(n, "--check" in flags, "--cheap" in flags, "--list" in flags, subs))
+    return worst
+
+
+if __name__ == "__main__":
+    sys.exit(main())
