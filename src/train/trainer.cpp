@@ -6,8 +6,11 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <limits>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -46,6 +49,220 @@ double evaluate(Model& model, const DataSource& data, const TrainConfig& cfg, to
   return dp.mean(total / static_cast<double>(std::max<int64_t>(1, cfg.train.eval_batches)));
 }
 
+// What a run trains: the table, the config as the log and checkpoint record it (with the table),
+// the device, the model on it (built from cfg.train.seed: the same weights on every rank, which
+// check_same_run verifies) and the data.
+struct RunParts {
+  ParamTable table;
+  nlohmann::json cfg_json;
+  torch::Device dev = torch::kCPU;
+  std::shared_ptr<Model> model;
+  std::unique_ptr<DataSource> data;
+};
+
+RunParts set_up(const TrainConfig& cfg, DataParallel& dp) {
+  RunParts r;
+  r.table = resolve_param(cfg);
+  r.cfg_json = train_config_to_json(cfg);
+  r.cfg_json["table"] = param_to_json(r.table);
+  dp.check_same_run(r.cfg_json, param_fingerprint(r.table));  // every rank builds the same model
+  const ScaleContext ctx{r.table, optimizer_family(cfg.optim.kind), cfg.model.width, cfg.model.depth};
+  r.dev = resolve_device(cfg.train.device, cfg.source, "train.device", dp.local_rank());
+  if (dp.active()) compat::use_device(r.dev);  // this rank's GPU for CUDA calls that name no tensor (NCCL's)
+  r.model = build_model_seeded(static_cast<uint64_t>(cfg.train.seed), cfg.model, ctx, cfg.hp);  // validates model.*
+  r.data = make_data(cfg.data);
+  check_data_fits(cfg, *r.data);
+  check_batch_fits_in_memory(cfg.model, cfg.train.batch_size / std::max(1, dp.world()));
+  r.model->move_to(r.dev);
+  return r;
+}
+
+// The summary's fields known before the first step.
+RunSummary start_summary(const DataParallel& dp, const DataSource& data, Model& model) {
+  RunSummary s;
+  s.rank = dp.rank();
+  s.world = dp.world();
+  s.unigram_entropy = data.is_language() ? data.unigram_entropy() : 0.0;
+  s.items_unit = data.is_language() ? "tok" : "samples";
+  for (const auto& p : model.tagged_parameters()) s.params += p.tensor.numel();
+  return s;
+}
+
+// One writer per run directory (issue 38: two runs on one out_dir interleaved their metrics),
+// held until the run ends; a killed run's lock goes with its process.
+void lock_run_dir(WriterLock& lock, const TrainConfig& cfg) {
+  ensure_parent_dir(cfg.train.out_dir + "/run.lock", "train.out_dir");
+  if (const auto holder = lock.try_acquire(cfg.train.out_dir + "/run.lock", "train.out_dir"))
+    throw UserError(cfg.source, "train.out_dir",
+                    fmt::format("another scaleinv run{} is writing to {}", holder->empty() ? "" : " (" + *holder + ")",
+                                cfg.train.out_dir),
+                    "wait for it to finish, or choose another out_dir");
+}
+
+// Loads the checkpoint rank 0 sent (`ckpt_in`, empty: none) into the model and optimizer after
+// checking that it belongs to this run; returns the step it was at (0 without one) and puts its
+// losses in s.losses, so that the summary covers the whole run.
+int64_t resume_checkpoint(const std::string& ckpt_in, const TrainConfig& cfg, const RunOptions& opts,
+                          const ParamTable& table, Model& model, Optimizer* opt, RunSummary& s) {
+  if (ckpt_in.empty()) return 0;
+  const std::string ckpt = cfg.train.out_dir + "/checkpoint.pt";
+  if (!opts.resume)
+    throw UserError(cfg.source, "train.out_dir", fmt::format("'{}' already holds a checkpoint", cfg.train.out_dir),
+                    "pass --resume to continue it, or choose another out_dir");
+  CheckpointMeta meta = read_checkpoint_meta(ckpt_in);
+  if (meta.fingerprint != param_fingerprint(table))
+    throw UserError(ckpt, "param", "the checkpoint was trained under a different parameterization table",
+                    "resume with the checkpoint's param, or use another out_dir");
+  if (const auto diff = run_altering_differences(meta.config, cfg); !diff.empty()) {
+    const nlohmann::json was = train_config_to_json(meta.config);
+    const std::string& f = diff.front();
+    const size_t dot = f.find('.');
+    throw UserError(cfg.source, f,
+                    fmt::format("differs from the checkpoint's run in {} ({} was {}{})", cfg.train.out_dir, f,
+                                was[f.substr(0, dot)][f.substr(dot + 1)].dump(),
+                                diff.size() > 1 ? fmt::format("; {} more field(s) differ", diff.size() - 1) : ""),
+                    "resume with the config the run started with, or choose another out_dir");
+  }
+  if (meta.step > cfg.train.steps)
+    throw UserError(cfg.source, "train.steps",
+                    fmt::format("is {} but the checkpoint in {} is already at step {}", cfg.train.steps,
+                                cfg.train.out_dir, meta.step),
+                    fmt::format("set train.steps to at least {} to continue the run", meta.step));
+  load_checkpoint(ckpt_in, model, opt);
+  s.losses = meta.losses;
+  return meta.step;
+}
+
+// Simulated low precision (train.precision), active across every forward and backward pass while
+// the returned scope lives; null for fp32.
+std::unique_ptr<precision::Scope> low_precision_scope(const TrainConfig& cfg, Model& model) {
+  const precision::Format f = precision::format_from_string(cfg.train.precision, cfg.source, "train.precision");
+  if (f == precision::Format::FP32) return nullptr;
+  auto scope = std::make_unique<precision::Scope>(f);
+  for (const auto& p : model.tagged_parameters()) scope->name_tensor(p.tensor, p.name);
+  return scope;
+}
+
+// The step losses, into s.losses. Deferred (on CUDA and in a data-parallel run:
+// RunOptions::loss_readback) they stay where they are made and are read back only where a step is
+// logged, evaluated, checkpointed or reported: no device sync per step, and with ranks one
+// all-reduce of all the losses since the last read-back instead of one per step (every rank reads
+// back at the same steps, so every rank finds the same global losses). A non-finite loss is then
+// found at the read-back: the run ends as diverged at that step, the steps after it are dropped,
+// and no checkpoint is written after it (a read-back precedes every save). Otherwise each loss is
+// read at once and a diverged step takes no update.
+class LossBook {
+ public:
+  LossBook(bool deferred, DataParallel& dp, RunSummary& s) : deferred_(deferred), dp_(dp), s_(s) {}
+  bool deferred() const { return deferred_; }
+  bool has_pending() const { return !pending_.empty(); }
+  // Keeps the step's loss; false if it diverged (found at once only when not deferred).
+  bool record(int64_t step, const torch::Tensor& loss) {
+    if (deferred_) {
+      pending_.push_back(loss.detach());
+      return true;
+    }
+    const double lv = dp_.mean(loss.item<double>());  // the global batch's loss, the same on every rank
+    if (!std::isfinite(lv)) {  // diverged: record it at this step, stop, never crash
+      s_.diverged = true;
+      s_.diverged_step = step;
+      return false;
+    }
+    s_.losses.push_back(lv);
+    return true;
+  }
+  // Appends the pending losses of the steps up to `done`; false (and s.diverged set) at the first
+  // non-finite one.
+  bool read_back(int64_t done) {
+    const int64_t first_step = done - static_cast<int64_t>(pending_.size());
+    const std::vector<double> v = dp_.mean(to_host(pending_));  // the global batch's losses (every rank the same)
+    pending_.clear();
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (!std::isfinite(v[i])) {
+        s_.diverged = true;
+        s_.diverged_step = first_step + static_cast<int64_t>(i);
+        return false;
+      }
+      s_.losses.push_back(v[i]);
+    }
+    return true;
+  }
+
+ private:
+  bool deferred_;
+  DataParallel& dp_;
+  RunSummary& s_;
+  std::vector<torch::Tensor> pending_;  // device losses of the steps since the last read-back
+};
+
+// CUDA graphs (train.cuda_graph): the loop runs on a side stream; kWarmup eager steps (the lazy
+// initialisations happen there, not under capture), then the next step's forward and backward are
+// captured on its own batch and every later step refills the static batch in place and replays
+// them. Backward creates each .grad inside the graph (zero_grad right before the capture) and
+// every replay rewrites it; the optimizer's step stays outside, eager. As StepHooks::loss_and_grad.
+class GraphStep {
+ public:
+  using Batch2 = std::pair<torch::Tensor, torch::Tensor>;
+  GraphStep(const TrainConfig& cfg, int64_t start, Optimizer& opt, LossBook& book,
+            std::function<Batch2(int64_t)> batch, std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&)> forward)
+      : cfg_(cfg), start_(start), opt_(opt), book_(book), batch_(std::move(batch)), forward_(std::move(forward)) {}
+  static constexpr int64_t kWarmup = 3;
+  torch::Tensor operator()(int64_t step) {
+    auto [x, y] = batch_(step);
+    if (step < start_ + kWarmup) {
+      torch::Tensor loss = forward_(x, y);
+      if (!book_.record(step, loss)) return {};
+      opt_.zero_grad();
+      loss.backward();
+      return loss;
+    }
+    if (!graph_) {
+      gx_ = x;
+      gy_ = y;
+      opt_.zero_grad();
+      try {
+        graph_ = std::make_unique<compat::CudaGraph>([&] {
+          torch::Tensor l = forward_(gx_, gy_);
+          l.backward();
+          gloss_ = l.detach();
+        });
+      } catch (const c10::Error& e) {  // ours, not the user's (exit 1), with the way around it
+        std::string what = e.what_without_backtrace();
+        what.resize(std::min(what.size(), what.find('\n')));
+        throw std::runtime_error(fmt::format("{}: train.cuda_graph: capturing step {} failed ({}); set "
+                                             "train.cuda_graph = false to train without CUDA graphs",
+                                             cfg_.source, step + 1, what));
+      }
+    } else {
+      gx_.copy_(x, /*non_blocking=*/true);
+      gy_.copy_(y, /*non_blocking=*/true);
+    }
+    graph_->replay();
+    const torch::Tensor loss = gloss_.clone();  // the next replay rewrites gloss
+    return book_.record(step, loss) ? loss : torch::Tensor();
+  }
+
+ private:
+  const TrainConfig& cfg_;
+  int64_t start_;
+  Optimizer& opt_;
+  LossBook& book_;
+  std::function<Batch2(int64_t)> batch_;
+  std::function<torch::Tensor(const torch::Tensor&, const torch::Tensor&)> forward_;
+  std::unique_ptr<compat::CudaGraph> graph_;
+  torch::Tensor gx_, gy_, gloss_;  // the graph's static batch and loss
+};
+
+void check_cuda_graphs(const TrainConfig& cfg, const DataParallel& dp) {
+  if (!cfg.train.cuda_graph) return;
+  if (dp.active())
+    throw UserError(cfg.source, "train.cuda_graph", "CUDA graphs take one process (data parallelism hooks backward)",
+                    "set train.cuda_graph = false for a data-parallel run");
+  if (!compat::has_cuda_graphs())
+    throw UserError(cfg.source, "train.cuda_graph", "this build has no CUDA graphs",
+                    "build against a CUDA libtorch (docs/gpu.md) or set train.cuda_graph = false");
+}
+
 }  // namespace
 
 double window_mean(const std::vector<double>& losses, double fraction) {
@@ -74,88 +291,31 @@ RunSummary train_run(const TrainConfig& cfg, const RunOptions& opts) {
   // --- set up: ranks, table, data, model, optimizer ------------------------------------------
   // One process unless WORLD_SIZE > 1 (dist/dist.h); then cfg.train.batch_size is the global batch.
   DataParallel dp(opts.data_parallel ? dist_env_from_environment() : DistEnv{}, cfg.train.dist_timeout_s);
-  const ParamTable table = resolve_param(cfg);
-  nlohmann::json cfg_json = train_config_to_json(cfg);
-  cfg_json["table"] = param_to_json(table);
-  dp.check_same_run(cfg_json, param_fingerprint(table));  // every rank builds the same model
-  const OptFamily family = optimizer_family(cfg.optim.kind);
-  ScaleContext ctx{table, family, cfg.model.width, cfg.model.depth};
-  const torch::Device dev = resolve_device(cfg.train.device, cfg.source, "train.device", dp.local_rank());
-  if (dp.active()) compat::use_device(dev);  // this rank's GPU for CUDA calls that name no tensor (NCCL's)
-  std::shared_ptr<Model> model = build_model_seeded(static_cast<uint64_t>(cfg.train.seed), cfg.model, ctx,
-                                                     cfg.hp);  // validates model.*
-  auto data = make_data(cfg.data);
-  check_data_fits(cfg, *data);
-  check_batch_fits_in_memory(cfg.model, cfg.train.batch_size / std::max(1, dp.world()));
-  model->move_to(dev);
-  // Simulated low precision (train.precision): active across every forward and backward pass.
-  std::unique_ptr<precision::Scope> low_precision;
-  const precision::Format pformat = precision::format_from_string(cfg.train.precision, cfg.source, "train.precision");
-  if (pformat != precision::Format::FP32) {
-    low_precision = std::make_unique<precision::Scope>(pformat);
-    for (const auto& p : model->tagged_parameters()) low_precision->name_tensor(p.tensor, p.name);
-  }
-  auto opt = make_optimizer(cfg.optim, param_groups(model->tagged_parameters(), model->context()));
-
-  RunSummary s;
-  s.rank = dp.rank();
-  s.world = dp.world();
-  s.unigram_entropy = data->is_language() ? data->unigram_entropy() : 0.0;
-  s.items_unit = data->is_language() ? "tok" : "samples";
-  for (const auto& p : model->tagged_parameters()) s.params += p.tensor.numel();
+  RunParts run = set_up(cfg, dp);
+  const ParamTable& table = run.table;
+  const torch::Device dev = run.dev;
+  const std::shared_ptr<Model>& model = run.model;
+  const std::unique_ptr<DataSource>& data = run.data;
+  const std::unique_ptr<precision::Scope> low_precision = low_precision_scope(cfg, *model);
+  const auto opt = make_optimizer(cfg.optim, param_groups(model->tagged_parameters(), model->context()));
+  RunSummary s = start_summary(dp, *data, *model);
   const int64_t items_per_step = cfg.train.batch_size * (data->is_language() ? cfg.model.seq_len : 1);
 
   // --- resume ----------------------------------------------------------------------------------
   const bool writes = opts.write_files && dp.is_root();  // only rank 0 writes checkpoints and metrics
-  // One writer per run directory (issue 38: two runs on one out_dir interleaved their metrics),
-  // held until the run ends; a killed run's lock goes with its process.
   WriterLock run_lock;
-  if (writes) {
-    ensure_parent_dir(cfg.train.out_dir + "/run.lock", "train.out_dir");
-    if (const auto holder = run_lock.try_acquire(cfg.train.out_dir + "/run.lock", "train.out_dir"))
-      throw UserError(cfg.source, "train.out_dir",
-                      fmt::format("another scaleinv run{} is writing to {}", holder->empty() ? "" : " (" + *holder + ")",
-                                  cfg.train.out_dir),
-                      "wait for it to finish, or choose another out_dir");
-  }
+  if (writes) lock_run_dir(run_lock, cfg);
   const std::string ckpt = cfg.train.out_dir + "/checkpoint.pt";
-  int64_t start = 0;
   // Every rank resumes from rank 0's checkpoint (sent over the group: no shared disk needed, and
   // the world size may differ from the one that wrote it).
-  const std::string ckpt_in = opts.write_files ? dp.fetch_from_root(ckpt) : "";
-  if (!ckpt_in.empty()) {
-    if (!opts.resume)
-      throw UserError(cfg.source, "train.out_dir", fmt::format("'{}' already holds a checkpoint", cfg.train.out_dir),
-                      "pass --resume to continue it, or choose another out_dir");
-    CheckpointMeta meta = read_checkpoint_meta(ckpt_in);
-    if (meta.fingerprint != param_fingerprint(table))
-      throw UserError(ckpt, "param", "the checkpoint was trained under a different parameterization table",
-                      "resume with the checkpoint's param, or use another out_dir");
-    if (const auto diff = run_altering_differences(meta.config, cfg); !diff.empty()) {
-      const nlohmann::json was = train_config_to_json(meta.config);
-      const std::string& f = diff.front();
-      const size_t dot = f.find('.');
-      throw UserError(cfg.source, f,
-                      fmt::format("differs from the checkpoint's run in {} ({} was {}{})", cfg.train.out_dir, f,
-                                  was[f.substr(0, dot)][f.substr(dot + 1)].dump(),
-                                  diff.size() > 1 ? fmt::format("; {} more field(s) differ", diff.size() - 1) : ""),
-                      "resume with the config the run started with, or choose another out_dir");
-    }
-    if (meta.step > cfg.train.steps)
-      throw UserError(cfg.source, "train.steps",
-                      fmt::format("is {} but the checkpoint in {} is already at step {}", cfg.train.steps,
-                                  cfg.train.out_dir, meta.step),
-                      fmt::format("set train.steps to at least {} to continue the run", meta.step));
-    load_checkpoint(ckpt_in, *model, opt.get());
-    start = meta.step;
-    s.losses = meta.losses;  // the summary (final_loss) covers the whole run, not only this process's part
-  }
+  const int64_t start = resume_checkpoint(opts.write_files ? dp.fetch_from_root(ckpt) : "", cfg, opts, table, *model,
+                                          opt.get(), s);
   // Every rank starts from rank 0's parameters; backward then all-reduces gradient buckets.
   std::vector<torch::Tensor> params;
   for (const auto& p : model->tagged_parameters()) params.push_back(p.tensor);
   dp.replicate(params);
   RunLog log(writes ? cfg.train.out_dir : "");
-  log.start(start, cfg_json);
+  log.start(start, run.cfg_json);
   auto save = [&](int64_t steps_done) {
     if (!writes) return;
     log.keep();  // a checkpoint makes the run resumable: its log stays with it
@@ -171,52 +331,16 @@ RunSummary train_run(const TrainConfig& cfg, const RunOptions& opts) {
   // CUDA: bf16 autocast over the forward passes (train.autocast), TF32 for fp32 matmuls (train.tf32).
   if (dev.is_cuda()) compat::set_tf32(cfg.train.tf32);
   const bool bf16 = dev.is_cuda() && cfg.train.autocast == "bf16";  // autocast per forward pass
-  // On CUDA and in a data-parallel run (RunOptions::loss_readback) the losses stay where they are
-  // made and are read back only where a step is logged, evaluated, checkpointed or reported: no
-  // device sync per step, and with ranks one all-reduce of all the losses since the last read-back
-  // instead of one per step (every rank reads back at the same steps, so every rank finds the same
-  // global losses). A non-finite loss is then found at the read-back: the run ends as diverged at
-  // that step, the steps after it are dropped, and no checkpoint is written after it (a read-back
-  // precedes every save). Elsewhere each loss is read at once and a diverged step takes no update.
   using ReadBack = RunOptions::LossReadBack;
-  const bool deferred = opts.loss_readback == ReadBack::AtReports ||
-                        (opts.loss_readback == ReadBack::Auto && (dev.is_cuda() || dp.active()));
-  std::vector<torch::Tensor> pending;  // device losses of the steps since the last read-back
+  LossBook book(opts.loss_readback == ReadBack::AtReports ||
+                    (opts.loss_readback == ReadBack::Auto && (dev.is_cuda() || dp.active())),
+                dp, s);
   const auto t0 = std::chrono::steady_clock::now();
   double val = std::numeric_limits<double>::quiet_NaN();
-  // Appends the pending losses to s.losses; false (and s.diverged set) at the first non-finite one.
-  auto read_back = [&](int64_t first_step) {
-    const std::vector<double> v = dp.mean(to_host(pending));  // the global batch's losses (every rank the same)
-    pending.clear();
-    for (size_t i = 0; i < v.size(); ++i) {
-      if (!std::isfinite(v[i])) {
-        s.diverged = true;
-        s.diverged_step = first_step + static_cast<int64_t>(i);
-        return false;
-      }
-      s.losses.push_back(v[i]);
-    }
-    return true;
-  };
   // One forward pass, under bf16 autocast where asked (its scope is this pass).
   auto forward = [&](const torch::Tensor& x, const torch::Tensor& y) {
     const compat::CudaAutocast autocast(bf16);
     return model->loss(x, y);
-  };
-  // The step's loss, kept (deferred: on the device until the next read-back); false if it diverged.
-  auto record = [&](int64_t step, const torch::Tensor& loss) {
-    if (deferred) {
-      pending.push_back(loss.detach());
-      return true;
-    }
-    const double lv = dp.mean(loss.item<double>());  // the global batch's loss, the same on every rank
-    if (!std::isfinite(lv)) {  // diverged: record it at this step, stop, never crash
-      s.diverged = true;
-      s.diverged_step = step;
-      return false;
-    }
-    s.losses.push_back(lv);
-    return true;
   };
   auto batch_on_device = [&](int64_t step) {
     Batch b = data->batch(Split::Train, step, cfg.train.batch_size, dp.rank(), dp.world());  // this rank's slice
@@ -226,59 +350,13 @@ RunSummary train_run(const TrainConfig& cfg, const RunOptions& opts) {
   hooks.loss = [&](int64_t step) -> torch::Tensor {
     auto [x, y] = batch_on_device(step);
     torch::Tensor loss = forward(x, y);
-    return record(step, loss) ? loss : torch::Tensor();
+    return book.record(step, loss) ? loss : torch::Tensor();
   };
-  // CUDA graphs (train.cuda_graph): the loop runs on a side stream; kGraphWarmup eager steps (the
-  // lazy initialisations happen there, not under capture), then the next step's forward and
-  // backward are captured on its own batch and every later step refills the static batch in place
-  // and replays them. Backward creates each .grad inside the graph (zero_grad right before the
-  // capture) and every replay rewrites it; the optimizer's step stays outside, eager.
-  constexpr int64_t kGraphWarmup = 3;
-  const bool graphs = cfg.train.cuda_graph;
-  if (graphs && dp.active())
-    throw UserError(cfg.source, "train.cuda_graph", "CUDA graphs take one process (data parallelism hooks backward)",
-                    "set train.cuda_graph = false for a data-parallel run");
-  if (graphs && !compat::has_cuda_graphs())
-    throw UserError(cfg.source, "train.cuda_graph", "this build has no CUDA graphs",
-                    "build against a CUDA libtorch (docs/gpu.md) or set train.cuda_graph = false");
-  const compat::CudaSideStream side(graphs, dev);
-  std::unique_ptr<compat::CudaGraph> graph;
-  torch::Tensor gx, gy, gloss;  // the graph's static batch and loss
-  if (graphs)
-    hooks.loss_and_grad = [&](int64_t step) -> torch::Tensor {
-      auto [x, y] = batch_on_device(step);
-      if (step < start + kGraphWarmup) {
-        torch::Tensor loss = forward(x, y);
-        if (!record(step, loss)) return {};
-        opt->zero_grad();
-        loss.backward();
-        return loss;
-      }
-      if (!graph) {
-        gx = x;
-        gy = y;
-        opt->zero_grad();
-        try {
-          graph = std::make_unique<compat::CudaGraph>([&] {
-            torch::Tensor l = forward(gx, gy);
-            l.backward();
-            gloss = l.detach();
-          });
-        } catch (const c10::Error& e) {  // ours, not the user's (exit 1), with the way around it
-          std::string what = e.what_without_backtrace();
-          what.resize(std::min(what.size(), what.find('\n')));
-          throw std::runtime_error(fmt::format("{}: train.cuda_graph: capturing step {} failed ({}); set "
-                                               "train.cuda_graph = false to train without CUDA graphs",
-                                               cfg.source, step + 1, what));
-        }
-      } else {
-        gx.copy_(x, /*non_blocking=*/true);
-        gy.copy_(y, /*non_blocking=*/true);
-      }
-      graph->replay();
-      const torch::Tensor loss = gloss.clone();  // the next replay rewrites gloss
-      return record(step, loss) ? loss : torch::Tensor();
-    };
+  check_cuda_graphs(cfg, dp);
+  const compat::CudaSideStream side(cfg.train.cuda_graph, dev);
+  if (cfg.train.cuda_graph)
+    hooks.loss_and_grad = [g = std::make_shared<GraphStep>(cfg, start, *opt, book, batch_on_device, forward)](
+                              int64_t step) { return (*g)(step); };
   // With ranks, backward all-reduces gradient buckets as it fills them; then every rank holds the
   // global batch's mean gradient.
   hooks.after_backward = [&](int64_t) {
@@ -290,7 +368,7 @@ RunSummary train_run(const TrainConfig& cfg, const RunOptions& opts) {
   const bool may_stop = opts.stop_on_signal && !dp.active();
   auto stop_now = [&](int64_t done) {
     if (!may_stop || stop_requested() == 0 || done == end) return false;
-    if (deferred && !pending.empty() && !read_back(done - static_cast<int64_t>(pending.size()))) return true;
+    if (book.deferred() && book.has_pending() && !book.read_back(done)) return true;
     s.stopped_by = stop_requested();
     return true;
   };
@@ -298,10 +376,8 @@ RunSummary train_run(const TrainConfig& cfg, const RunOptions& opts) {
     const bool eval_now = cfg.train.eval_every > 0 && done % cfg.train.eval_every == 0;
     const bool log_now = done % std::max<int64_t>(1, cfg.train.log_every) == 0 || eval_now || done == cfg.train.steps;
     const bool save_now = cfg.train.checkpoint_every > 0 && done % cfg.train.checkpoint_every == 0;
-    if (deferred && (log_now || save_now || done == end) && !read_back(done - static_cast<int64_t>(pending.size()))) {
-      return false;
-    }
-    if (deferred && !log_now && !save_now) {  // no new loss to report until the next read-back
+    if (book.deferred() && (log_now || save_now || done == end) && !book.read_back(done)) return false;
+    if (book.deferred() && !log_now && !save_now) {  // no new loss to report until the next read-back
       if (bar) bar->update(done, bar_status);  // the step count moves, with the last logged loss
       if (opts.on_step) opts.on_step(done);    // (a step count: a sweep's bar)
       return !stop_now(done);
