@@ -140,13 +140,15 @@ def sweep_outputs(a):
     found = set()
     for c in cfg:
         try:
-            m = re.search(r'^db\s*=\s*"([^"]+)"', open(os.path.join(ROOT, c)).read(), re.M)
+            text = open(os.path.join(ROOT, c)).read()
         except OSError:
             continue
-        if m:
-            found.add(m.group(1))
-        else:
-            found.add("runs/sweeps/" + os.path.splitext(os.path.basename(c))[0] + ".db")
+        db = re.search(r'^db\s*=\s*"([^"]+)"', text, re.M)
+        name = re.search(r'^name\s*=\s*"([^"]+)"', text.split("[sweep]", 1)[-1], re.M)
+        if db:
+            found.add(db.group(1))
+        else:  # (scaleinv sweep's default: runs/sweeps/NAME.db, NAME the [sweep] name or the file's stem)
+            found.add("runs/sweeps/" + (name.group(1) if name else os.path.splitext(os.path.basename(c))[0]) + ".db")
     return found
 
 
