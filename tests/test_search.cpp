@@ -322,7 +322,9 @@ TEST(SearchCli, RandomSearchShardsAndMergesIntoTheWholeRanking) {
     const int n = held.count(t.trial) ? held[t.trial] : 0;
     EXPECT_EQ(t.seeds, n);
     EXPECT_EQ(std::isnan(t.mean_loss), n == 0);
-    if (n > 0) EXPECT_FALSE(seen_nan) << "a trial that ran is listed after one that did not";
+    if (n > 0) {
+      EXPECT_FALSE(seen_nan) << "a trial that ran is listed after one that did not";
+    }
     seen_nan = seen_nan || std::isnan(t.mean_loss);
   }
 }

@@ -346,14 +346,15 @@ RunSummary train_run(const TrainConfig& cfg, const RunOptions& opts) {
     Batch b = data->batch(Split::Train, step, cfg.train.batch_size, dp.rank(), dp.world());  // this rank's slice
     return std::make_pair(compat::to_device_async(b.x, dev), compat::to_device_async(b.y, dev));
   };
+  check_cuda_graphs(cfg, dp);
+  // (Before the hooks: a captured graph, held by its hook, goes before the side stream it ran on.)
+  const compat::CudaSideStream side(cfg.train.cuda_graph, dev);
   StepHooks hooks;
   hooks.loss = [&](int64_t step) -> torch::Tensor {
     auto [x, y] = batch_on_device(step);
     torch::Tensor loss = forward(x, y);
     return book.record(step, loss) ? loss : torch::Tensor();
   };
-  check_cuda_graphs(cfg, dp);
-  const compat::CudaSideStream side(cfg.train.cuda_graph, dev);
   if (cfg.train.cuda_graph)
     hooks.loss_and_grad = [g = std::make_shared<GraphStep>(cfg, start, *opt, book, batch_on_device, forward)](
                               int64_t step) { return (*g)(step); };
