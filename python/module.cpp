@@ -6,6 +6,7 @@
 // message is the CLI's one line naming the field and the fix.
 #include <cmath>
 #include <limits>
+#include <set>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -18,6 +19,9 @@
 #include "param/table.h"
 #include "report/predict.h"
 #include "report/transfer.h"
+#include "sweep/shard.h"
+#include "sweep/sweep_summary.h"
+#include "sweep/user_sweep.h"
 #include "theory/depth_theory.h"
 #include "theory/theory_report.h"
 #include "theory/width_theory.h"
@@ -154,6 +158,51 @@ std::string report_py(const std::vector<std::string>& dbs, int bootstrap) {
   return transfer_to_json(analyze_transfer(read_sweep_rows(dbs), o)).dump();
 }
 
+// What scaleinv.sweep needs before it runs: the space's name, fingerprint, points (a search: its
+// first rung's), whether it is a search, and the widths and depths its points take (the base
+// shape apply() is planned from is the smallest).
+std::string user_sweep_info(const std::string& text, bool is_json, const std::string& where) {
+  const SweepSpec s = user_sweep_from_text(text, is_json, where);
+  std::set<int64_t> widths, depths;
+  for (const SweepPoint& p : s.points) {
+    if (p.config.model.width > 0) widths.insert(p.config.model.width);
+    if (p.config.model.depth > 0) depths.insert(p.config.model.depth);
+  }
+  return json({{"name", s.name},
+               {"fingerprint", s.fingerprint},
+               {"points", s.points.size()},
+               {"search", s.search ? s.search->method : ""},
+               {"widths", widths},
+               {"depths", depths}})
+      .dump();
+}
+
+// Runs the space (user_sweep.h); `train(point_id, hparams_json)` returns the point's result as
+// JSON (point_result_from_json). What `train` raises (KeyboardInterrupt) ends the run and reaches
+// the caller; the finished points are in the store.
+std::string run_user_sweep_py(const std::string& text, bool is_json, const std::string& where, const std::string& db,
+                              const std::string& shard, bool resume, bool progress, const py::function& train) {
+  const SweepSpec s = user_sweep_from_text(text, is_json, where);
+  UserSweepOptions o;
+  o.db_path = db;
+  o.shard = parse_shard(shard);
+  o.resume = resume;
+  o.show_progress = progress;
+  const TrainPoint fn = [&](const SweepPoint& p, const json& hparams) {
+    const py::object r = train(p.id, hparams.dump());
+    return point_result_from_json(json::parse(r.cast<std::string>()));
+  };
+  return run_user_sweep(s, o, fn).dump();
+}
+
+// The store a shard writes: DB itself for the whole grid, STEM.shard-i-of-N.db beside it otherwise
+// (default_db_path, as `scaleinv sweep --shard` names it).
+std::string shard_db_path(const std::string& db, const std::string& shard) {
+  SweepSpec s;
+  s.db_path = db;
+  return default_db_path(s, parse_shard(shard));
+}
+
 }  // namespace
 }  // namespace scaleinv
 
@@ -171,5 +220,11 @@ PYBIND11_MODULE(_scaleinv, m) {
         "(coordcheck JSON, printed table, plot stems) of runs measured in Python");
   m.def("predict", &predict_py, py::arg("dbs"), py::arg("at"), py::arg("holdout"), py::arg("fit_upto"), py::arg("param"),
         py::arg("max_extrapolation"), py::arg("bootstrap"), "(predictions JSON, printed tables) of sweep stores");
+  m.def("user_sweep_info", &user_sweep_info, py::arg("text"), py::arg("is_json"), py::arg("where"),
+        "a user model's sweep space: name, fingerprint, points, search method, widths, depths");
+  m.def("run_user_sweep", &run_user_sweep_py, py::arg("text"), py::arg("is_json"), py::arg("where"), py::arg("db"),
+        py::arg("shard"), py::arg("resume"), py::arg("progress"), py::arg("train"),
+        "runs a user model's sweep or search into a store; the summary as JSON");
+  m.def("shard_db_path", &shard_db_path, py::arg("db"), py::arg("shard"), "the store a shard writes");
   m.def("report", &report_py, py::arg("dbs"), py::arg("bootstrap"), "transfer-report's analysis of sweep stores as JSON");
 }

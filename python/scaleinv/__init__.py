@@ -4,6 +4,7 @@
     opt = scaleinv.apply(model, base=base, delta=delta, param="mup", optimizer="adamw", lr=1e-3)
     r = scaleinv.coordcheck(make_model, widths=[128, 256, 512], batches=[(x, y)], param="mup")
     print(r); assert r.passed
+    r = scaleinv.sweep(make_model, train, space={...}, db="runs/sweeps/mine.db")  # or scaleinv.search
     print(scaleinv.predict("runs/sweeps/width.db", at={"width": 2048}))   # the LR there, with its interval
 
 The C++ core (_scaleinv, torch-free) does the work: roles, the shifted table (seed 000 eq. 28), the
@@ -18,7 +19,8 @@ from ._core import Prediction, UserError, predict, presets, report, table, theor
 
 # name -> the submodule that defines it (loaded, with torch, on first use).
 _TORCH_SIDE = {"apply": "_apply", "plan": "_apply", "named_tensors": "_apply", "coordcheck": "_coordcheck",
-               "CoordCheckResult": "_coordcheck", "lr_schedule": "_schedule", "check_schedule": "_schedule"}
+               "CoordCheckResult": "_coordcheck", "lr_schedule": "_schedule", "check_schedule": "_schedule",
+               "sweep": "_sweep", "search": "_sweep", "SweepResult": "_sweep"}
 
 __all__ = ["Prediction", "UserError", "predict", "presets", "report", "table", "theory"] + sorted(_TORCH_SIDE)
 

@@ -19,6 +19,7 @@
 #include "sweep/sweep_runner.h"
 #include "sweep/sweep_spec.h"
 #include "sweep/sweep_store.h"
+#include "sweep/user_sweep.h"
 
 namespace scaleinv {
 
@@ -62,12 +63,12 @@ void add_sweep_command(CLI::App& app, int& exit_code) {
   });
 
   auto* rank = sweep->add_subcommand("rank", "Rank the trials of a [search] sweep from its database (e.g. after merging shards)");
-  rank->add_option("--config", o->config, "the search's sweep TOML")->required();
+  rank->add_option("--config", o->config, "the search's sweep TOML (a Python search of your model: read from the database when left out)");
   rank->add_option("--db", o->out, "its database (merged shards, or a partial one)")->required();
   rank->callback([o, &exit_code] {
-    SweepSpec spec = load_sweep(o->config);
     if (!std::filesystem::exists(o->out))
       throw UserError(o->out, "--db", "no such database", "give the file written by scaleinv sweep (--out)");
+    SweepSpec spec = o->config.empty() ? stored_user_sweep(o->out) : load_sweep(o->config);
     if (const std::string fp = sweep_db_fingerprint(o->out); fp != spec.fingerprint)
       throw UserError(o->out, "meta.fingerprint",
                       fmt::format("holds another sweep or grid (fingerprint {}; {} has {})", fp, o->config,
@@ -85,6 +86,11 @@ void add_sweep_command(CLI::App& app, int& exit_code) {
       throw UserError("command line", "--config", "missing", "write scaleinv sweep --config SWEEP.toml");
     const Shard shard = parse_shard(o->shard);
     SweepSpec spec = load_sweep(o->config);
+    if (spec.user_model)
+      throw UserError(o->config, "sweep.target",
+                      "is \"python\": a sweep of your own model, which only your training function can train",
+                      "run it from Python with scaleinv.sweep(make_model, train, space=\"" + o->config +
+                          "\", db=...); scaleinv sweep rank/merge and transfer-report read its store");
     SweepRunOptions ro;
     ro.shard = shard;
     ro.db_path = o->out.empty() ? default_db_path(spec, shard) : o->out;

@@ -5,7 +5,7 @@
 #include <map>
 
 #include "core/errors.h"
-#include "train/ensemble.h"
+#include "train/ensemble_key.h"
 
 namespace scaleinv {
 

@@ -24,14 +24,27 @@
 
 namespace scaleinv {
 
-std::string default_db_path(const SweepSpec& spec, const Shard& shard) {
-  std::string path = spec.db_path.empty() ? "runs/sweeps/" + spec.name + ".db" : spec.db_path;
-  if (shard.count <= 1) return path;
-  std::filesystem::path p(path);
-  return (p.parent_path() / fmt::format("{}.shard-{}-of-{}{}", p.stem().string(), shard.index, shard.count,
-                                        p.extension().string()))
-      .string();
+namespace {
+
+// What the store records of each trained member.
+std::vector<PointResult> point_results(const std::vector<RunSummary>& runs) {
+  std::vector<PointResult> out;
+  for (const RunSummary& s : runs) {
+    PointResult r;
+    r.losses = s.losses;
+    r.diverged = s.diverged;
+    r.diverged_step = s.diverged_step;
+    r.steps_done = s.steps_done;
+    r.final_val_loss = s.final_val_loss;
+    r.wall_s = s.wall_s;
+    r.items_per_s = s.items_per_s;
+    r.unigram_entropy = s.unigram_entropy;
+    out.push_back(std::move(r));
+  }
+  return out;
 }
+
+}  // namespace
 
 int sweep_jobs(const SweepSpec& spec, const SweepRunOptions& opts) {
   if (opts.jobs > 0) return opts.jobs;
@@ -55,27 +68,9 @@ int sweep_jobs(const SweepSpec& spec, const SweepRunOptions& opts) {
 SweepRunSummary run_sweep(const SweepSpec& spec, const SweepRunOptions& opts) {
   const auto t0 = std::chrono::steady_clock::now();
   SweepRunSummary sum;
-  sum.name = spec.name;
-  sum.db_path = opts.db_path;
-  sum.shard = opts.shard.str();
-  sum.grid_points = static_cast<int64_t>(spec.points.size());
-
   SweepStore store(opts.db_path);
-  store.begin_sweep(spec, opts.shard, opts.resume);
-  const std::set<std::string> done = store.finished_ids();
-  const std::vector<size_t> mine = shard_points(spec, opts.shard);
-  sum.shard_points = static_cast<int64_t>(mine.size());
-  std::vector<size_t> pending;
-  for (size_t i : mine) {
-    if (done.count(spec.points[i].id)) ++sum.skipped;
-    else pending.push_back(i);
-  }
-  if (opts.resume && done.empty() && store.meta("points_written").value_or("0") != "0")
-    throw UserError(opts.db_path, "--resume",
-                    fmt::format("the database recorded {} finished points but holds none (its -wal file was lost, "
-                                "or it was replaced)", *store.meta("points_written")),
-                    "restore the database with its -wal file, or start over without --resume under another --out");
-  if (opts.resume && done.empty() && opts.show_progress)
+  const std::vector<size_t> pending = begin_run(store, spec, opts.shard, opts.resume, sum);
+  if (opts.resume && store.count_points() == 0 && opts.show_progress)
     fmt::print(stderr, "note: {} holds no finished point of this sweep: all {} points run\n", opts.db_path,
                pending.size());
   // Every point's data cache (the KJV text) exists before any worker starts: workers only read.
@@ -218,7 +213,7 @@ SweepRunSummary run_sweep(const SweepSpec& spec, const SweepRunOptions& opts) {
           continue;
         }
         std::lock_guard<std::mutex> lock(mu);
-        store.write_points(spec, opts.shard, pts, res);
+        store.write_points(spec, opts.shard, pts, point_results(res));
         ++sum.chunks;
         sum.run += static_cast<int64_t>(res.size());
         for (const auto& r : res) sum.diverged += r.diverged ? 1 : 0;
@@ -255,24 +250,6 @@ SweepRunSummary run_sweep(const SweepSpec& spec, const SweepRunOptions& opts) {
   sum.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (sum.run < static_cast<int64_t>(pending.size())) sum.stopped_by = stop_requested();  // points left
   return sum;
-}
-
-std::string render_sweep_summary(const SweepRunSummary& s) {
-  std::string out = "sweep summary\n";
-  auto row = [&](const std::string& k, const std::string& v) { out += fmt::format("  {:<16} {}\n", k, v); };
-  row("sweep", s.name);
-  row("shard", s.shard + (s.shard == "0/1" ? " (the whole grid)" : ""));
-  row("grid points", fmt::format("{} ({} in this shard)", s.grid_points, s.shard_points));
-  row("run now", fmt::format("{} in {} ensemble chunk{}, {} at a time", s.run, s.chunks, s.chunks == 1 ? "" : "s",
-                             s.jobs));
-  if (s.out_of_memory > 0)
-    row("out of memory", fmt::format("{} chunk{} rerun after running out beside others; {} at a time at the end", s.out_of_memory,
-                                     s.out_of_memory == 1 ? "" : "s", s.jobs_at_end));
-  row("skipped", fmt::format("{} (already in the db)", s.skipped));
-  row("diverged", fmt::format("{}", s.diverged));
-  row("wall time", format_duration(s.wall_s));
-  row("db", s.db_path);
-  return out;
 }
 
 }  // namespace scaleinv

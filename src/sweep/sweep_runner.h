@@ -13,6 +13,7 @@
 #include <string>
 
 #include "sweep/shard.h"
+#include "sweep/sweep_summary.h"
 #include "sweep/sweep_spec.h"
 #include "train/ensemble.h"
 
@@ -32,27 +33,6 @@ struct SweepRunOptions {
   std::function<void(size_t chunk, bool alone)> before_chunk_for_tests;
 };
 
-struct SweepRunSummary {
-  std::string name, db_path, shard;
-  int64_t grid_points = 0;     // the whole grid
-  int64_t shard_points = 0;    // this shard's share
-  int64_t run = 0;             // trained now
-  int64_t skipped = 0;         // already in the store (--resume)
-  int64_t diverged = 0;        // of those trained now
-  int64_t chunks = 0;          // train_ensemble calls
-  int jobs = 1;                // chunks trained at once
-  int64_t out_of_memory = 0;   // chunks that ran out of memory beside others and were rerun
-  int jobs_at_end = 1;         // workers left at the end (jobs less one per chunk given back)
-  double wall_s = 0;
-  // A stop signal (core/stop_signal.h) ended the sweep with points left: the chunks in flight were
-  // stored, no new one started; --resume goes on from there. 0: none.
-  int stopped_by = 0;
-};
-
-// The database a sweep writes when --out is not given: [sweep] db, else runs/sweeps/NAME.db;
-// for --shard i/N with N > 1, STEM.shard-i-of-N.db beside it.
-std::string default_db_path(const SweepSpec& spec, const Shard& shard);
-
 // How many chunks train at once when opts.jobs is 0: on CUDA 4, each on a stream of its own (the
 // settle sweep's time halved, measured; see the definition); on a CPU 1 where chunks are batched,
 // else one per core (threads.h), each worker on one thread, since one-by-one points on a CPU keep
@@ -65,8 +45,5 @@ std::string default_db_path(const SweepSpec& spec, const Shard& shard);
 int sweep_jobs(const SweepSpec& spec, const SweepRunOptions& opts);
 
 SweepRunSummary run_sweep(const SweepSpec& spec, const SweepRunOptions& opts);
-
-// The short table printed at the end of `scaleinv sweep`.
-std::string render_sweep_summary(const SweepRunSummary& s);
 
 }  // namespace scaleinv

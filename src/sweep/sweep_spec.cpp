@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 #include <filesystem>
+#include <functional>
+#include <optional>
 #include <map>
 #include <set>
 #include <sstream>
@@ -17,7 +19,9 @@
 #include "core/toml_reader.h"
 #include "core/stable_hash.h"
 #include "models/model_kinds.h"
+#include "param/table.h"
 #include "sweep/search_space.h"
+#include "sweep/user_space.h"
 
 namespace scaleinv {
 
@@ -146,8 +150,14 @@ void flatten_grid(const toml::table& t, const std::string& prefix, const std::st
 }
 
 // The config paths one axis sets, and a check of its values' types.
-std::vector<std::string> axis_targets(GridAxis& axis, const std::string& where, const std::string& prefix = "grid.") {
+std::vector<std::string> axis_targets(GridAxis& axis, const std::string& where, bool user,
+                                      const std::string& prefix = "grid.") {
   const std::string field = prefix + axis.key;
+  if (user) {  // a user model's name (user_space.h): the key the store keeps it under
+    check_user_values(axis.key, axis.values, where, field);
+    const std::string key = user_store_key(axis.key);
+    return {key == "lr_log2" ? std::string("optim.lr") : key == "seed" ? std::string("train.seed") : key};
+  }
   auto type_error = [&](const std::string& want, const std::string& eg) {
     throw UserError(where, field, "every value must be " + want, fmt::format("write e.g. {} = {}", axis.key, eg));
   };
@@ -196,6 +206,11 @@ void read_sweep_section(const TomlReader& r, const std::string& where, SweepSpec
   s.get("ensemble", &spec.ensemble);
   s.get("window", &spec.window);
   s.get("db", &spec.db_path);
+  std::string target = "zoo";
+  s.get("target", &target);
+  if (target != "zoo" && target != "python")
+    s.fail("target", "'" + target + "' is not a target", "write target = \"python\" for a model trained from Python, or leave it out");
+  spec.user_model = target == "python";
   s.reject_unknown();
   if (spec.name.empty()) s.fail("name", "must not be empty", "name = \"my-sweep\"");
   if (spec.ensemble < 1) s.fail("ensemble", "must be at least 1", "ensemble = 8");
@@ -275,7 +290,7 @@ std::vector<GridAxis> read_grid(const TomlReader& r, const toml::table& root, co
 
 // Every axis has values, each once, of the type its config key takes (normalised in place, e.g.
 // 2.0 -> 2 for an integer key), and no two axes set the same config key.
-void check_grid_axes(std::vector<GridAxis>& axes, const std::string& where) {
+void check_grid_axes(std::vector<GridAxis>& axes, const std::string& where, bool user) {
   std::map<std::string, std::string> target_owner;
   for (auto& a : axes) {
     if (a.values.empty())
@@ -284,7 +299,7 @@ void check_grid_axes(std::vector<GridAxis>& axes, const std::string& where) {
     for (const auto& v : a.values)
       if (!seen.insert(v.dump()).second)
         throw UserError(where, "grid." + a.key, "value " + v.dump() + " appears twice", "list each value once");
-    for (const auto& t : axis_targets(a, where)) {
+    for (const auto& t : axis_targets(a, where, user)) {
       auto [it, fresh] = target_owner.emplace(t, a.key);
       if (!fresh)
         throw UserError(where, "grid." + a.key, "sets " + t + " like grid." + it->second, "keep only one of the two");
@@ -296,7 +311,7 @@ void check_grid_axes(std::vector<GridAxis>& axes, const std::string& where) {
 std::vector<GridAxis> in_expansion_order(const std::vector<GridAxis>& axes) {
   auto rank = [](const std::string& k) {
     if (k == "param" || k == "param.name") return 0;
-    if (k == "lr_log2" || k == "optim.lr") return 2;
+    if (k == "lr_log2" || k == "optim.lr" || k == "lr") return 2;
     if (k == "seed" || k == "train.seed" || k == "data.seed") return 3;
     return 1;
   };
@@ -331,12 +346,19 @@ double bounded_grid_size(const SweepSpec& spec) {
 void expand_search(const toml::table& root, const std::string& where, double product, SweepSpec& spec) {
   const toml::table* st = root["search"].as_table();
   if (!st) throw UserError(where, "search", "expected a table", "write it as a [search] section");
-  spec.full_steps = train_config_from_toml_text(spec.base_toml, spec.label).train.steps;
   auto check = [&](const std::string& key, const std::string& field, bool* integer, std::vector<nlohmann::json>& probe) {
     for (const auto& a : spec.axes)
       if (a.key == key) throw UserError(where, field, "is also a [grid] axis", "keep it in one of the two");
+    if (spec.user_model && spec.fixed.contains(key))
+      throw UserError(where, field, "is also in [fixed]", "keep it in one of the two");
     GridAxis ax{key, probe};
-    axis_targets(ax, where, "search.space.");  // errors name search.space.KEY
+    const std::string target = axis_targets(ax, where, spec.user_model, "search.space.").front();  // errors name search.space.KEY
+    if (spec.user_model && target == "train.steps")
+      throw UserError(where, field, "the search's rungs set the steps", "put steps = N in [fixed]");
+    if (spec.user_model) {
+      probe = ax.values;
+      *integer = check_user_values(key, probe, where, field);
+    }
     // The LR's range ends (or every choice): a draw past float32's largest would overflow deep in
     // libtorch in the middle of the search; the grid's values are checked by the config loader.
     if (key == "lr_log2" || key == "optim.lr")
@@ -346,7 +368,7 @@ void expand_search(const toml::table& root, const std::string& where, double pro
           throw UserError(where, field, fmt::format("reaches an LR of {:g}, which float32 does not hold (<= 3.4e38)", lr),
                           "keep the LR below 2^128, e.g. lr_log2 = {from = -12, to = -4}");
       }
-    if (key != "lr_log2") {
+    if (key != "lr_log2" && !spec.user_model) {
       const nlohmann::json& def = default_config_json();
       const std::string path = key == "param" ? "param.name" : key;
       const auto dot = path.find('.');
@@ -371,12 +393,72 @@ void expand_search(const toml::table& root, const std::string& where, double pro
     if (p.axes.at("search.trial").get<int>() < br.front().trials) spec.points.push_back(std::move(p));
 }
 
+// A user model's [fixed]: name -> value (nested tables are dotted names), each checked as a grid
+// axis's values are.
+nlohmann::json read_user_fixed(const toml::table& root, const std::string& where) {
+  nlohmann::json fixed = nlohmann::json::object();
+  const toml::node* node = root.get("fixed");
+  if (!node) return fixed;
+  const toml::table* t = node->as_table();
+  if (!t) throw UserError(where, "fixed", "expected a table", "write it as a [fixed] section (name = value)");
+  std::function<void(const toml::table&, const std::string&)> walk = [&](const toml::table& tt, const std::string& prefix) {
+    for (auto&& [k, v] : tt) {
+      const std::string name = prefix + std::string(k.str());
+      if (const toml::table* sub = v.as_table()) {
+        walk(*sub, name + ".");
+        continue;
+      }
+      const std::optional<nlohmann::json> j = toml_scalar_json(v);
+      if (!j) throw UserError(where, "fixed." + name, "expected one value", fmt::format("write {} = value (a list of values goes in [grid])", name));
+      std::vector<nlohmann::json> one = {*j};
+      check_user_values(name, one, where, "fixed." + name);
+      for (const auto& [other, ov] : fixed.items())
+        if (user_store_key(other) == user_store_key(name) || (user_store_key(other) == "lr_log2") + (user_store_key(name) == "optim.lr") == 2 ||
+            (user_store_key(other) == "optim.lr") + (user_store_key(name) == "lr_log2") == 2)
+          throw UserError(where, "fixed." + name, "sets what fixed." + other + " sets", "keep only one of the two");
+      fixed[name] = one.front();
+    }
+  };
+  walk(*t, "");
+  return fixed;
+}
+
 // The hash of every point id, the window and [search].
 std::string sweep_fingerprint(const SweepSpec& spec) {
   std::string all = fmt::format("window={}\n", spec.window);
   if (spec.search) all += "search=" + spec.search->text + "\n";
   for (const auto& p : spec.points) all += p.id + "\n";
   return stable_hash(all);
+}
+
+
+// A user model's sweep ([sweep] target = "python"): [fixed] instead of a base config, the user's
+// names as keys (user_space.h).
+SweepSpec user_sweep_spec(const toml::table& root, const TomlReader& r, const std::string& where, SweepSpec spec) {
+  r.expect_keys({"sweep", "fixed", "grid", "search"});
+  spec.fixed = read_user_fixed(root, where);
+  std::vector<GridAxis> axes = read_grid(r, root, where);
+  check_grid_axes(axes, where, true);
+  for (const GridAxis& a : axes)
+    for (const auto& [name, v] : spec.fixed.items())
+      if (user_store_key(name) == user_store_key(a.key))
+        throw UserError(where, "grid." + a.key, "is also in [fixed]", "keep it in one of the two");
+  spec.axes = in_expansion_order(axes);
+  const double product = bounded_grid_size(spec);
+  spec.label = where;
+  if (r.has("search")) {
+    for (const GridAxis& a : spec.axes)
+      if (user_store_key(a.key) == "train.steps")
+        throw UserError(where, "grid." + a.key, "the search's rungs set the steps", "put steps = N in [fixed]");
+    for (const auto& [name, v] : spec.fixed.items())
+      if (user_store_key(name) == "train.steps") spec.full_steps = v.get<int64_t>();
+    if (spec.full_steps == 0) throw UserError(where, "fixed.steps", "missing", "a search needs its full budget: add steps = N to [fixed]");
+    expand_search(root, where, product, spec);
+  } else {
+    spec.points = expand_points(spec, {nlohmann::json::object()});
+  }
+  spec.fingerprint = sweep_fingerprint(spec);
+  return spec;
 }
 
 }  // namespace
@@ -393,10 +475,11 @@ SweepSpec sweep_from_toml_text(const std::string& text, const std::string& where
   spec.path = where;
   toml::table root = parse_toml(text, where);
   TomlReader r(root, where, "");
+  read_sweep_section(r, where, spec);
+  if (spec.user_model) return user_sweep_spec(root, r, where, std::move(spec));
   std::vector<std::string> top = {"base", "set", "sweep", "grid", "search"};
   top.insert(top.end(), kConfigSections.begin(), kConfigSections.end());
   r.expect_keys(top);
-  read_sweep_section(r, where, spec);
 
   // The base config: file, then inline sections, then `set`.
   BaseConfig base = read_base_file(r, where, base_dir);
@@ -405,12 +488,15 @@ SweepSpec sweep_from_toml_text(const std::string& text, const std::string& where
   train_config_from_toml_text(to_toml_text(base.root), base.label);  // the base alone must load
 
   std::vector<GridAxis> axes = read_grid(r, root, where);
-  check_grid_axes(axes, where);
+  check_grid_axes(axes, where, false);
   spec.axes = in_expansion_order(axes);
   const double product = bounded_grid_size(spec);
   spec.base_toml = to_toml_text(base.root);
   spec.label = base.label;
-  if (r.has("search")) expand_search(root, where, product, spec);
+  if (r.has("search")) {
+    spec.full_steps = train_config_from_toml_text(spec.base_toml, spec.label).train.steps;
+    expand_search(root, where, product, spec);
+  }
   else spec.points = expand_points(spec, {nlohmann::json::object()});
   spec.fingerprint = sweep_fingerprint(spec);
   return spec;
@@ -418,11 +504,11 @@ SweepSpec sweep_from_toml_text(const std::string& text, const std::string& where
 
 std::vector<SweepPoint> expand_points(const SweepSpec& spec, const std::vector<nlohmann::json>& extra) {
   const std::string& where = spec.path;
-  const toml::table cfg_root = parse_toml(spec.base_toml, spec.label);
+  const toml::table cfg_root = spec.user_model ? toml::table{} : parse_toml(spec.base_toml, spec.label);
   std::vector<SweepPoint> out;
   std::set<std::string> ids, checked_params;
   std::vector<std::vector<std::string>> targets;
-  for (GridAxis a : spec.axes) targets.push_back(axis_targets(a, where));
+  for (GridAxis a : spec.axes) targets.push_back(axis_targets(a, where, spec.user_model));
   for (const nlohmann::json& add : extra) {
     std::vector<size_t> idx(spec.axes.size(), 0);
     bool done = false;
@@ -432,6 +518,7 @@ std::vector<SweepPoint> expand_points(const SweepSpec& spec, const std::vector<n
       for (size_t a = 0; a < spec.axes.size(); ++a) {
         const nlohmann::json& v = spec.axes[a].values[idx[a]];
         axes_j[spec.axes[a].key] = v;
+        if (spec.user_model) continue;  // a user model's point is built from its names below
         for (const auto& t : targets[a]) {
           if (spec.axes[a].key == "lr_log2") set_path(pt, t, std::exp2(v.get<double>()));
           else set_json_scalar(pt, t, v);
@@ -440,7 +527,7 @@ std::vector<SweepPoint> expand_points(const SweepSpec& spec, const std::vector<n
       // The assignment on top: config keys as grid keys; "search.*" keys are recorded, not set.
       for (const auto& [k, v] : add.items()) {
         axes_j[k] = v;
-        if (k.rfind("search.", 0) == 0) continue;
+        if (k.rfind("search.", 0) == 0 || spec.user_model) continue;
         if (k == "lr_log2") set_path(pt, "optim.lr", std::exp2(v.get<double>()));
         else set_json_scalar(pt, k, v);
       }
@@ -448,21 +535,32 @@ std::vector<SweepPoint> expand_points(const SweepSpec& spec, const std::vector<n
       for (auto& [k, v] : axes_j.items()) desc += (desc.empty() ? "" : ", ") + k + "=" + axis_value_text(v);
       SweepPoint p;
       try {
-        p.config = train_config_from_toml_text(to_toml_text(pt), spec.label);
-        if (checked_params.insert(p.config.param).second) {  // unknown preset, bad file: named in this file
-          const ConfigSource source(p.config.source);
-          resolve_param(p.config);
+        if (spec.user_model) {  // [fixed], then the grid and the assignment over it (user_space.h)
+          nlohmann::json assignment = spec.fixed;
+          for (const auto& [k, v] : axes_j.items()) assignment[k] = v;
+          p.user = user_point_config(assignment, where, spec.search ? "search" : "grid", &p.config);
+          if (checked_params.insert(p.config.param).second) load_param(p.config.param);  // an unknown preset: named now
+          p.axes = axes_j;
+          p.id = stable_hash(p.user.dump());
+        } else {
+          p.config = train_config_from_toml_text(to_toml_text(pt), spec.label);
+          if (checked_params.insert(p.config.param).second) {  // unknown preset, bad file: named in this file
+            const ConfigSource source(p.config.source);
+            resolve_param(p.config);
+          }
         }
       } catch (const UserError& e) {
         throw UserError(where, spec.search ? "search" : "grid",
                         fmt::format("the point ({}) is not a valid config: {}", desc, e.what()),
                         "change the grid value or the base config");
       }
-      p.axes = axes_j;
-      nlohmann::json cj = train_config_to_json(p.config);
-      cj["train"]["out_dir"] = "";
-      cj["train"].erase("cuda_graph");  // a speed switch: the same arithmetic, the same point
-      p.id = stable_hash(cj.dump());
+      if (!spec.user_model) {
+        p.axes = axes_j;
+        nlohmann::json cj = train_config_to_json(p.config);
+        cj["train"]["out_dir"] = "";
+        cj["train"].erase("cuda_graph");  // a speed switch: the same arithmetic, the same point
+        p.id = stable_hash(cj.dump());
+      }
       if (!ids.insert(p.id).second)
         throw UserError(where, spec.search ? "search" : "grid",
                         fmt::format("the point ({}) repeats an earlier point's config", desc),

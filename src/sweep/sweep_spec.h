@@ -18,6 +18,11 @@
 //   seed = [0, 1]                    # sets train.seed and data.seed
 //   [search]                         # optional: sampled trials crossed with the grid (search_space.h)
 //
+// A sweep of the user's own model, trained by a Python function (scaleinv.sweep), is the same file
+// with `[sweep] target = "python"`, `[fixed]` instead of a base config and the user's names as
+// keys (user_space.h); `scaleinv sweep` refuses to run it (it has no model to train) but ranks and
+// merges its stores like any other.
+//
 // Every mistake (unknown key, empty axis, wrong value type, a point the config loader refuses) is
 // a UserError naming the sweep file and the field, found before anything runs.
 #include <cstdint>
@@ -40,7 +45,10 @@ struct GridAxis {
 struct SweepPoint {
   std::string id;                        // 16 hex digits: hash of the resolved config's JSON
   nlohmann::json axes;                   // axis key -> value, e.g. {"lr_log2": -10, "param": "mup"}
-  TrainConfig config;                    // the resolved, validated config of this point
+  TrainConfig config;                    // the resolved, validated config of this point (a user
+                                         // model's sweep: its coordinates only, user_space.h)
+  nlohmann::json user;                   // a user model's sweep: the config the store records and the
+                                         // id hashes (user_point_config); null for the zoo's models
 };
 
 struct SweepSpec {
@@ -57,6 +65,8 @@ struct SweepSpec {
   std::string base_toml;                 // the resolved base config the points start from (TOML)
   std::string label;                     // how errors name the base config
   int64_t full_steps = 0;                // [search]: the base config's train.steps
+  bool user_model = false;               // [sweep] target = "python": a model trained from Python
+  nlohmann::json fixed = nlohmann::json::object();  // a user model's [fixed] (name -> value)
 
   nlohmann::json grid_json() const;      // {"axes": [{"key", "values"}...], "points": N}
 };

@@ -18,6 +18,8 @@
 
 #include "core/atomic_file.h"
 #include "core/errors.h"
+#include "sweep/user_space.h"
+#include "train/window_mean.h"
 
 namespace scaleinv {
 
@@ -34,6 +36,7 @@ CREATE TABLE IF NOT EXISTS points (
   wall_s REAL, items_per_s REAL, unigram_entropy REAL,
   curve TEXT NOT NULL, shard TEXT, created_at TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS points_by_axes ON points(param, width, depth, lr_log2, seed);
+CREATE TABLE IF NOT EXISTS failures (id TEXT PRIMARY KEY, message TEXT NOT NULL, created_at TEXT NOT NULL);
 )";
 
 const char* kColumns =
@@ -124,6 +127,11 @@ void SweepStore::begin_sweep(const SweepSpec& spec, const Shard& shard, bool res
                                 "the grid, base config or window changed",
                                 held, *fp, spec.fingerprint),
                     "resume with the sweep file it was started with, or give another --out");
+  if (resume && n == 0 && meta("points_written").value_or("0") != "0")
+    throw UserError(path_, "--resume",
+                    fmt::format("the database recorded {} finished points but holds none (its -wal file was lost, "
+                                "or it was replaced)", *meta("points_written")),
+                    "restore the database with its -wal file, or start over without --resume under another --out");
   db_->begin();
   auto put = [&](const std::string& k, const std::string& v) {
     db_->run("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", {k, v});
@@ -141,7 +149,7 @@ void SweepStore::begin_sweep(const SweepSpec& spec, const Shard& shard, bool res
 }
 
 void SweepStore::write_points(const SweepSpec& spec, const Shard& shard, const std::vector<const SweepPoint*>& points,
-                              const std::vector<RunSummary>& results) {
+                              const std::vector<PointResult>& results) {
   const std::string now = utc_now();
   const std::string sql = fmt::format("INSERT OR REPLACE INTO points ({}) VALUES ({})", kColumns,
                                       "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?");
@@ -149,19 +157,22 @@ void SweepStore::write_points(const SweepSpec& spec, const Shard& shard, const s
   try {
     for (size_t i = 0; i < points.size(); ++i) {
       const SweepPoint& p = *points[i];
-      const RunSummary& s = results[i];
+      const PointResult& s = results[i];
       const TrainConfig& c = p.config;
       double min_loss = std::nan("");
       for (double l : s.losses)
         if (std::isfinite(l) && !(l >= min_loss)) min_loss = l;
       const double final_loss = s.diverged ? std::nan("") : window_mean(s.losses, spec.window);
-      nlohmann::json cj = train_config_to_json(c);
+      const nlohmann::json cj = p.user.is_null() ? train_config_to_json(c) : p.user;
       db_->run(sql, {p.id, spec.name, c.param, static_cast<int64_t>(c.model.width), static_cast<int64_t>(c.model.depth),
-                     c.optim.lr, std::log2(c.optim.lr), static_cast<int64_t>(c.train.seed), p.axes.dump(), cj.dump(),
+                     c.optim.lr, std::log2(c.optim.lr), static_cast<int64_t>(c.train.seed),
+                     (spec.user_model ? user_store_axes(p.axes) : p.axes).dump(), cj.dump(),
                      num(final_loss), num(s.final_val_loss), num(min_loss), static_cast<int64_t>(s.diverged ? 1 : 0),
                      static_cast<int64_t>(s.diverged ? s.diverged_step : -1), static_cast<int64_t>(s.steps_done),
                      num(s.wall_s), num(s.items_per_s), num(s.unigram_entropy), curve_json(s.losses).dump(),
                      shard.str(), now});
+      if (!s.error.empty())
+        db_->run("INSERT OR REPLACE INTO failures(id, message, created_at) VALUES (?, ?, ?)", {p.id, s.error, now});
     }
     db_->exec("INSERT OR REPLACE INTO meta(key, value) SELECT 'points_written', COUNT(*) FROM points");
   } catch (...) {
@@ -210,6 +221,8 @@ MergeSummary merge_sweep_dbs(const std::string& out, const std::vector<std::stri
       dst.db().begin();
       m.rows_read += std::get<int64_t>(dst.db().query("SELECT COUNT(*) FROM src.points")[0][0]);
       dst.db().exec(fmt::format("INSERT OR IGNORE INTO main.points ({0}) SELECT {0} FROM src.points", kColumns));
+      if (dst.db().query("SELECT name FROM src.sqlite_master WHERE type = 'table' AND name = 'failures'").size() == 1)
+        dst.db().exec("INSERT OR IGNORE INTO main.failures SELECT id, message, created_at FROM src.failures");
       if (!meta_copied) {
         dst.db().exec("INSERT OR REPLACE INTO main.meta(key, value) SELECT key, value FROM src.meta");
         meta_copied = true;

@@ -11,6 +11,10 @@
 //                      diverged (0/1), diverged_step (-1: none), steps_done, wall_s, items_per_s,
 //                      unigram_entropy, curve (JSON [[step, loss]...], at most 200 points), shard,
 //                      created_at (UTC, ISO 8601).
+//   failures(id, message, created_at)
+//                      a point whose training raised (a Python sweep's training function): its row
+//                      in `points` is recorded as diverged (final_loss NULL, diverged_step -1) so
+//                      that a search ranks it last and goes on; the message says what was raised.
 //
 // A finished ensemble chunk is written in one transaction and the WAL is then checkpointed into
 // the database file, so a kill -9 at any moment loses only the chunk in flight, and losing the
@@ -31,9 +35,22 @@
 #include "core/writer_lock.h"
 #include "sweep/shard.h"
 #include "sweep/sweep_spec.h"
-#include "train/trainer.h"
 
 namespace scaleinv {
+
+// What the store records of one finished run (the trainer's RunSummary, or what a Python training
+// function returned).
+struct PointResult {
+  std::vector<double> losses;   // the training loss of every step (or the one final loss)
+  bool diverged = false;
+  int64_t diverged_step = -1;   // the step whose loss was NaN/inf; -1: none
+  int64_t steps_done = 0;
+  double final_val_loss = 0;    // NaN when no evaluation ran
+  double wall_s = 0;
+  double items_per_s = 0;
+  double unigram_entropy = 0;
+  std::string error;            // non-empty: the run raised this (recorded as diverged and in `failures`)
+};
 
 class SweepStore {
  public:
@@ -45,16 +62,18 @@ class SweepStore {
 
   // Prepares the store for running `spec`: without `resume` a database that already holds points
   // is refused (UserError: use --resume or another --out); with it, the stored fingerprint must
-  // equal spec.fingerprint. Writes the meta table. Takes the writer lock (UserError when another
+  // equal spec.fingerprint, and a store that recorded finished points must still hold them (its
+  // -wal file lost: UserError). Writes the meta table. Takes the writer lock (UserError when another
   // process holds it).
   void begin_sweep(const SweepSpec& spec, const Shard& shard, bool resume);
   std::set<std::string> finished_ids();
   int64_t count_points();
   std::optional<std::string> meta(const std::string& key);
 
-  // One transaction: a row per point (points[i] trained into results[i]).
+  // One transaction: a row per point (points[i] trained into results[i]). The config column is
+  // the point's resolved config (a user model's: SweepPoint::user).
   void write_points(const SweepSpec& spec, const Shard& shard, const std::vector<const SweepPoint*>& points,
-                    const std::vector<RunSummary>& results);
+                    const std::vector<PointResult>& results);
 
   SqliteDb& db() { return *db_; }
   const std::string& path() const { return path_; }

@@ -21,17 +21,6 @@
 
 namespace scaleinv {
 
-std::string ensemble_key(const TrainConfig& c) {
-  nlohmann::json j = train_config_to_json(c);
-  j["optim"]["lr"] = 0;
-  j["optim"]["weight_decay"] = 0;
-  j["train"]["seed"] = 0;
-  j["data"]["seed"] = 0;
-  j["train"]["out_dir"] = "";
-  j.erase("source");
-  return j.dump();
-}
-
 bool batching_pays(const TrainConfig& c) { return c.train.device != "cpu"; }
 
 bool will_batch(const TrainConfig& c, Batching mode) {

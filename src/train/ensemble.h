@@ -19,6 +19,7 @@
 #include "models/model.h"
 #include "optim/optimizer.h"
 #include "train/config.h"
+#include "train/ensemble_key.h"
 #include "train/trainer.h"
 
 namespace scaleinv {
@@ -40,9 +41,6 @@ struct EnsembleOptions {
   int64_t readback_every = 0;
 };
 
-// The configuration with the per-member fields (lr, weight_decay, seeds) blanked, as a string:
-// configs with the same key can share one ensemble.
-std::string ensemble_key(const TrainConfig& c);
 // Whether the batched path takes this config: bigram, gpt or resmlp; sgd, adam, adamw or sign
 // without gradient clipping; fp32 (no simulated precision); a table without unit scaling. When
 // false train_ensemble falls back to one run per member. train.cuda_graph, a speed switch, is not

@@ -13,6 +13,7 @@
 #include "optim/optimizer.h"
 #include "precision/quantize.h"
 #include "train/config.h"
+#include "train/window_mean.h"
 
 namespace scaleinv {
 
@@ -68,10 +69,6 @@ RunSummary train_run(const TrainConfig& cfg, const RunOptions& opts = {});
 // not fit the model: a language source for a non-language model or the reverse, or more classes
 // than the model's output.
 void check_data_fits(const TrainConfig& cfg, const DataSource& data);
-// Mean of the last ceil(fraction x n) values (at least one, at most n); NaN when empty.
-// RunSummary::final_loss is window_mean(losses, kFinalWindow); sweeps use their [sweep] window.
-double window_mean(const std::vector<double>& losses, double fraction);
-inline constexpr double kFinalWindow = 0.1;
 nlohmann::json summary_to_json(const RunSummary& s);
 // The short table printed when a run ends.
 std::string render_summary(const TrainConfig& cfg, const RunSummary& s);

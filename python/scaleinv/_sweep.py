@@ -1,0 +1,225 @@
+"""Sweeps and searches of your own model (issue 41): the CLI's sweep and search machinery, trained by
+your function, into the CLI's store.
+
+    def make_model(width, depth=2): ...                   # called with the scale axes the space sets
+    def train(model, opt, hp, steps): ...; return losses  # the final loss, or the loss curve
+
+    r = scaleinv.sweep(make_model, train, db="runs/sweeps/mine.db", space={
+        "fixed": {"param": "mup", "steps": 300},
+        "grid": {"width": [64, 128, 256], "lr_log2": {"from": -10, "to": -5}, "seed": [0, 1]}})
+    print(scaleinv.report(r.db))                          # or: scaleinv transfer-report --db ...
+
+The space is a sweep file's grammar ([fixed], [grid], [search]; src/sweep/user_space.h) as a dict
+or a TOML file's path. The C++ core draws the points exactly as `scaleinv sweep` does (the same
+grid expansion, Halton trials, halving rungs and hyperband brackets, point ids and fingerprint),
+calls back for each point not yet in the store, and writes each result in its own transaction
+(src/sweep/user_sweep.h). This module builds each point's model and optimizer and calls `train`.
+"""
+import json
+import math
+import os
+import time
+
+import _scaleinv
+
+from ._core import UserError, _integer, report
+
+
+class SweepResult(dict):
+    """What a sweep or search did: db, points, run, skipped, diverged, failed, wall_s, train_s (the
+    time inside your training function), ranking (a search: every trial, best first per group);
+    str() is the summary table the CLI prints."""
+
+    @property
+    def db(self):
+        return self["db"]
+
+    @property
+    def ranking(self):
+        return self.get("ranking", [])
+
+    def best(self, group=None):
+        """The best trial's values of a search (of `group` when the grid has several)."""
+        for t in self.ranking:
+            if (group is None or t["group"] == group) and t["status"] == "ok":
+                return t["values"]
+        return None
+
+    def report(self, bootstrap=200):
+        """transfer-report's analysis of the store (scaleinv.report)."""
+        return report(self.db, bootstrap)
+
+    def __str__(self):
+        return self["text"]
+
+
+def _space_text(space, db=None):
+    """(text, is_json, where) of a space given as a dict or a TOML file's path; a dict's sweep is
+    named after the store's stem unless it names itself."""
+    if isinstance(space, dict):
+        if db is not None and "name" not in space.get("sweep", {}):
+            space = dict(space, sweep=dict(space.get("sweep", {}), name=os.path.splitext(os.path.basename(os.fspath(db)))[0]))
+        try:
+            return json.dumps(space, allow_nan=False), True, "python: space"
+        except (TypeError, ValueError) as e:
+            raise UserError(f"python: space: {e} (fix: give numbers, strings, booleans, lists and dicts)") from None
+    if isinstance(space, (str, os.PathLike)):
+        path = os.fspath(space)
+        try:
+            with open(path, encoding="utf-8") as f:
+                return f.read(), False, path
+        except OSError as e:
+            raise UserError(f"{path}: space: cannot read it ({e.strerror}) (fix: give a TOML file's path or a dict)") from None
+    raise UserError(f"python: space: {type(space).__name__} is not a dict or a path "
+                    "(fix: space={'fixed': {...}, 'grid': {...}} or space='my_sweep.toml')")
+
+
+def _shard(shard):
+    """'i/N' from None, (i, N), 'i/N' or 'env' (SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT)."""
+    if shard is None:
+        return "0/1"
+    if shard == "env":
+        idx, cnt = os.environ.get("SLURM_ARRAY_TASK_ID"), os.environ.get("SLURM_ARRAY_TASK_COUNT")
+        if idx is None or cnt is None:
+            raise UserError("python: shard: 'env' needs SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT in the "
+                            "environment (fix: shard=(i, n))")
+        shard = (int(idx), int(cnt))
+    if isinstance(shard, str):
+        return shard  # parsed (and refused in one line) by the core's parse_shard
+    if not isinstance(shard, (tuple, list)) or len(shard) != 2:
+        raise UserError(f"python: shard: {shard!r} is not (i, n) (fix: shard=(0, 4) .. shard=(3, 4))")
+    n = _integer("shard[1]", shard[1], "shard=(i, n) with n >= 1", 1, 1 << 20)
+    i = _integer("shard[0]", shard[0], "shard=(i, n) with 0 <= i < n", 0, n - 1)
+    return f"{i}/{n}"
+
+
+def _result(out, wall_s):
+    """What train returned as the store's JSON: a number (the final loss), a list of losses (the
+    curve), or a dict {"loss" or "losses", "val_loss", "items_per_s"}."""
+    def num(v, what):
+        try:
+            v = float(v)  # a number, a 0-d tensor, numpy's scalars
+        except (TypeError, ValueError):
+            raise UserError(f"python: train: returned {what} {type(v).__name__}, not a number (fix: return the final "
+                            "loss as a float, or the loss curve as a list of floats)") from None
+        return v if math.isfinite(v) else None
+
+    res = {"wall_s": wall_s}
+    if isinstance(out, dict):
+        if "losses" in out:
+            losses = out["losses"]
+        elif "loss" in out:
+            losses = [out["loss"]]
+        else:
+            raise UserError("python: train: returned a dict without 'loss' or 'losses' (fix: return "
+                            "{'loss': final_loss} or {'losses': curve, 'val_loss': v})")
+        if out.get("val_loss") is not None:
+            res["val_loss"] = num(out["val_loss"], "val_loss")
+        if out.get("items_per_s") is not None:
+            res["items_per_s"] = num(out["items_per_s"], "items_per_s")
+    elif isinstance(out, (list, tuple)):
+        losses = out
+    else:
+        losses = [out]
+    if len(losses) == 0:
+        raise UserError("python: train: returned no loss (fix: return the final loss, or the loss curve)")
+    res["losses"] = [num(v, "a loss of") for v in losses]
+    return res
+
+
+def sweep(make_model, train, space, db, *, optimizer="adamw", base=None, overrides=None, shard=None,
+          resume=False, progress=True):
+    """Run a grid or a search of your model into a sweep store; returns a SweepResult.
+
+    make_model(width=..., depth=...): your model at a scale (called with the scale axes the space
+        sets: width always, depth when the space sets it), under torch.manual_seed(hp["seed"]).
+    train(model, optimizer, hp, steps): trains it and returns the final loss (a float), the loss
+        curve (a list) or {"losses"/"loss", "val_loss"}; a NaN is a divergence. hp has param, width,
+        depth, lr, seed, steps and every other name of the space (your own hyperparameters).
+        An exception is recorded as a failed run with its message (the store's failures table) and
+        the sweep goes on; KeyboardInterrupt stops it, every finished run stored (resume=True goes on).
+    space: a dict or a TOML file's path: [fixed] (param, steps and any value every run takes),
+        [grid] (lists, {from, to, step} ranges), [search] (method, trials, eta, min_steps, [search.space]).
+    db: the store; with shard=(i, n) (or 'i/n', or 'env' for a SLURM array) and n > 1 the shard
+        writes STEM.shard-i-of-n.db beside it (merge with `scaleinv sweep merge`).
+    optimizer: "adamw", "adam" or "sgd": the model goes through scaleinv.apply(model, base, delta,
+        param=hp["param"], optimizer=..., lr=hp["lr"], weight_decay=hp.get("weight_decay", 0));
+        or a callable(model, hp) returning your own optimizer.
+    base: {"width": w, "depth": d}, the shape the LR is tuned at (default: the space's smallest);
+        delta is built at twice its width.
+    resume: continue a store that holds points of this space (a changed space is refused).
+    """
+    if not callable(make_model) or not callable(train):
+        raise UserError("python: make_model, train: must be callables (fix: sweep(make_model, train, space=..., db=...))")
+    if not (isinstance(optimizer, str) and optimizer in ("adamw", "adam", "sgd")) and not callable(optimizer):
+        raise UserError(f"python: optimizer: {optimizer!r} (fix: 'adamw', 'adam', 'sgd' or a callable(model, hp))")
+    if not isinstance(db, (str, os.PathLike)):
+        raise UserError(f"python: db: {db!r} is not a path (fix: db='runs/sweeps/mine.db')")
+    if not isinstance(resume, bool):
+        raise UserError(f"python: resume: {resume!r} is not True or False")
+    text, is_json, where = _space_text(space, db)
+    info = json.loads(_scaleinv.user_sweep_info(text, is_json, where))
+    if not info["widths"]:
+        raise UserError(f"{where}: width: the space sets no width (fix: add width = N to fixed, or a list to the grid; "
+                        "make_model is built at it)")
+    shard_text = _shard(shard)
+    db_path = _scaleinv.shard_db_path(os.fspath(db), shard_text)
+    base = dict(base or {})
+    unknown = set(base) - {"width", "depth"}
+    if unknown:
+        raise UserError(f"python: base: unknown key {sorted(unknown)[0]!r} (fix: base={{'width': 64, 'depth': 2}})")
+    base_w = _integer("base['width']", base.get("width", info["widths"][0]), "base={'width': 64}", 1, 1 << 30)
+    has_depth = bool(info["depths"])
+    base_d = _integer("base['depth']", base.get("depth", info["depths"][0]), "base={'depth': 2}", 1, 1 << 20) \
+        if has_depth else None
+
+    import torch  # (the training side: torch is loaded here, not at import)
+
+    def build(width, depth):
+        return make_model(width=width, depth=depth) if has_depth else make_model(width=width)
+
+    shapes = {}
+    train_s = []
+
+    def run_point(point_id, hparams_json):
+        hp = json.loads(hparams_json)
+        if callable(optimizer):
+            torch.manual_seed(hp["seed"])
+            model = build(hp["width"], hp.get("depth"))
+            opt = optimizer(model, hp)
+        else:
+            from ._apply import apply
+            if not shapes:  # the base and delta models only tell apply the shapes: built once
+                with torch.random.fork_rng():
+                    shapes["base"], shapes["delta"] = build(base_w, base_d), build(2 * base_w, base_d)
+            torch.manual_seed(hp["seed"])
+            model = build(hp["width"], hp.get("depth"))
+            opt = apply(model, base=shapes["base"], delta=shapes["delta"], param=hp["param"], optimizer=optimizer,
+                        lr=hp["lr"], weight_decay=hp.get("weight_decay", 0.0), overrides=overrides)
+        t0 = time.perf_counter()
+        try:
+            out = train(model, opt, hp, hp["steps"])
+        except Exception as e:  # recorded, the sweep goes on (KeyboardInterrupt is no Exception: it stops)
+            train_s.append(time.perf_counter() - t0)
+            return json.dumps({"error": f"{type(e).__name__}: {e}"[:2000], "wall_s": train_s[-1]})
+        train_s.append(time.perf_counter() - t0)
+        return json.dumps(_result(out, train_s[-1]))
+
+    t0 = time.perf_counter()
+    r = SweepResult(json.loads(_scaleinv.run_user_sweep(text, is_json, where, db_path, shard_text, resume,
+                                                        bool(progress), run_point)))
+    r["train_s"] = sum(train_s)
+    r["overhead_s"] = (time.perf_counter() - t0) - r["train_s"]
+    if progress:
+        print(r["text"], end="", flush=True)
+    return r
+
+
+def search(make_model, train, space, db, **kwargs):
+    """scaleinv.sweep of a space with a [search] (random, halving or hyperband): the same call; a
+    space without one is refused, so a typo does not silently run a grid."""
+    text, is_json, where = _space_text(space)
+    if not json.loads(_scaleinv.user_sweep_info(text, is_json, where))["search"]:
+        raise UserError(f"{where}: search: missing (fix: add a [search] table with method, trials and [search.space], "
+                        "or call scaleinv.sweep for a grid)")
+    return sweep(make_model, train, space, db, **kwargs)

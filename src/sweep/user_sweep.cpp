@@ -1,0 +1,174 @@
+// Sweeps and searches of the user's own model (see user_sweep.h).
+#include "sweep/user_sweep.h"
+
+#include <chrono>
+#include <cmath>
+#include <memory>
+#include <optional>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "core/errors.h"
+#include "core/progress.h"
+#include "core/sqlite_db.h"
+#include "core/toml_json.h"
+#include "core/toml_reader.h"
+#include "sweep/search_rank.h"
+#include "sweep/sweep_summary.h"
+#include "sweep/user_space.h"
+
+namespace scaleinv {
+
+namespace {
+
+// One rung (or the whole grid): the shard's points not yet in the store, one after another.
+SweepRunSummary run_user_points(const SweepSpec& spec, const UserSweepOptions& o, const std::string& bar_label,
+                                const TrainPoint& train) {
+  const auto t0 = std::chrono::steady_clock::now();
+  SweepRunSummary sum;
+  SweepStore store(o.db_path);
+  const std::vector<size_t> pending = begin_run(store, spec, o.shard, o.resume, sum);
+  int64_t total_steps = 0;
+  for (size_t i : pending) total_steps += spec.points[i].config.train.steps;
+  std::unique_ptr<Progress> bar;
+  if (o.show_progress)
+    bar = std::make_unique<Progress>(std::max<int64_t>(1, total_steps), bar_label.empty() ? "sweep " + spec.name : bar_label,
+                                     "step");
+  auto status = [&] {
+    return fmt::format("| points {}/{} (skipped {}) | diverged {}{}", sum.skipped + sum.run, sum.shard_points, sum.skipped,
+                       sum.diverged, sum.failed ? fmt::format(" | failed {}", sum.failed) : "");
+  };
+  int64_t steps_done = 0;
+  if (bar) bar->update(0, status());
+  for (size_t i : pending) {
+    const SweepPoint& p = spec.points[i];
+    const PointResult r = train(p, user_hparams(p.user));
+    store.write_points(spec, o.shard, {&p}, {r});
+    ++sum.run;
+    ++sum.chunks;
+    sum.diverged += r.diverged ? 1 : 0;
+    sum.failed += r.error.empty() ? 0 : 1;
+    steps_done += p.config.train.steps;
+    if (bar) bar->update(static_cast<long>(steps_done), status());
+  }
+  if (bar) bar->finish(status());
+  sum.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return sum;
+}
+
+nlohmann::json summary_json(const SweepRunSummary& s) {
+  return {{"db", s.db_path}, {"points", s.shard_points}, {"run", s.run},       {"skipped", s.skipped},
+          {"diverged", s.diverged}, {"failed", s.failed},   {"wall_s", s.wall_s}};
+}
+
+}  // namespace
+
+SweepSpec user_sweep_from_text(const std::string& text, bool json, const std::string& where) {
+  toml::table root;
+  if (json) {
+    const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+    if (j.is_discarded()) throw UserError(where, "space", "is not valid JSON", "give a dict or a TOML file's path");
+    try {
+      root = json_to_toml_table(j);
+    } catch (const std::invalid_argument& e) {
+      throw UserError(where, "space", e.what(), "give numbers, strings, booleans, lists and dicts");
+    }
+  } else {
+    root = parse_toml(text, where);
+  }
+  // A space without [sweep] target is a user model's (that is what this entry point is for).
+  if (!root.contains("sweep")) root.insert("sweep", toml::table{});
+  if (toml::table* sw = root["sweep"].as_table(); sw && !sw->contains("target")) sw->insert("target", "python");
+  if (toml::table* sw = root["sweep"].as_table(); json && sw && !sw->contains("name"))
+    sw->insert("name", std::string("sweep"));
+  std::ostringstream os;
+  os << toml::toml_formatter(root);
+  SweepSpec spec = sweep_from_toml_text(os.str(), where, ".");
+  if (!spec.user_model)
+    throw UserError(where, "sweep.target", "is \"zoo\": a sweep of scaleinv's own models",
+                    "run it with scaleinv sweep --config FILE, or write target = \"python\"");
+  return spec;
+}
+
+SweepSpec stored_user_sweep(const std::string& db_path) {
+  std::optional<std::string> text;
+  {
+    SqliteDb db(db_path, SqliteDb::Mode::ReadOnly);
+    db.check_integrity();
+    if (db.has_table("meta")) {
+      const auto rows = db.query("SELECT value FROM meta WHERE key = 'sweep_toml'");
+      if (!rows.empty()) text = sql_text(rows[0][0], db_path, "meta.sweep_toml");
+    }
+  }
+  if (!text) throw UserError(db_path, "--db", "not a sweep database (no meta.sweep_toml)", "give a database written by a sweep");
+  const toml::table root = parse_toml(*text, db_path);
+  if (root["sweep"]["target"].value_or(std::string("zoo")) != "python")
+    throw UserError(db_path, "--config", "missing: the database holds a sweep of scaleinv's own models",
+                    "give the sweep file it was run with: --config FILE");
+  return user_sweep_from_text(*text, false, db_path);
+}
+
+PointResult point_result_from_json(const nlohmann::json& j) {
+  PointResult r;
+  const nlohmann::json losses = j.value("losses", nlohmann::json::array());
+  for (const auto& v : losses) {
+    const double x = v.is_number() ? v.get<double>() : std::nan("");
+    r.losses.push_back(x);
+    if (!std::isfinite(x) && !r.diverged) {
+      r.diverged = true;
+      r.diverged_step = static_cast<int64_t>(r.losses.size());
+    }
+  }
+  r.steps_done = j.value("steps_done", static_cast<int64_t>(r.losses.size()));
+  const nlohmann::json val = j.value("val_loss", nlohmann::json());
+  r.final_val_loss = val.is_number() ? val.get<double>() : std::nan("");
+  r.wall_s = j.value("wall_s", 0.0);
+  const nlohmann::json ips = j.value("items_per_s", nlohmann::json());
+  r.items_per_s = ips.is_number() ? ips.get<double>() : std::nan("");
+  r.unigram_entropy = std::nan("");
+  r.error = j.value("error", std::string());
+  if (!r.error.empty()) {  // a run that raised ranks as diverged (user_sweep.h); -1: no NaN step
+    r.diverged = true;
+    r.diverged_step = -1;
+  }
+  return r;
+}
+
+nlohmann::json run_user_sweep(const SweepSpec& spec, const UserSweepOptions& opts, const TrainPoint& train) {
+  nlohmann::json out;
+  if (!spec.search) {
+    const SweepRunSummary s = run_user_points(spec, opts, "", train);
+    out = summary_json(s);
+    out["text"] = render_sweep_summary(s);
+    return out;
+  }
+  const SearchRunSummary s = run_search_rungs(spec, opts.db_path, opts.shard, opts.resume,
+                                              [&](const SweepSpec& rung, bool resume, const std::string& label) {
+                                                UserSweepOptions o = opts;
+                                                o.resume = resume;
+                                                return run_user_points(rung, o, label, train);
+                                              });
+  SweepRunSummary total;
+  total.db_path = opts.db_path;
+  for (const SweepRunSummary& r : s.rungs) {
+    total.shard_points += r.shard_points;
+    total.run += r.run;
+    total.skipped += r.skipped;
+    total.diverged += r.diverged;
+    total.failed += r.failed;
+  }
+  total.wall_s = s.wall_s;
+  out = summary_json(total);
+  out["text"] = render_search_summary(spec, s);
+  out["ranking"] = nlohmann::json::array();
+  for (const TrialResult& t : s.ranking) {
+    nlohmann::json j = trial_json(t);
+    j["group"] = t.group;
+    out["ranking"].push_back(std::move(j));
+  }
+  return out;
+}
+
+}  // namespace scaleinv

@@ -1,0 +1,58 @@
+#pragma once
+// Sweeps and searches of the user's own model (issue 41; python/scaleinv/_sweep.py is the Python
+// half): the space is a sweep file of target "python" (user_space.h), the points are drawn exactly
+// as the CLI draws them (the same grid expansion, Halton trials, halving rungs and hyperband
+// brackets, ids and fingerprint), and each is trained by the caller's function, one after another,
+// each written to the store in its own transaction as it finishes (sweep_store.h: a kill -9 loses
+// only the point in flight; `resume` skips the finished ones; one writer per database; a changed
+// space is refused on resume). `scaleinv transfer-report --db`, `scaleinv sweep rank` and
+// `scaleinv sweep merge` read the store as they read the CLI's.
+//
+// A training function that fails returns PointResult::error: the point is recorded as diverged
+// with its message (the store's failures table) and the sweep goes on. An exception thrown by the
+// function (Python's KeyboardInterrupt) ends the sweep there: every point finished before it is in
+// the store, and the writer lock is released.
+#include <functional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "sweep/shard.h"
+#include "sweep/sweep_spec.h"
+#include "sweep/sweep_store.h"
+
+namespace scaleinv {
+
+// The space as a sweep of a user model: `text` is TOML (a file's text) or JSON (a Python dict), a
+// [sweep] table without `target` taking "python"; `where` names it in errors (a file's directory
+// is not used: a user sweep has no base file). UserError naming the field for a bad space, and for
+// a space of target "zoo" (a sweep of the zoo's models: scaleinv sweep runs it).
+SweepSpec user_sweep_from_text(const std::string& text, bool json, const std::string& where);
+
+// The space a user model's store was run with (its meta sweep_toml), for ranking a Python search
+// from the CLI without its file. UserError naming --db when the store is not a sweep database or
+// holds a sweep of the zoo's models (then give --config).
+SweepSpec stored_user_sweep(const std::string& db_path);
+
+// What the caller's function trains: one point, with its values by the user's names
+// (user_hparams); returns what the store records.
+using TrainPoint = std::function<PointResult(const SweepPoint& point, const nlohmann::json& hparams)>;
+
+struct UserSweepOptions {
+  std::string db_path;        // the store
+  Shard shard;                // shard_points' share of the grid (a search with rungs refuses N > 1)
+  bool resume = false;        // continue a store that holds points of this space
+  bool show_progress = true;  // a bar over the points' steps on stderr
+};
+
+// Runs the space's grid, or its search rung by rung, into the store. Returns {"text": the summary
+// table the CLI prints, "db", "points", "run", "skipped", "diverged", "failed", "wall_s",
+// "ranking": [per trial: group, trial, bracket, values, rung, steps, mean_loss (null: not run or
+// diverged), status] (a search only)}.
+nlohmann::json run_user_sweep(const SweepSpec& spec, const UserSweepOptions& opts, const TrainPoint& train);
+
+// A trained point's result from JSON: {"losses": [...] (null for a non-finite value), "val_loss",
+// "wall_s", "items_per_s", "error"}; the first non-finite loss makes it diverged at that step.
+PointResult point_result_from_json(const nlohmann::json& j);
+
+}  // namespace scaleinv
