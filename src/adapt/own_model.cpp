@@ -524,12 +524,12 @@ OwnPlan plan_own_model(const ParamTable& table, const std::string& optimizer, do
     if (!tie.readout.empty()) {
       const RoleExponents& e = table.row(Role::Embedding);
       const RoleExponents& r = table.row(Role::Readout);
-      const int f = static_cast<int>(p.family);
-      const double q = p.family == OptFamily::SGD ? 2.0 : 1.0;
       double m = 1;
       for (const OwnRole& o : p.roles.tensors)
         if (o.name == tie.tensor) m = o.m;
-      tie.exponent = (r.a - e.a) + (r.c[f] - e.c[f]) / q;
+      // Init-matched (own_model.h OwnTie): the readout use starts at the readout row's init,
+      // m^-(a_r + b_r), from a tensor stored at the embedding's, m^-(a_e + b_e) (shift-invariant).
+      tie.exponent = (r.a + r.b) - (e.a + e.b);
       tie.multiplier = std::pow(m, -tie.exponent);
       if (std::fabs(tie.multiplier - 1) > 1e-12)
         p.notes.push_back(fmt::format("tied '{}': the output of the layer holding '{}' is multiplied by m^-{:g} = "

@@ -101,10 +101,15 @@ struct OwnRole {
 // A tie as planned: each use classified by its own layout. Uses of the same role share that
 // role's plan. An embedding read again as a readout (tied embeddings): the tensor takes the
 // embedding's init, LR, WD and eps, and the readout use's output is multiplied in the forward by
-// m^-exponent, exponent = (a_r - a_e) + (c_r - c_e) / q (q = 1 for Adam-like and Muon, 2 for SGD,
-// whose update of a multiplied weight carries the multiplier twice): the readout's update then
-// scales as an untied readout's would (seed 000 eq. 28's invariant a + c, a + c/2 for SGD), and
-// under mup (a_r = 1, b_r = 0) its init too. Any other pair of roles is an error naming the tie.
+// m^-exponent, exponent = (a_r + b_r) - (a_e + b_e) (init-matched, as the zoo's tied_readout_factor;
+// a + b is invariant under seed 000 eq. 28's shift): the readout use starts at the untied readout's
+// init, so its forward (logits at init), every backward through it (h', W' at step 0) and the
+// logit update W_r,0 dh it drives scale as the table's readout. Its own update then scales as
+// m^-(exponent + c_e') rather than the readout's m^-c_r'; the two agree where b_r - b_e = (c_r - c_e) / q
+// (q = 2 for SGD): every mup-like row. Where they differ (standard, sp, ntk) the update-matched
+// exponent (a_r - a_e) + (c_r - c_e) / q was measured to break the table's h' and W' at step 0 on
+// every layer and, under sp, to turn the model into mup (tests/python/test_real_modules.py).
+// Any other pair of roles is an error naming the tie.
 struct OwnTie {
   std::string tensor;       // the target tensor's (first) name
   std::string use;          // the second name

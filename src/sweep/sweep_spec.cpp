@@ -155,8 +155,7 @@ std::vector<std::string> axis_targets(GridAxis& axis, const std::string& where, 
   const std::string field = prefix + axis.key;
   if (user) {  // a user model's name (user_space.h): the key the store keeps it under
     check_user_values(axis.key, axis.values, where, field);
-    const std::string key = user_store_key(axis.key);
-    return {key == "lr_log2" ? std::string("optim.lr") : key == "seed" ? std::string("train.seed") : key};
+    return {user_target(axis.key)};
   }
   auto type_error = [&](const std::string& want, const std::string& eg) {
     throw UserError(where, field, "every value must be " + want, fmt::format("write e.g. {} = {}", axis.key, eg));
@@ -349,8 +348,10 @@ void expand_search(const toml::table& root, const std::string& where, double pro
   auto check = [&](const std::string& key, const std::string& field, bool* integer, std::vector<nlohmann::json>& probe) {
     for (const auto& a : spec.axes)
       if (a.key == key) throw UserError(where, field, "is also a [grid] axis", "keep it in one of the two");
-    if (spec.user_model && spec.fixed.contains(key))
-      throw UserError(where, field, "is also in [fixed]", "keep it in one of the two");
+    if (spec.user_model)
+      for (const auto& [name, v] : spec.fixed.items())
+        if (user_target(name) == user_target(key))
+          throw UserError(where, field, "sets what fixed." + name + " sets", "keep it in one of the two");
     GridAxis ax{key, probe};
     const std::string target = axis_targets(ax, where, spec.user_model, "search.space.").front();  // errors name search.space.KEY
     if (spec.user_model && target == "train.steps")
@@ -413,8 +414,7 @@ nlohmann::json read_user_fixed(const toml::table& root, const std::string& where
       std::vector<nlohmann::json> one = {*j};
       check_user_values(name, one, where, "fixed." + name);
       for (const auto& [other, ov] : fixed.items())
-        if (user_store_key(other) == user_store_key(name) || (user_store_key(other) == "lr_log2") + (user_store_key(name) == "optim.lr") == 2 ||
-            (user_store_key(other) == "optim.lr") + (user_store_key(name) == "lr_log2") == 2)
+        if (user_target(other) == user_target(name))
           throw UserError(where, "fixed." + name, "sets what fixed." + other + " sets", "keep only one of the two");
       fixed[name] = one.front();
     }
@@ -441,8 +441,8 @@ SweepSpec user_sweep_spec(const toml::table& root, const TomlReader& r, const st
   check_grid_axes(axes, where, true);
   for (const GridAxis& a : axes)
     for (const auto& [name, v] : spec.fixed.items())
-      if (user_store_key(name) == user_store_key(a.key))
-        throw UserError(where, "grid." + a.key, "is also in [fixed]", "keep it in one of the two");
+      if (user_target(name) == user_target(a.key))
+        throw UserError(where, "grid." + a.key, "sets what fixed." + name + " sets", "keep it in one of the two");
   spec.axes = in_expansion_order(axes);
   const double product = bounded_grid_size(spec);
   spec.label = where;

@@ -149,7 +149,7 @@ void SweepStore::begin_sweep(const SweepSpec& spec, const Shard& shard, bool res
 }
 
 void SweepStore::write_points(const SweepSpec& spec, const Shard& shard, const std::vector<const SweepPoint*>& points,
-                              const std::vector<PointResult>& results) {
+                              const std::vector<PointResult>& results, bool checkpoint) {
   const std::string now = utc_now();
   const std::string sql = fmt::format("INSERT OR REPLACE INTO points ({}) VALUES ({})", kColumns,
                                       "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?");
@@ -180,7 +180,7 @@ void SweepStore::write_points(const SweepSpec& spec, const Shard& shard, const s
     throw;
   }
   db_->commit();
-  db_->checkpoint_wal();  // the finished points now live in the database file itself
+  if (checkpoint) db_->checkpoint_wal();  // the finished points now live in the database file itself
 }
 
 std::string sweep_db_fingerprint(const std::string& path) {

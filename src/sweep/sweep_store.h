@@ -72,8 +72,12 @@ class SweepStore {
 
   // One transaction: a row per point (points[i] trained into results[i]). The config column is
   // the point's resolved config (a user model's: SweepPoint::user).
+  // With `checkpoint` (the default) the WAL is then checkpointed into the database file; a caller
+  // writing many short points may checkpoint now and then instead (checkpoint()), the commit alone
+  // already surviving a kill -9.
   void write_points(const SweepSpec& spec, const Shard& shard, const std::vector<const SweepPoint*>& points,
-                    const std::vector<PointResult>& results);
+                    const std::vector<PointResult>& results, bool checkpoint = true);
+  void checkpoint() { db_->checkpoint_wal(); }
 
   SqliteDb& db() { return *db_; }
   const std::string& path() const { return path_; }

@@ -57,6 +57,11 @@ std::string user_store_key(const std::string& name) {
   return u ? u->key : name;
 }
 
+std::string user_target(const std::string& name) {
+  const std::string key = user_store_key(name);
+  return key == "lr_log2" ? "optim.lr" : key == "seed" ? "train.seed" : key;
+}
+
 bool check_user_values(const std::string& name, std::vector<nlohmann::json>& values, const std::string& where,
                        const std::string& field) {
   if (name.empty() || name.rfind("search.", 0) == 0 || name.rfind("user.", 0) == 0)

@@ -34,6 +34,10 @@ namespace scaleinv {
 // the name itself otherwise). A name may also be written as its CLI key ("model.width").
 std::string user_store_key(const std::string& name);
 
+// What a name sets: its store key, except that lr_log2 sets optim.lr (as lr does) and seed
+// train.seed. Two names of one space setting the same thing are refused.
+std::string user_target(const std::string& name);
+
 // Checks and normalises (2.0 -> 2 for an integer) the values of a user sweep's name: integers >= 1
 // for width, depth, steps and batch_size, >= 0 for seed and warmup_steps; numbers for lr (> 0),
 // lr_log2 and weight_decay (>= 0); a string for param; numbers, strings or booleans for the user's

@@ -42,10 +42,30 @@ SweepRunSummary run_user_points(const SweepSpec& spec, const UserSweepOptions& o
   };
   int64_t steps_done = 0;
   if (bar) bar->update(0, status());
+  // Each point is committed as it finishes (a kill -9 loses only the point in flight); the WAL is
+  // checkpointed into the database file at most once a second and at the end, since a point of a
+  // small model can take less time than a checkpoint's fsync (measured: 4 ms of 6 ms overhead a point).
+  auto last_checkpoint = std::chrono::steady_clock::now();
+  struct CheckpointAtEnd {
+    SweepStore& s;
+    ~CheckpointAtEnd() {
+      try {
+        s.checkpoint();
+      } catch (...) {
+      }
+    }
+  } at_end{store};
   for (size_t i : pending) {
     const SweepPoint& p = spec.points[i];
-    const PointResult r = train(p, user_hparams(p.user));
-    store.write_points(spec, o.shard, {&p}, {r});
+    PointResult r = train(p, user_hparams(p.user));
+    if (!r.error.empty()) {  // a run that raised ranks as diverged (user_sweep.h); -1: no NaN step
+      r.diverged = true;
+      r.diverged_step = -1;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    const bool checkpoint = now - last_checkpoint >= std::chrono::seconds(1);
+    if (checkpoint) last_checkpoint = now;
+    store.write_points(spec, o.shard, {&p}, {r}, checkpoint);
     ++sum.run;
     ++sum.chunks;
     sum.diverged += r.diverged ? 1 : 0;
@@ -129,10 +149,6 @@ PointResult point_result_from_json(const nlohmann::json& j) {
   r.items_per_s = ips.is_number() ? ips.get<double>() : std::nan("");
   r.unigram_entropy = std::nan("");
   r.error = j.value("error", std::string());
-  if (!r.error.empty()) {  // a run that raised ranks as diverged (user_sweep.h); -1: no NaN step
-    r.diverged = true;
-    r.diverged_step = -1;
-  }
   return r;
 }
 

@@ -4,7 +4,8 @@
 // as the CLI draws them (the same grid expansion, Halton trials, halving rungs and hyperband
 // brackets, ids and fingerprint), and each is trained by the caller's function, one after another,
 // each written to the store in its own transaction as it finishes (sweep_store.h: a kill -9 loses
-// only the point in flight; `resume` skips the finished ones; one writer per database; a changed
+// only the point in flight; the WAL is checkpointed into the database file at most once a second
+// and when the run ends, so a -wal file deleted after a kill -9 loses at most the last second; `resume` skips the finished ones; one writer per database; a changed
 // space is refused on resume). `scaleinv transfer-report --db`, `scaleinv sweep rank` and
 // `scaleinv sweep merge` read the store as they read the CLI's.
 //

@@ -1,0 +1,271 @@
+"""scaleinv.sweep / scaleinv.search on a model written here (issue 41): the points land in the CLI's
+store (transfer-report, sweep rank and sweep merge read it), a kill -9 loses only the point in
+flight, resume redoes nothing, shards merge into the whole grid, a training function that raises is
+recorded and the search goes on, KeyboardInterrupt stops cleanly, and bad input is one line."""
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import textwrap
+import unittest
+
+import torch
+from torch import nn
+
+import scaleinv
+
+BIN = os.environ.get("SCALEINV_BIN", "scaleinv")
+
+
+def make_model(width, depth=1):
+    layers = [nn.Linear(8, width), nn.ReLU()]
+    for _ in range(depth):
+        layers += [nn.Linear(width, width), nn.ReLU()]
+    return nn.Sequential(*layers, nn.Linear(width, 4))
+
+
+_g = torch.Generator().manual_seed(0)
+X = torch.randn(128, 8, generator=_g)
+Y = (X[:, :4].sum(1) > 0).long() + 2 * (X[:, 4:].sum(1) > 0).long()
+
+
+def train(model, opt, hp, steps):
+    g = torch.Generator().manual_seed(hp["seed"])
+    losses = []
+    for _ in range(steps):
+        i = torch.randint(0, 128, (16,), generator=g)
+        loss = nn.functional.cross_entropy(model(X[i]), Y[i])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+GRID = {"fixed": {"param": "mup", "steps": 12},
+        "grid": {"width": [16, 32], "lr_log2": {"from": -8, "to": -4, "step": 2}, "seed": [0, 1]}}
+
+
+def rows(db, sql):
+    with sqlite3.connect(db) as c:
+        return c.execute(sql).fetchall()
+
+
+def cli(*args):
+    return subprocess.run([BIN, *args], capture_output=True, text=True)
+
+
+class Sweep(unittest.TestCase):
+    def setUp(self):
+        torch.set_num_threads(1)
+        self.tmp = tempfile.TemporaryDirectory()
+        self.dir = self.tmp.name
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def path(self, name):
+        return os.path.join(self.dir, name)
+
+    def test_grid_lands_in_the_cli_store_and_the_report_reads_it(self):
+        db = self.path("w.db")
+        r = scaleinv.sweep(make_model, train, GRID, db=db, progress=False)
+        self.assertEqual((r["points"], r["run"], r["skipped"], r["diverged"]), (12, 12, 0, 0))
+        got = rows(db, "SELECT param, width, depth, lr_log2, seed, steps_done, axes, config FROM points ORDER BY rowid")
+        self.assertEqual(len(got), 12)
+        self.assertEqual({(g[0], g[1], g[2]) for g in got}, {("mup", 16, 0), ("mup", 32, 0)})
+        self.assertEqual(sorted({g[3] for g in got}), [-8.0, -6.0, -4.0])
+        axes, cfg = json.loads(got[0][6]), json.loads(got[0][7])
+        self.assertEqual(set(axes), {"model.width", "lr_log2", "seed"})  # the CLI's keys
+        self.assertEqual(cfg["model"], {"kind": "user", "width": 16})
+        self.assertEqual(cfg["train"]["steps"], 12)
+        self.assertTrue(all(g[5] == 12 for g in got))
+        # The CLI's analysis reads it unchanged, and scaleinv.report gives the same as data.
+        out = cli("transfer-report", "--db", db, "--out", self.path("rep"))
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertIn("width transfer", out.stdout)
+        rep = r.report(bootstrap=20)
+        self.assertEqual(rep, scaleinv.report(db, bootstrap=20))
+        # The same space gives the same point ids and fingerprint (a second store, run again).
+        scaleinv.sweep(make_model, train, GRID, db=self.path("w2.db"), progress=False)
+        self.assertEqual(rows(db, "SELECT id FROM points ORDER BY id"), rows(self.path("w2.db"), "SELECT id FROM points ORDER BY id"))
+        fp = "SELECT value FROM meta WHERE key = 'fingerprint'"
+        self.assertEqual(rows(db, fp), rows(self.path("w2.db"), fp))
+
+    def test_resume_redoes_nothing_and_a_changed_space_is_refused(self):
+        db = self.path("r.db")
+        scaleinv.sweep(make_model, train, GRID, db=db, progress=False)
+        with self.assertRaisesRegex(scaleinv.UserError, "resume"):
+            scaleinv.sweep(make_model, train, GRID, db=db, progress=False)
+        calls = []
+        r = scaleinv.sweep(make_model, lambda *a: calls.append(1) or train(*a), GRID, db=db, resume=True, progress=False)
+        self.assertEqual((r["run"], r["skipped"], len(calls)), (0, 12, 0))
+        changed = json.loads(json.dumps(GRID))
+        changed["grid"]["seed"] = [0, 1, 2]
+        with self.assertRaisesRegex(scaleinv.UserError, "another grid"):
+            scaleinv.sweep(make_model, train, changed, db=db, resume=True, progress=False)
+        self.assertEqual(rows(db, "SELECT COUNT(*) FROM points"), [(12,)])
+
+    def test_kill_9_loses_only_the_point_in_flight(self):
+        db, log = self.path("k.db"), self.path("trained.txt")
+        script = textwrap.dedent("""
+            import os, signal, sys
+            sys.path.insert(0, HERE)
+            import test_sweep as t, scaleinv
+            def train(model, opt, hp, steps):
+                with open(LOG) as f:
+                    n = len(f.read().split())
+                if n == 5:
+                    os.kill(os.getpid(), signal.SIGKILL)   # mid-point: nothing of it is stored
+                losses = t.train(model, opt, hp, steps)
+                with open(LOG, "a") as f:
+                    f.write("%s,%s,%s " % (hp["width"], hp["lr"], hp["seed"]))
+                return losses
+            scaleinv.sweep(t.make_model, train, t.GRID, db=DB, progress=False)
+        """).replace("HERE", repr(os.path.dirname(os.path.abspath(__file__)))).replace("LOG", repr(log)).replace("DB", repr(db))
+        open(log, "w").close()
+        p = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+        self.assertEqual(p.returncode, -signal.SIGKILL, p.stderr)
+        self.assertEqual(rows(db, "SELECT COUNT(*) FROM points"), [(5,)])
+        trained = []
+        r = scaleinv.sweep(make_model, lambda m, o, hp, s: trained.append((hp["width"], hp["lr"], hp["seed"])) or
+                           train(m, o, hp, s), GRID, db=db, resume=True, progress=False)
+        self.assertEqual((r["skipped"], r["run"], len(trained)), (5, 7, 7))
+        with open(log) as f:
+            before = {tuple(float(x) for x in s.split(",")) for s in f.read().split()}
+        self.assertFalse(before & {tuple(float(x) for x in t) for t in trained})  # nothing finished is redone
+        self.assertEqual(rows(db, "SELECT COUNT(*) FROM points"), [(12,)])
+
+    def test_shards_merge_into_the_whole_grid(self):
+        whole = self.path("whole.db")
+        scaleinv.sweep(make_model, train, GRID, db=whole, progress=False)
+        space = dict(GRID, sweep={"name": "whole"})  # the same sweep (its name is part of what the store says)
+        for i in range(2):
+            r = scaleinv.sweep(make_model, train, space, db=self.path("s.db"), shard=(i, 2), progress=False)
+            self.assertTrue(r.db.endswith(f"s.shard-{i}-of-2.db"))
+        out = cli("sweep", "merge", self.path("m.db"), self.path("s.shard-0-of-2.db"), self.path("s.shard-1-of-2.db"))
+        self.assertEqual(out.returncode, 0, out.stderr)
+        ids = "SELECT id FROM points ORDER BY id"
+        self.assertEqual(rows(self.path("m.db"), ids), rows(whole, ids))
+        self.assertLess(len(rows(self.path("s.shard-0-of-2.db"), ids)), 12)
+        with self.assertRaisesRegex(scaleinv.UserError, "shard"):
+            scaleinv.sweep(make_model, train, GRID, db=self.path("x.db"), shard=(2, 2), progress=False)
+
+    def test_search_halving_ranks_records_failures_and_goes_on(self):
+        db = self.path("s.db")
+        seen = []
+
+        def train_mult(model, opt, hp, steps):
+            seen.append((hp["search_mult"], steps))
+            if hp["search_mult"] > 3:
+                raise RuntimeError(f"boom at {hp['search_mult']:.3f}")
+            if hp["search_mult"] < 0.4:
+                return [1.0] * (steps - 1) + [float("nan")]
+            for g in opt.param_groups:
+                g["lr"] *= hp["search_mult"]
+            return train(model, opt, hp, steps)
+
+        space = {"fixed": {"param": "mup", "steps": 36, "width": 16},
+                 "search": {"method": "halving", "trials": 9, "eta": 3, "min_steps": 4,
+                            "space": {"lr_log2": {"from": -9, "to": -4}, "search_mult": {"from": 0.25, "to": 4, "log": True}}}}
+        r = scaleinv.search(make_model, train_mult, space, db=db, progress=False)
+        self.assertEqual(sorted({s for _, s in seen}), [4, 12, 36])  # the rungs: 36 / 3^k down to min_steps
+        self.assertEqual([s for _, s in seen].count(4), 9)
+        self.assertEqual([s for _, s in seen].count(12), 3)
+        self.assertEqual([s for _, s in seen].count(36), 1)
+        failed = [m for m, s in seen if m > 3]
+        self.assertGreaterEqual(len(failed), 1)
+        msgs = rows(db, "SELECT message FROM failures")
+        self.assertEqual(len(msgs), len(failed))
+        self.assertTrue(msgs[0][0].startswith("RuntimeError: boom at"))
+        best = r.best()
+        self.assertEqual(set(best), {"lr_log2", "search_mult"})
+        self.assertTrue(0.4 <= best["search_mult"] <= 3)
+        # The CLI ranks the store from the space it holds, with the same best trial.
+        out = cli("sweep", "rank", "--db", db)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        first = [t for t in r.ranking if t["status"] == "ok"][0]
+        self.assertIn(f"{first['trial']:>7}     3     36", out.stdout)
+        self.assertEqual(rows(db, "SELECT COUNT(*) FROM points WHERE diverged = 1")[0][0], len(failed) + len(
+            [m for m, s in seen if m < 0.4]))
+        # A search of several rungs is not sharded.
+        with self.assertRaisesRegex(scaleinv.UserError, "shard"):
+            scaleinv.search(make_model, train_mult, space, db=self.path("t.db"), shard=(0, 2), progress=False)
+
+    def test_keyboard_interrupt_stops_and_the_sweep_resumes(self):
+        db = self.path("i.db")
+        n = []
+
+        def interrupted(model, opt, hp, steps):
+            if len(n) == 3:
+                raise KeyboardInterrupt
+            n.append(1)
+            return train(model, opt, hp, steps)
+
+        with self.assertRaises(KeyboardInterrupt):
+            scaleinv.sweep(make_model, interrupted, GRID, db=db, progress=False)
+        self.assertEqual(rows(db, "SELECT COUNT(*) FROM points"), [(3,)])
+        self.assertFalse(os.path.exists(db + ".lock"))  # the writer lock went with the interrupted run
+        r = scaleinv.sweep(make_model, train, GRID, db=db, resume=True, progress=False)
+        self.assertEqual((r["skipped"], r["run"]), (3, 9))
+
+    def test_own_optimizer_and_hyperparameters_reach_the_training_function(self):
+        got = []
+
+        def own(model, hp):
+            return torch.optim.SGD(model.parameters(), lr=hp["lr"] * hp["boost"])
+
+        def record(model, opt, hp, steps):
+            got.append((dict(hp), steps, type(opt).__name__))
+            return 1.0
+        space = {"fixed": {"param": "standard", "steps": 3, "batch_size": 8, "depth": 2},
+                 "grid": {"width": [16], "lr": [0.1], "boost": [1, 2]}}
+        scaleinv.sweep(make_model, record, space, db=self.path("o.db"), optimizer=own, progress=False)
+        self.assertEqual(got[0][0], {"param": "standard", "width": 16, "depth": 2, "lr": 0.1, "seed": 0, "steps": 3,
+                                     "batch_size": 8, "boost": 1})
+        self.assertEqual((got[0][1], got[0][2], got[1][0]["boost"]), (3, "SGD", 2))
+        axes = json.loads(rows(self.path("o.db"), "SELECT axes FROM points")[0][0])
+        self.assertEqual(set(axes), {"model.width", "optim.lr", "boost"})
+
+    def test_bad_input_is_one_line_and_writes_nothing(self):
+        cases = [
+            ({"fixed": {"param": "mup"}, "grid": {"width": [16], "lr_log2": [-6]}}, "steps"),
+            ({"fixed": {"param": "nope", "steps": 3}, "grid": {"width": [16], "lr_log2": [-6]}}, "nope"),
+            ({"fixed": {"param": "mup", "steps": 3}, "grid": {"width": [16]}}, "learning rate"),
+            ({"fixed": {"param": "mup", "steps": 3}, "grid": {"width": [0, 16], "lr_log2": [-6]}}, "grid.width"),
+            ({"fixed": {"param": "mup", "steps": 3, "width": 16}, "grid": {"width": [16], "lr_log2": [-6]}}, "fixed"),
+            ({"fixed": {"param": "mup", "steps": 3}, "grid": {"lr_log2": [-6]}}, "width"),
+            ({"sweep": {"colour": 1}, "fixed": {"param": "mup", "steps": 3}, "grid": {"width": [16], "lr_log2": [-6]}}, "colour"),
+            ({"fixed": {"param": "mup", "steps": 3}, "grid": {"width": [16], "lr_log2": [-6], "x": [None]}}, "None"),
+            ({"fixed": {"param": "mup", "steps": 3, "width": 16}, "grid": {"lr_log2": [-6]},
+              "search": {"method": "halving", "trials": 3, "space": {"steps": [2, 3]}}}, "steps"),
+            ("/nonexistent/space.toml", "cannot read"),
+            (42, "not a dict"),
+        ]
+        for space, words in cases:
+            with self.subTest(space=space):
+                with self.assertRaises(scaleinv.UserError) as e:
+                    scaleinv.sweep(make_model, train, space, db=self.path("bad.db"), progress=False)
+                self.assertEqual(len(str(e.exception).splitlines()), 1, str(e.exception))
+                self.assertIn(words, str(e.exception))
+                self.assertIn("fix", str(e.exception))
+                self.assertFalse(os.path.exists(self.path("bad.db")))
+        with self.assertRaisesRegex(scaleinv.UserError, "search: missing"):
+            scaleinv.search(make_model, train, GRID, db=self.path("bad.db"), progress=False)
+        with self.assertRaisesRegex(scaleinv.UserError, "not a number"):
+            scaleinv.sweep(make_model, lambda *a: "low", GRID, db=self.path("s.db"), progress=False)
+        # A Python sweep file is refused by `scaleinv sweep` with the pointer to scaleinv.sweep.
+        toml = self.path("mine.toml")
+        with open(toml, "w") as f:
+            f.write('[sweep]\ntarget = "python"\n[fixed]\nparam = "mup"\nsteps = 3\n[grid]\nwidth = [16]\nlr_log2 = [-6]\n')
+        out = cli("sweep", "--config", toml, "--out", self.path("c.db"))
+        self.assertEqual(out.returncode, 2)
+        self.assertIn("scaleinv.sweep", out.stderr)
+        self.assertEqual(scaleinv.sweep(make_model, train, toml, db=self.path("t.db"), progress=False)["run"], 1)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,177 @@
+// A sweep of the user's own model (sweep/user_space.h, sweep/user_sweep.h), with a C++ function
+// standing in for the Python training function: the names and their store keys, the points'
+// configs and ids, the loop's store (resume, failures, a search's rungs), and bad spaces.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include "core/errors.h"
+#include "core/sqlite_db.h"
+#include "core/toml_json.h"
+#include "sweep/search_rank.h"
+#include "sweep/search_space.h"
+#include "sweep/user_space.h"
+#include "sweep/user_sweep.h"
+
+using namespace scaleinv;
+
+namespace {
+
+const char* kSpace = R"(
+[sweep]
+name = "mine"
+[fixed]
+param = "mup"
+steps = 20
+batch_size = 32
+[grid]
+width = [16, 32]
+lr_log2 = [-8, -6]
+init_scale = [0.5, 1.0]
+seed = [0, 1]
+)";
+
+std::string temp_db(const std::string& name) {
+  const auto dir = std::filesystem::temp_directory_path() / ("scaleinv_user_sweep_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const auto p = dir / name;
+  std::filesystem::remove(p);
+  return p.string();
+}
+
+// A loss with its minimum at lr_log2 = -7 + log2(init_scale), whatever the width.
+PointResult fake_train(const nlohmann::json& hp) {
+  PointResult r;
+  const double x = std::log2(hp.at("lr").get<double>()) + 7 - std::log2(hp.value("init_scale", 1.0));
+  for (int s = 0; s < hp.at("steps").get<int>(); ++s) r.losses.push_back(1 + x * x + 1.0 / (s + 1));
+  r.steps_done = static_cast<int64_t>(r.losses.size());
+  return r;
+}
+
+}  // namespace
+
+TEST(UserSpace, NamesAreStoredUnderTheClisKeysAndTheRestUnderUser) {
+  const SweepSpec s = user_sweep_from_text(kSpace, false, "space.toml");
+  ASSERT_TRUE(s.user_model);
+  ASSERT_EQ(s.points.size(), 16u);
+  const SweepPoint& p = s.points.front();
+  EXPECT_EQ(p.user["model"], nlohmann::json({{"kind", "user"}, {"width", 16}}));
+  EXPECT_EQ(p.user["param"]["name"], "mup");
+  EXPECT_EQ(p.user["train"]["batch_size"], 32);
+  EXPECT_EQ(p.user["train"]["steps"], 20);
+  EXPECT_DOUBLE_EQ(p.user["optim"]["lr"].get<double>(), std::exp2(-8.0));
+  EXPECT_EQ(p.user["user"]["init_scale"], 0.5);
+  EXPECT_EQ(p.config.model.width, 16);
+  EXPECT_EQ(p.config.model.depth, 0);  // not set: no depth
+  EXPECT_EQ(user_store_axes(p.axes), nlohmann::json({{"model.width", 16}, {"lr_log2", -8}, {"init_scale", 0.5}, {"seed", 0}}));
+  const nlohmann::json hp = user_hparams(p.user);
+  EXPECT_EQ(hp, nlohmann::json({{"param", "mup"}, {"width", 16}, {"lr", std::exp2(-8.0)}, {"seed", 0}, {"steps", 20},
+                                {"batch_size", 32}, {"init_scale", 0.5}}));
+  // The same space as a dict (JSON) is the same sweep: the same ids and fingerprint.
+  const nlohmann::json j = {{"sweep", {{"name", "mine"}}},
+                            {"fixed", {{"param", "mup"}, {"steps", 20}, {"batch_size", 32}}},
+                            {"grid", {{"width", {16, 32}}, {"lr_log2", {-8, -6}}, {"init_scale", {0.5, 1.0}}, {"seed", {0, 1}}}}};
+  const SweepSpec d = user_sweep_from_text(j.dump(), true, "python: space");
+  EXPECT_EQ(d.fingerprint, s.fingerprint);
+  for (size_t i = 0; i < s.points.size(); ++i) EXPECT_EQ(d.points[i].id, s.points[i].id);
+}
+
+TEST(UserSpace, BadSpacesAreOneLineNamingTheField) {
+  const std::map<std::string, std::string> cases = {
+      {"[fixed]\nparam = \"mup\"\n[grid]\nwidth = [16]\nlr_log2 = [-6]\n", "steps"},
+      {"[fixed]\nparam = \"mup\"\nsteps = 3\n[grid]\nwidth = [16.5]\nlr_log2 = [-6]\n", "grid.width"},
+      {"[fixed]\nparam = \"mup\"\nsteps = 3\nlr = 0.1\n[grid]\nwidth = [16]\nlr_log2 = [-6]\n", "lr_log2"},
+      {"[fixed]\nparam = \"mup\"\nsteps = 3\nlr = -1\n[grid]\nwidth = [16]\n", "fixed.lr"},
+      {"[sweep]\ntarget = \"zoo\"\n[grid]\nlr_log2 = [-6]\n", "sweep.target"},
+      {"[fixed]\nparam = \"mup\"\nsteps = 3\n[grid]\nwidth = [16]\nlr_log2 = [-6]\n[model]\nwidth = 3\n", "model"},
+      {"[fixed]\nparam = \"mup\"\nsteps = 3\nwidth = [16]\n[grid]\nlr_log2 = [-6]\n", "fixed.width"},
+  };
+  for (const auto& [text, field] : cases) {
+    try {
+      user_sweep_from_text(text, false, "space.toml");
+      ADD_FAILURE() << "accepted: " << text;
+    } catch (const UserError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(field), std::string::npos) << what;
+      EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+    }
+  }
+  EXPECT_THROW(json_to_toml_table(nlohmann::json::parse(R"({"grid": {"x": [null]}})")), std::invalid_argument);
+  EXPECT_EQ(json_to_toml_table(nlohmann::json::parse(R"({"a": {"b": 2}})"))["a"]["b"].value_exact<int64_t>(), 2);
+}
+
+TEST(UserSweep, TheLoopStoresResumesAndRecordsWhatRaised) {
+  const SweepSpec s = user_sweep_from_text(kSpace, false, "space.toml");
+  UserSweepOptions o;
+  o.db_path = temp_db("grid.db");
+  o.show_progress = false;
+  int calls = 0;
+  const TrainPoint train = [&](const SweepPoint&, const nlohmann::json& hp) {
+    ++calls;
+    PointResult r = fake_train(hp);
+    if (hp.at("width") == 32 && hp.at("init_scale") == 1.0 && hp.at("seed") == 1) r.error = "ValueError: no";
+    return r;
+  };
+  const nlohmann::json first = run_user_sweep(s, o, train);
+  EXPECT_EQ(first["run"], 16);
+  EXPECT_EQ(first["failed"], 2);
+  EXPECT_EQ(first["diverged"], 2);
+  EXPECT_NE(first["text"].get<std::string>().find("failed           2"), std::string::npos) << first["text"];
+  EXPECT_THROW(run_user_sweep(s, o, train), UserError);  // holds points: resume or another db
+  o.resume = true;
+  const nlohmann::json again = run_user_sweep(s, o, train);
+  EXPECT_EQ(again["run"], 0);
+  EXPECT_EQ(again["skipped"], 16);
+  EXPECT_EQ(calls, 16);
+  SqliteDb db(o.db_path, SqliteDb::Mode::ReadOnly);
+  EXPECT_EQ(std::get<int64_t>(db.query("SELECT COUNT(*) FROM failures")[0][0]), 2);
+  EXPECT_EQ(std::get<int64_t>(db.query("SELECT COUNT(*) FROM points WHERE final_loss IS NULL")[0][0]), 2);
+  // final_loss is the [sweep] window's mean (0.1 of 20 steps: the last 2); at lr_log2 -8 and
+  // init_scale 1 the fake loss is 1 + 1 + 1/(s+1).
+  const auto row = db.query(
+      "SELECT final_loss FROM points WHERE lr_log2 = -8 AND width = 16 AND seed = 0 AND json_extract(axes, '$.init_scale') = 1.0");
+  ASSERT_EQ(row.size(), 1u);
+  EXPECT_NEAR(std::get<double>(row[0][0]), 1 + 1 + (1.0 / 19 + 1.0 / 20) / 2, 1e-12);
+}
+
+TEST(UserSweep, ASearchRunsItsRungsAndRanksFromTheStore) {
+  const char* text = R"(
+[fixed]
+param = "mup"
+steps = 27
+width = 16
+[search]
+method = "halving"
+trials = 9
+eta = 3
+min_steps = 3
+[search.space]
+lr_log2 = {from = -10, to = -4}
+)";
+  const SweepSpec s = user_sweep_from_text(text, false, "search.toml");
+  UserSweepOptions o;
+  o.db_path = temp_db("search.db");
+  o.show_progress = false;
+  std::map<int64_t, int> per_rung;
+  const nlohmann::json r = run_user_sweep(s, o, [&](const SweepPoint&, const nlohmann::json& hp) {
+    ++per_rung[hp.at("steps").get<int64_t>()];
+    return fake_train(hp);
+  });
+  EXPECT_EQ(per_rung, (std::map<int64_t, int>{{3, 9}, {9, 3}, {27, 1}}));
+  const nlohmann::json& best = r["ranking"][0];
+  EXPECT_EQ(best["rung"], 2);
+  EXPECT_EQ(best["status"], "ok");
+  // The best of the 9 Halton draws is the one nearest -7 (the fake loss's minimum).
+  double nearest = 1e9;
+  for (int t = 0; t < 9; ++t) nearest = std::min(nearest, std::fabs(sample_trial(*s.search, t)["lr_log2"].get<double>() + 7));
+  EXPECT_DOUBLE_EQ(std::fabs(best["values"]["lr_log2"].get<double>() + 7), nearest);
+  // The CLI's path to the same ranking: the space the store holds.
+  const SweepSpec stored = stored_user_sweep(o.db_path);
+  EXPECT_EQ(stored.fingerprint, s.fingerprint);
+  EXPECT_EQ(rank_search(stored, o.db_path).front().trial, best["trial"].get<int>());
+}
