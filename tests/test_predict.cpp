@@ -251,4 +251,16 @@ TEST(PredictCli, ReadmeQuotesWhatTheStoresGiveToday) {
       }
     EXPECT_GE(rows, 3) << r.out;
   }
+  // docs/predict.md quotes the Llama decoder's held-out rows as the store gives them.
+  const std::string predict_page = scaleinv::testing::slurp(src + "/docs/predict.md");
+  const auto r = run_cli("predict --db " + src + "/docs/results/data/llama_width_gpu_h100.db --holdout --fit-upto 512");
+  ASSERT_EQ(r.code, 0) << r.err;
+  int rows = 0;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);)
+    if (line.rfind("| ", 0) == 0 && line.find(", width (") != std::string::npos) {
+      ++rows;
+      EXPECT_NE(predict_page.find(line), std::string::npos) << "docs/predict.md does not quote:\n" << line;
+    }
+  EXPECT_EQ(rows, 2) << r.out;
 }

@@ -105,6 +105,8 @@ class GPT(nn.Module):
         self.h = nn.ModuleList([Block(width, seq_len, d_head) for _ in range(depth)])
         self.ln_f = nn.LayerNorm(width)
         self.lm_head = nn.Linear(width, vocab, bias=False)  # untied from wte
+        self.emb_mult = self.out_mult = 1.0  # multipliers of the embedding sum and the logits (tuned in
+                                             # nanogpt_tune_small_train_big.py; 1 is no multiplication)
         for name, p in self.named_parameters():  # nanoGPT's init
             if name.endswith("c_proj.weight"):
                 nn.init.normal_(p, 0.0, 0.02 / math.sqrt(2 * depth))
@@ -124,9 +126,13 @@ class GPT(nn.Module):
     def forward(self, idx, targets=None):
         T = idx.shape[1]
         x = self.wte(idx) + self.wpe(torch.arange(T, device=idx.device))
+        if self.emb_mult != 1.0:
+            x = x * self.emb_mult
         for b in self.h:
             x = b(x)
         logits = self.lm_head(self.ln_f(x))
+        if self.out_mult != 1.0:
+            logits = logits * self.out_mult
         if targets is None:
             return logits
         return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.reshape(-1))

@@ -141,9 +141,13 @@ double axis_value(const SweepRow& r, const std::string& axis) {
 }
 
 std::string fixed_scales(const SweepRow& r, const std::string& axis) {
-  if (axis == "width") return fmt::format("depth {}", r.depth);
-  if (axis == "depth") return fmt::format("width {}", r.width);
-  return fmt::format("width {}, depth {}", r.width, r.depth);
+  std::string s;  // a scale of 0 (a user model's sweep that does not set it) is left out
+  auto add = [&](const char* name, int64_t v) {
+    if (v > 0) s += (s.empty() ? "" : ", ") + fmt::format("{} {}", name, v);
+  };
+  if (axis != "width") add("width", r.width);
+  if (axis != "depth") add("depth", r.depth);
+  return s;
 }
 
 std::string other_axes(const SweepRow& r, const std::string& axis) {

@@ -85,7 +85,7 @@ double row_loss(const SweepRow& r);
 // The value of `axis` at `r`: its width, its depth, or a numeric grid axis' value.
 double axis_value(const SweepRow& r, const std::string& axis);
 // The model scales held fixed while `axis` varies: "depth D" (width), "width W" (depth), else
-// "width W, depth D".
+// "width W, depth D"; a scale of 0 (not set by a user model's sweep) is left out.
 std::string fixed_scales(const SweepRow& r, const std::string& axis);
 // Every grid axis of `r` but `axis`, as "k=v, k=v" ("" when none).
 std::string other_axes(const SweepRow& r, const std::string& axis);
