@@ -91,6 +91,34 @@ TEST(Predict, RecoversAPlantedPowerLawExactly) {
   EXPECT_NEAR(p.fit.residual_sd, 0.0, 1e-9);
 }
 
+TEST(Predict, NearOptimalBandCentreUsesEveryRunWithinTheTolerance) {
+  // A flat-bottomed curve: 1.00 at -7, -6 and -5, rising on both sides, steeper on the right.
+  const std::vector<double> x = {-9, -8, -7, -6, -5, -4, -3};
+  const std::vector<double> y = {1.10, 1.02, 1.00, 1.001, 1.002, 1.05, INFINITY};
+  // Within 1%: -8 + (1.01 - 1.02)/(1.00 - 1.02) = -7.5 on the left; -5 + (1.01 - 1.002)/(1.05 - 1.002)
+  // on the right; the centre is their mean, not the argmin (-7) nor a parabola through it.
+  const Optimum o = near_optimal_centre(x, y, 1.0);
+  const double right = -5 + (1.01 - 1.002) / (1.05 - 1.002);
+  EXPECT_NEAR(o.lr_log2, (-7.5 + right) / 2, 1e-12);
+  EXPECT_FALSE(o.at_edge);
+  EXPECT_EQ(o.best_index, 2);
+  // A band reaching the grid's end is a bound; a diverged neighbour stops it at the last finite point.
+  EXPECT_TRUE(near_optimal_centre(x, y, 20.0).at_edge);
+  const Optimum d = near_optimal_centre({-3, -2, -1}, {1.0, 1.0, INFINITY}, 1.0);
+  EXPECT_NEAR(d.lr_log2, -2.5, 1e-12);
+  EXPECT_TRUE(d.at_edge);
+  EXPECT_TRUE(std::isnan(near_optimal_centre({-1, 0}, {INFINITY, INFINITY}, 1.0).lr_log2));
+  // On the planted law (symmetric curves), the band's centres are the planted optima: exact.
+  PredictOptions po = targets({{"width", 2048}});
+  po.near_optimal_pct = 1.0;
+  const auto preds = predict(table(widths({64, 128, 256, 512}), 3, 0.0, 1), po);
+  ASSERT_EQ(preds.size(), 1u);
+  EXPECT_NEAR(preds[0].fit.slope, kBw, 1e-9);
+  EXPECT_NEAR(preds[0].lr_log2, planted(2048, 2), 1e-9);
+  po.near_optimal_pct = 60;
+  EXPECT_THROW(predict(table(widths({64, 128}), 1, 0.0, 1), po), UserError);
+}
+
 TEST(Predict, HeldOutCheckOfAnExactLawHasNoErrorAndNoRegret) {
   const SweepTable t = table(widths({64, 128, 256, 512, 1024}), 2, 0.0, 2);
   PredictOptions o;

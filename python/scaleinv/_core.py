@@ -92,9 +92,12 @@ class Prediction(dict):
         return self.text
 
 
-def predict(db, at=None, holdout=False, fit_upto=None, param=None, max_extrapolation=3, bootstrap=200):
+def predict(db, at=None, holdout=False, fit_upto=None, param=None, max_extrapolation=3, bootstrap=200,
+            near_optimal=0):
     """The optimal LR at a target scale from one or more sweep stores, with its 90% interval
     (src/report/predict.h: a power law per axis, declined past max_extrapolation doublings).
+    near_optimal=PCT: each scale's optimum is the centre of the LRs within PCT% of its best loss
+    (every near-optimal run counts), not the parabola vertex.
 
         p = scaleinv.predict("runs/sweeps/width.db", at={"width": 2048})
         p = scaleinv.predict("runs/sweeps/width.db", holdout=True, fit_upto=512)
@@ -111,7 +114,8 @@ def predict(db, at=None, holdout=False, fit_upto=None, param=None, max_extrapola
     ext = _number("max_extrapolation", max_extrapolation, "max_extrapolation=3", lo=0)
     if isinstance(bootstrap, bool) or not isinstance(bootstrap, int):
         raise UserError(f"bootstrap: {bootstrap!r} is not an integer (fix: bootstrap=200)")
-    data, text = _scaleinv.predict(_db_list(db), at, holdout, fit, param or "", ext, bootstrap)
+    near = _number("near_optimal", near_optimal, "near_optimal=0.25 (percent of the best loss), or 0", lo=0, hi=50)
+    data, text = _scaleinv.predict(_db_list(db), at, holdout, fit, param or "", ext, bootstrap, near)
     return Prediction(json.loads(data), text)
 
 

@@ -52,7 +52,7 @@ void add_predict_command(CLI::App& app, int& exit_code) {
     std::vector<std::string> dbs, at;
     bool holdout = false;
     std::string param, json;
-    double max_extrapolation = 3, fit_upto = 0;
+    double max_extrapolation = 3, fit_upto = 0, near_optimal = 0;
     int bootstrap = 200;
   };
   auto o = std::make_shared<Opts>();
@@ -66,6 +66,8 @@ void add_predict_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--param", o->param, "only this parameterization (default: every one in the store)");
   cmd->add_option("--max-extrapolation", o->max_extrapolation,
                   "doublings past the fitted values at most (default 3; never more than the fitted span)");
+  cmd->add_option("--near-optimal", o->near_optimal,
+                  "PCT: each optimum is the centre of the LRs within PCT% of the best loss (default 0: the parabola vertex)");
   cmd->add_option("--bootstrap", o->bootstrap, "bootstrap resamples over seeds (default 200)");
   cmd->add_option("--json", o->json, "also write the predictions as JSON to FILE");
   cmd->callback([o, &exit_code] {
@@ -77,10 +79,11 @@ void add_predict_command(CLI::App& app, int& exit_code) {
     popts.param = o->param;
     popts.max_extrapolation = o->max_extrapolation;
     popts.transfer.bootstrap = o->bootstrap;
+    popts.near_optimal_pct = o->near_optimal;
     check_predict_request(popts);  // before the stores are read
     const SweepTable t = read_sweep_rows(o->dbs);
     const std::vector<Prediction> preds = predict(t, popts);
-    std::fputs(predict_markdown(preds).c_str(), stdout);
+    std::fputs(predict_markdown(preds, popts).c_str(), stdout);
     std::printf("\n%s: %zu points\n", t.db.c_str(), t.rows.size());
     if (!o->json.empty()) {
       write_file_atomic(o->json, predict_to_json(preds, popts).dump(2) + "\n");

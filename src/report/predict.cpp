@@ -27,12 +27,12 @@ struct DrawCurve {
   Optimum opt;
 };
 
-DrawCurve draw_curve(const SeedTable& t, const std::vector<int64_t>& draw) {
+DrawCurve draw_curve(const SeedTable& t, const std::vector<int64_t>& draw, double near_optimal_pct) {
   DrawCurve c;
   c.points = seed_curves::mean_curve(t, draw, seed_curves::lr_keys(t));
   std::vector<double> x, y;
   for (const auto& p : c.points) x.push_back(p.lr_log2), y.push_back(p.mean_loss);
-  c.opt = locate_optimum(x, y);
+  c.opt = near_optimal_pct > 0 ? near_optimal_centre(x, y, near_optimal_pct) : locate_optimum(x, y);
   return c;
 }
 
@@ -69,12 +69,14 @@ struct ParamCurves {
   std::vector<std::vector<DrawCurve>> by_draw;  // [draw][value]; draw 0 the point estimate
 };
 
-ParamCurves param_curves(const std::map<double, SeedTable>& by_value, const std::vector<std::vector<int64_t>>& draws) {
+ParamCurves param_curves(const std::map<double, SeedTable>& by_value, const std::vector<std::vector<int64_t>>& draws,
+                         double near_optimal_pct) {
   ParamCurves pc;
   for (const auto& [v, t] : by_value) pc.values.push_back(v);
   for (const auto& d : draws) {
     std::vector<DrawCurve> row;
-    for (const auto& [v, t] : by_value) row.push_back(draw_curve(t, seed_curves::draw_within(d, seed_curves::seeds_of(t))));
+    for (const auto& [v, t] : by_value)
+      row.push_back(draw_curve(t, seed_curves::draw_within(d, seed_curves::seeds_of(t)), near_optimal_pct));
     pc.by_draw.push_back(std::move(row));
   }
   return pc;
@@ -166,14 +168,14 @@ std::string canonical_axis(const std::string& a) {
 // The slope of `axis` for `param` from the first group of that axis holding it: its draws'
 // slopes (draw 0 first), empty when none.
 std::vector<double> other_axis_slopes(const SweepTable& table, const std::string& axis, const std::string& param,
-                                      const TransferOptions& o) {
+                                      const TransferOptions& o, double near_optimal_pct) {
   for (const auto& [key, part] : seed_curves::partition_rows(table, axis)) {
     const auto it = part.data.find(param);
     if (it == part.data.end() || it->second.size() < 2) continue;
     // This param's own seeds (the group's other params may have run others).
     const auto draws = seed_curves::seed_draws(seed_curves::seeds_of(seed_curves::GroupData{{param, it->second}}),
                                                o.bootstrap, o.rng_seed);
-    const ParamCurves pc = param_curves(it->second, draws);
+    const ParamCurves pc = param_curves(it->second, draws, near_optimal_pct);
     std::vector<double> out;
     for (const OlsFit& f : fits_of(pc, pc.values.size())) out.push_back(f.slope);
     return out;
@@ -189,7 +191,7 @@ void compose_other_axes(Prediction& p, const SweepTable& table, const SweepRow& 
     const double held = held_value(sample, axis);
     if (!std::isfinite(held) || held <= 0 || held == target) continue;
     const double dist = std::log2(target / held);
-    const std::vector<double> slopes = other_axis_slopes(table, axis, p.param, opts.transfer);
+    const std::vector<double> slopes = other_axis_slopes(table, axis, p.param, opts.transfer, opts.near_optimal_pct);
     if (slopes.empty() || !std::isfinite(slopes[0])) {
       p.notes.push_back(fmt::format("{} {:g} -> {:g}: never swept for {}; the parameterization's own rule (exponent 0 "
                                     "in its coordinates) is assumed, not backed by data",
@@ -329,6 +331,9 @@ void check_options(const SweepTable& table, const PredictOptions& opts, std::map
 }  // namespace
 
 void check_predict_request(const PredictOptions& opts) {
+  if (!(opts.near_optimal_pct >= 0 && opts.near_optimal_pct <= 50))
+    throw UserError("command line", "--near-optimal", fmt::format("{:g} is not a percentage in [0, 50]", opts.near_optimal_pct),
+                    "e.g. --near-optimal 0.25 (within 0.25% of the best loss), or 0 for the parabola vertex");
   if (opts.at.empty() && !opts.holdout)
     throw UserError("command line", "--at", "nothing to predict", "give --at width=2048 (axis=value, ...) or --holdout");
   if (opts.fit_upto < 0 || !std::isfinite(opts.fit_upto) || (opts.fit_upto > 0 && !opts.holdout))
@@ -338,6 +343,35 @@ void check_predict_request(const PredictOptions& opts) {
   for (const auto& [raw, v] : opts.at)
     if (!std::isfinite(v) || v <= 0)
       throw UserError("command line", "--at", fmt::format("{}={} is not a positive number", raw, v), "e.g. --at width=2048");
+}
+
+Optimum near_optimal_centre(const std::vector<double>& x, const std::vector<double>& y, double pct) {
+  Optimum o;
+  o.lr_log2 = o.loss = kNaN;
+  const int n = static_cast<int>(y.size());
+  for (int i = 0; i < n; ++i)
+    if (std::isfinite(y[i]) && (o.best_index < 0 || y[i] < y[o.best_index])) o.best_index = i;
+  if (o.best_index < 0) return o;
+  const int b = o.best_index;
+  o.loss = y[b];
+  const double limit = y[b] + std::fabs(y[b]) * pct / 100;
+  // From the best point outwards while the curve stays within the limit; then where the line to
+  // the first point beyond it crosses the limit (that point's inner neighbour when it diverged).
+  auto edge = [&](int step) {
+    int i = b;
+    while (i + step >= 0 && i + step < n && y[i + step] <= limit) i += step;
+    if (i + step < 0 || i + step >= n) {
+      o.at_edge = true;
+      return x[i];
+    }
+    const int j = i + step;
+    if (!std::isfinite(y[j]) || y[j] == y[i]) return x[i];
+    return x[i] + (limit - y[i]) / (y[j] - y[i]) * (x[j] - x[i]);
+  };
+  const double left = edge(-1), right = edge(+1);
+  o.lr_log2 = (left + right) / 2;
+  o.fitted = true;
+  return o;
 }
 
 std::string Prediction::title() const {
@@ -360,7 +394,7 @@ std::vector<Prediction> predict(const SweepTable& table, const PredictOptions& o
                                                  opts.transfer.rng_seed);
       for (const auto& [param, by_value] : part.data) {
         if ((!opts.param.empty() && param != opts.param) || by_value.size() < 2) continue;
-        const ParamCurves pc = param_curves(by_value, draws);
+        const ParamCurves pc = param_curves(by_value, draws, opts.near_optimal_pct);
         const SweepRow& sample = *part.sample.at(param).begin()->second;
         const Quantiles q{opts.transfer, draws.size() > 1};
         if (at.count(axis)) {
@@ -386,8 +420,11 @@ std::vector<Prediction> predict(const SweepTable& table, const PredictOptions& o
   return out;
 }
 
-std::string predict_markdown(const std::vector<Prediction>& preds) {
+std::string predict_markdown(const std::vector<Prediction>& preds, const PredictOptions& opts) {
   std::string s;
+  if (opts.near_optimal_pct > 0)
+    s += fmt::format("Optima: the centre of each curve's near-optimal band (within {:g}% of its best loss), not the "
+                     "parabola vertex.\n\n", opts.near_optimal_pct);
   const bool any_target = std::any_of(preds.begin(), preds.end(), [](const Prediction& p) { return !p.held_out; });
   const bool any_held = std::any_of(preds.begin(), preds.end(), [](const Prediction& p) { return p.held_out; });
   auto fitted = [](const Prediction& p) {
@@ -463,7 +500,9 @@ nlohmann::json predict_to_json(const std::vector<Prediction>& preds, const Predi
                         {"title", p.title()}, {"fit", fit}, {"target", p.target}, {"extrapolation_doublings", n(p.extrapolation)},
                         {"status", p.status}, {"lr_log2", n(p.lr_log2)}, {"interval_log2", {n(p.lo), n(p.hi)}},
                         {"lr", n(std::exp2(p.lr_log2))},
-                        {"notes", p.notes}, {"held_out", p.held_out}};
+                        {"notes", p.notes}, {"held_out", p.held_out},
+                        {"optimum", opts.near_optimal_pct > 0 ? fmt::format("near-optimal band centre, {:g}%", opts.near_optimal_pct)
+                                                              : std::string("parabola vertex")}};
     if (p.held_out)
       j["holdout"] = {{"measured_log2", n(p.measured)}, {"measured_interval", {n(p.measured_lo), n(p.measured_hi)}},
                       {"error_doublings", n(p.error)}, {"error_interval", {n(p.error_lo), n(p.error_hi)}},

@@ -25,6 +25,13 @@
 //    `max_extrapolation` doublings (default 3: 8x past the largest value) or beyond the fitted
 //    span itself (a law measured over one doubling is not read three doublings away) the
 //    prediction is declined: status "declined", with the reason.
+// Near-optimal runs (`near_optimal_pct` > 0): optima are flat (the LR varies 1.4-4x within 0.25%
+// of the best loss), so instead of the parabola vertex each curve's optimum is the centre of its
+// near-optimal band: from where the seed-mean curve (linear in log2 LR between grid points, as the
+// regret reads it) first rises above best x (1 + pct/100) on the left of its best grid point to
+// where it does on the right. Every run within the tolerance moves it, not only the argmin and its
+// two neighbours; a band that reaches the grid's end is a bound (at_edge). The same estimator is
+// used for the fit, the bootstrap draws and the held-out measured optimum.
 // Other axes of the target. A target may name several axes (width=2048, depth=48). The group's
 // own axis is predicted as above; every other named axis whose value differs from the one the
 // group holds fixed adds b_k log2(target_k / held_k), with b_k from a group of that axis in the
@@ -59,6 +66,7 @@ struct PredictOptions {
   double fit_upto = 0;           // holdout: fit on the values <= this, check every larger one (0: all but the largest)
   std::string param;             // only this parameterization ("" = every one)
   double max_extrapolation = 3;  // doublings outside the fitted values, at most
+  double near_optimal_pct = 0;   // > 0: each optimum is its near-optimal band's centre (above); 0: the parabola vertex
   double z = 1.6448536269514722; // the normal quantile of the interval's upper end (90%: 0.95)
   TransferOptions transfer;      // bootstrap resamples, generator seed, percentiles
 };
@@ -72,6 +80,11 @@ struct PowerLawFit {
   double slope_lo = 0, slope_hi = 0;
   double residual_sd = 0;           // doublings (NaN with two points)
 };
+
+// The centre of the near-optimal band of y(x) (x increasing, y may hold +inf): where y is within
+// `pct` percent of its best finite value (see above); the crossing next to a diverged point is that
+// point's inner neighbour. lr_log2 NaN when every point diverged.
+Optimum near_optimal_centre(const std::vector<double>& x, const std::vector<double>& y, double pct);
 
 struct Prediction {
   std::string axis, fixed, context, param;  // the group (as transfer-report titles it) and param
@@ -100,8 +113,9 @@ std::vector<Prediction> predict(const SweepTable& table, const PredictOptions& o
 // values): UserError as predict's. predict runs them first; a caller may run them before reading.
 void check_predict_request(const PredictOptions& opts);
 
-// The markdown tables `scaleinv predict` prints (predictions, then held-out checks).
-std::string predict_markdown(const std::vector<Prediction>& preds);
+// The markdown tables `scaleinv predict` prints (predictions, then held-out checks); the
+// optimum's estimator is named when it is the near-optimal band's (opts.near_optimal_pct > 0).
+std::string predict_markdown(const std::vector<Prediction>& preds, const PredictOptions& opts = {});
 nlohmann::json predict_to_json(const std::vector<Prediction>& preds, const PredictOptions& opts);
 
 }  // namespace scaleinv
