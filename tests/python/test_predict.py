@@ -27,6 +27,23 @@ class PredictTest(unittest.TestCase):
             self.assertGreaterEqual(h["regret_pct"], 0.0)
         self.assertIn("| mup, width (depth 2) |", str(p))
 
+    def test_near_optimal_band_is_the_clis(self):
+        import subprocess
+        p = scaleinv.predict(DB, holdout=True, fit_upto=512, param="mup", near_optimal=1)
+        self.assertIn("near-optimal band (within 1% of its best loss)", str(p))
+        self.assertEqual(p.predictions[1]["optimum"], "near-optimal band centre, 1%")
+        vertex = scaleinv.predict(DB, holdout=True, fit_upto=512, param="mup")
+        self.assertEqual(vertex.predictions[1]["optimum"], "parabola vertex")
+        self.assertNotEqual(p.predictions[1]["lr_log2"], vertex.predictions[1]["lr_log2"])
+        cli = subprocess.run([os.environ.get("SCALEINV_BIN", "scaleinv"), "predict", "--db", DB, "--holdout",
+                              "--fit-upto", "512", "--param", "mup", "--near-optimal", "1"], capture_output=True, text=True)
+        self.assertEqual(cli.returncode, 0, cli.stderr)
+        for line in str(p).splitlines():
+            if line.startswith("| mup"):
+                self.assertIn(line, cli.stdout)
+        with self.assertRaisesRegex(scaleinv.UserError, "near_optimal"):
+            scaleinv.predict(DB, holdout=True, near_optimal=-1)
+
     def test_target_and_store_list(self):
         p = scaleinv.predict([DB], at={"width": 4096}, param="standard")
         (q,) = p.predictions
