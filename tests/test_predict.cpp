@@ -119,6 +119,32 @@ TEST(Predict, NearOptimalBandCentreUsesEveryRunWithinTheTolerance) {
   EXPECT_THROW(predict(table(widths({64, 128}), 1, 0.0, 1), po), UserError);
 }
 
+TEST(Predict, AHorizonFitNamesItsFixedBatchRegime) {
+  SweepTable t;
+  t.db = t.name = "horizon";
+  for (int64_t steps : {100, 200, 400, 800})
+    for (double x = -12; x <= -4 + 1e-9; x += 0.5) {
+      SweepRow r;
+      r.param = "mup";
+      r.width = 64;
+      r.depth = 2;
+      r.lr_log2 = x;
+      const double dx = x - (-6 - 0.3 * std::log2(steps / 100.0));  // Bjorck's sign: falls with the horizon
+      r.final_loss = 2 + 0.05 * dx * dx;
+      r.axes["train.steps"] = std::to_string(steps);
+      r.config = nlohmann::json({{"train", {{"steps", steps}, {"batch_size", 32}}}}).dump();
+      r.id = fmt::format("{}-{}", steps, x);
+      t.rows.push_back(r);
+    }
+  PredictOptions o = targets({{"steps", 3200}});
+  const auto preds = predict(t, o);
+  ASSERT_EQ(preds.size(), 1u);
+  EXPECT_NEAR(preds[0].fit.slope, -0.3, 1e-9);
+  ASSERT_FALSE(preds[0].notes.empty());
+  EXPECT_NE(preds[0].notes.back().find("fixed-batch regime (batch 32 at every horizon)"), std::string::npos)
+      << preds[0].notes.back();
+}
+
 TEST(Predict, HeldOutCheckOfAnExactLawHasNoErrorAndNoRegret) {
   const SweepTable t = table(widths({64, 128, 256, 512, 1024}), 2, 0.0, 2);
   PredictOptions o;

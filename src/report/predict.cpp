@@ -165,6 +165,26 @@ std::string canonical_axis(const std::string& a) {
   return a;
 }
 
+// The batch policy a horizon or batch-size fit belongs to (predict.h, "Regimes"): a sweep's grid
+// is a product, so within one group the other of the two is held fixed; the note says at what.
+void add_regime_note(Prediction& p, const SweepRow& sample) {
+  if (p.axis != "train.steps" && p.axis != "train.batch_size") return;
+  const nlohmann::json cfg = nlohmann::json::parse(sample.config, nullptr, false);
+  auto field = [&](const char* key) -> std::string {
+    if (!cfg.is_object() || !cfg.contains("train") || !cfg["train"].contains(key)) return "?";
+    return cfg["train"][key].dump();
+  };
+  if (p.axis == "train.steps")
+    p.notes.push_back(fmt::format("fixed-batch regime (batch {} at every horizon): the optimum falls with the horizon "
+                                  "(Bjorck et al. [horizon]); where the batch is re-tuned at each scale it rises instead "
+                                  "(Li et al.'s Step Law [step-law]), and this fit does not apply",
+                                  field("batch_size")));
+  else
+    p.notes.push_back(fmt::format("fixed-horizon regime ({} steps at every batch size, so the tokens grow with the "
+                                  "batch): the fit holds for that policy only",
+                                  field("steps")));
+}
+
 // The slope of `axis` for `param` from the first group of that axis holding it: its draws'
 // slopes (draw 0 first), empty when none.
 std::vector<double> other_axis_slopes(const SweepTable& table, const std::string& axis, const std::string& param,
@@ -400,6 +420,7 @@ std::vector<Prediction> predict(const SweepTable& table, const PredictOptions& o
         if (at.count(axis)) {
           Prediction p = predict_one(axis, key, param, pc, pc.values.size(), at.at(axis), kNone, opts);
           if (p.status == "predicted") compose_other_axes(p, table, sample, opts, q);
+          add_regime_note(p, sample);
           out.push_back(std::move(p));
         }
         if (!opts.holdout) continue;
@@ -408,8 +429,10 @@ std::vector<Prediction> predict(const SweepTable& table, const PredictOptions& o
         if (opts.fit_upto > 0)
           n_fit = static_cast<size_t>(std::count_if(pc.values.begin(), pc.values.end(), [&](double v) { return v <= opts.fit_upto; }));
         if (n_fit < 2 || n_fit >= pc.values.size() || (opts.fit_upto <= 0 && pc.values.size() < 3)) continue;
-        for (size_t h = n_fit; h < pc.values.size(); ++h)
+        for (size_t h = n_fit; h < pc.values.size(); ++h) {
           out.push_back(predict_one(axis, key, param, pc, n_fit, pc.values[h], h, opts));
+          add_regime_note(out.back(), sample);
+        }
       }
     }
   }

@@ -32,6 +32,10 @@
 // where it does on the right. Every run within the tolerance moves it, not only the argmin and its
 // two neighbours; a band that reaches the grid's end is a bound (at_edge). The same estimator is
 // used for the fit, the bootstrap draws and the held-out measured optimum.
+// Regimes. A horizon (train.steps) or batch-size fit comes from a product grid, so the other of the
+// two is held fixed within its group; a note names the policy: at a fixed batch the optimum falls
+// with the horizon (Bjorck et al.), where the batch is re-tuned at every scale it rises (Li et al.,
+// Step Law), so a fit of one regime is not read in the other.
 // Other axes of the target. A target may name several axes (width=2048, depth=48). The group's
 // own axis is predicted as above; every other named axis whose value differs from the one the
 // group holds fixed adds b_k log2(target_k / held_k), with b_k from a group of that axis in the
