@@ -100,6 +100,36 @@ class Training(unittest.TestCase):
         self.assertAlmostEqual(a["eval"], b["eval"], places=5)
 
 
+class TuneSmallTrainBig(unittest.TestCase):
+    """examples/python/nanogpt_tune_small_train_big.py's four stages at toy size: a halving search,
+    a width sweep around its best, the report and the prediction, and the check at the target."""
+
+    def test_the_loop_on_the_new_api(self):
+        import sqlite3
+        import subprocess
+        import tempfile
+        spec = importlib.util.spec_from_file_location(
+            "nanogpt_tune_small_train_big", os.path.join(os.path.dirname(EXAMPLE), "nanogpt_tune_small_train_big.py"))
+        loop = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(loop)
+        torch.set_num_threads(1)
+        with tempfile.TemporaryDirectory() as d:
+            r = loop.run(d, [32, 64], 128, steps=9, trials=3, seeds=1, lrs_around=1, data=small_bytes(), progress=False)
+            self.assertEqual(set(r["best"]), {"lr_log2", "init_scale", "emb_mult", "out_mult", "warmup_frac"})
+            with sqlite3.connect(os.path.join(d, "search.db")) as c:
+                self.assertEqual(c.execute("SELECT COUNT(*) FROM points").fetchone()[0], 3 + 1 + 1)  # rungs of 1, 3, 9 steps
+            with sqlite3.connect(os.path.join(d, "width.db")) as c:
+                self.assertEqual(c.execute("SELECT COUNT(*) FROM points").fetchone()[0], 2 * 3)
+            p = r["prediction"].predictions[0]
+            self.assertEqual((p["axis"], p["target"]), ("width", 128))
+            if p["status"] == "predicted":
+                self.assertEqual(len(r["check"]), 3)
+                self.assertAlmostEqual(r["check"][1][0], round(p["lr_log2"], 2))
+            out = subprocess.run([os.environ.get("SCALEINV_BIN", "scaleinv"), "transfer-report", "--db",
+                                  os.path.join(d, "width.db"), "--out", os.path.join(d, "rep")], capture_output=True, text=True)
+            self.assertEqual(out.returncode, 0, out.stderr)
+
+
 class Summary(unittest.TestCase):
     def test_parabola_vertex_and_flags(self):
         xs = [-10, -9, -8, -7, -6]
