@@ -203,7 +203,7 @@ def sweep(make_model, train, space, db, *, optimizer="adamw", base=None, overrid
             train_s.append(time.perf_counter() - t0)
             return json.dumps({"error": f"{type(e).__name__}: {e}"[:2000], "wall_s": train_s[-1]})
         train_s.append(time.perf_counter() - t0)
-        return json.dumps(_result(out, train_s[-1]))
+        return json.dumps(dict(_result(out, train_s[-1]), steps=hp["steps"]))
 
     t0 = time.perf_counter()
     r = SweepResult(json.loads(_scaleinv.run_user_sweep(text, is_json, where, db_path, shard_text, resume,

@@ -133,15 +133,20 @@ SweepSpec stored_user_sweep(const std::string& db_path) {
 PointResult point_result_from_json(const nlohmann::json& j) {
   PointResult r;
   const nlohmann::json losses = j.value("losses", nlohmann::json::array());
+  size_t first_bad = 0;  // 1-based index of the first non-finite loss (0: none)
   for (const auto& v : losses) {
     const double x = v.is_number() ? v.get<double>() : std::nan("");
     r.losses.push_back(x);
-    if (!std::isfinite(x) && !r.diverged) {
-      r.diverged = true;
-      r.diverged_step = static_cast<int64_t>(r.losses.size());
-    }
+    if (!std::isfinite(x) && first_bad == 0) first_bad = r.losses.size();
   }
-  r.steps_done = j.value("steps_done", static_cast<int64_t>(r.losses.size()));
+  // The losses are evenly spaced over the run's `steps` (one per step, or a logged subset, or the
+  // final loss alone): steps are counted in the run's own steps.
+  const auto n = static_cast<int64_t>(r.losses.size());
+  const int64_t steps = j.value("steps", n);
+  auto to_step = [&](size_t k) { return n > 0 ? static_cast<int64_t>(std::llround(static_cast<double>(k) * steps / n)) : 0; };
+  r.diverged = first_bad > 0;
+  r.diverged_step = r.diverged ? to_step(first_bad) : -1;
+  r.steps_done = r.diverged ? r.diverged_step : steps;
   const nlohmann::json val = j.value("val_loss", nlohmann::json());
   r.final_val_loss = val.is_number() ? val.get<double>() : std::nan("");
   r.wall_s = j.value("wall_s", 0.0);

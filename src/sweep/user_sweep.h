@@ -52,8 +52,10 @@ struct UserSweepOptions {
 // diverged), status] (a search only)}.
 nlohmann::json run_user_sweep(const SweepSpec& spec, const UserSweepOptions& opts, const TrainPoint& train);
 
-// A trained point's result from JSON: {"losses": [...] (null for a non-finite value), "val_loss",
-// "wall_s", "items_per_s", "error"}; the first non-finite loss makes it diverged at that step.
+// A trained point's result from JSON: {"losses": [...] (null for a non-finite value), "steps" (the
+// run's budget; the losses are read as evenly spaced over it: one per step, a logged subset, or
+// the final loss alone), "val_loss", "wall_s", "items_per_s", "error"}; the first non-finite loss
+// makes it diverged at that step (steps_done the same), else steps_done is `steps`.
 PointResult point_result_from_json(const nlohmann::json& j);
 
 }  // namespace scaleinv

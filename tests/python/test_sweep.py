@@ -191,6 +191,12 @@ class Sweep(unittest.TestCase):
         self.assertIn(f"{first['trial']:>7}     3     36", out.stdout)
         self.assertEqual(rows(db, "SELECT COUNT(*) FROM points WHERE diverged = 1")[0][0], len(failed) + len(
             [m for m, s in seen if m < 0.4]))
+        # A NaN as the last of a rung's losses: diverged at that rung's last step; a raise: no step.
+        nan_rows = rows(db, "SELECT diverged_step, steps_done FROM points WHERE diverged = 1 AND id NOT IN (SELECT id FROM failures)")
+        self.assertEqual(len(nan_rows), len([m for m, s in seen if m < 0.4]))
+        self.assertGreaterEqual(len(nan_rows), 1)
+        self.assertTrue(all(d == s and d in (4, 12, 36) for d, s in nan_rows), nan_rows)
+        self.assertTrue(all(d == -1 for (d,) in rows(db, "SELECT diverged_step FROM points WHERE id IN (SELECT id FROM failures)")))
         # A search of several rungs is not sharded.
         with self.assertRaisesRegex(scaleinv.UserError, "shard"):
             scaleinv.search(make_model, train_mult, space, db=self.path("t.db"), shard=(0, 2), progress=False)
@@ -227,6 +233,8 @@ class Sweep(unittest.TestCase):
         self.assertEqual(got[0][0], {"param": "standard", "width": 16, "depth": 2, "lr": 0.1, "seed": 0, "steps": 3,
                                      "batch_size": 8, "boost": 1})
         self.assertEqual((got[0][1], got[0][2], got[1][0]["boost"]), (3, "SGD", 2))
+        # A final loss alone counts the run's own steps.
+        self.assertEqual(rows(self.path("o.db"), "SELECT steps_done, diverged_step FROM points"), [(3, -1), (3, -1)])
         axes = json.loads(rows(self.path("o.db"), "SELECT axes FROM points")[0][0])
         self.assertEqual(set(axes), {"model.width", "optim.lr", "boost"})
 
