@@ -90,6 +90,10 @@ TEST(UserSpace, BadSpacesAreOneLineNamingTheField) {
       {"[sweep]\ntarget = \"zoo\"\n[grid]\nlr_log2 = [-6]\n", "sweep.target"},
       {"[fixed]\nparam = \"mup\"\nsteps = 3\n[grid]\nwidth = [16]\nlr_log2 = [-6]\n[model]\nwidth = 3\n", "model"},
       {"[fixed]\nparam = \"mup\"\nsteps = 3\nwidth = [16]\n[grid]\nlr_log2 = [-6]\n", "fixed.width"},
+      {"[fixed]\nparam = \"mup\"\nsteps = 9\nwidth = 16\n[grid]\nlr = [0.01]\n[search]\ntrials = 2\n"
+       "[search.space]\nlr_log2 = {from = -9, to = -4}\n", "search.space.lr_log2"},
+      {"[fixed]\nparam = \"mup\"\nsteps = 9\nwidth = 16\n[search]\ntrials = 2\n[search.space]\nlr = {from = 1, to = 1e39}\n",
+       "float32"},
   };
   for (const auto& [text, field] : cases) {
     try {

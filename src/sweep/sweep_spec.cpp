@@ -347,7 +347,8 @@ void expand_search(const toml::table& root, const std::string& where, double pro
   if (!st) throw UserError(where, "search", "expected a table", "write it as a [search] section");
   auto check = [&](const std::string& key, const std::string& field, bool* integer, std::vector<nlohmann::json>& probe) {
     for (const auto& a : spec.axes)
-      if (a.key == key) throw UserError(where, field, "is also a [grid] axis", "keep it in one of the two");
+      if (a.key == key || (spec.user_model && user_target(a.key) == user_target(key)))  // (a user's lr and lr_log2: one)
+        throw UserError(where, field, "is also a [grid] axis", "keep it in one of the two");
     if (spec.user_model)
       for (const auto& [name, v] : spec.fixed.items())
         if (user_target(name) == user_target(key))
@@ -362,7 +363,7 @@ void expand_search(const toml::table& root, const std::string& where, double pro
     }
     // The LR's range ends (or every choice): a draw past float32's largest would overflow deep in
     // libtorch in the middle of the search; the grid's values are checked by the config loader.
-    if (key == "lr_log2" || key == "optim.lr")
+    if (key == "lr_log2" || key == "optim.lr" || (spec.user_model && target == "optim.lr"))  // (a user's "lr")
       for (const auto& v : ax.values) {
         const double lr = key == "lr_log2" ? std::exp2(v.get<double>()) : v.get<double>();
         if (!(lr > 0) || !(lr <= std::numeric_limits<float>::max()))
