@@ -641,160 +641,186 @@ TransferAnalysis analyze_transfer(const SweepTable& table, const TransferOptions
   return A;
 }
 
+namespace {
+
+// A non-finite number is written as null: a diverged point's mean loss ("diverged" counts its seeds).
+nlohmann::json num(double v) { return json_number(v); }
+
+// The regret of one curve's scale at the smallest value's best LR.
+nlohmann::json regret_json(const ScaleRegret& r) {
+  return {{"lr_log2_used", num(r.lr_log2_used)},
+          {"loss", num(r.loss)},
+          {"self_best_loss", num(r.self_best)},
+          {"standard_best_loss", num(r.standard_best)},
+          {"vs_self_percent", num(r.vs_self)},
+          {"vs_self_interval", {num(r.vs_self_lo), num(r.vs_self_hi)}},
+          {"vs_standard_percent", num(r.vs_standard)},
+          {"vs_standard_interval", {num(r.vs_standard_lo), num(r.vs_standard_hi)}}};
+}
+
+// One scale's LR curve (its value keyed by the group's axis), its optimum and its regret.
+nlohmann::json curve_json(const std::string& axis, const ScaleCurve& c, const ScaleRegret& r) {
+  nlohmann::json pts = nlohmann::json::array();
+  for (const auto& q : c.points)
+    pts.push_back({{"lr_log2", q.lr_log2}, {"mean_loss", num(q.mean_loss)}, {"seeds", q.seeds}, {"diverged", q.diverged}});
+  return {{axis, c.scale},
+          {"seeds", c.n_seeds},
+          {"steps", c.steps},
+          {"optimum_lr_log2", num(c.opt.lr_log2)},
+          {"optimum_loss", num(c.opt.loss)},
+          {"fitted", c.opt.fitted},
+          {"at_grid_edge", c.opt.at_edge},
+          {"interval_lr_log2", {num(c.lo), num(c.hi)}},
+          {"wd_timescale_steps", num(c.tau_steps)},
+          {"wd_timescale_fraction_of_run", num(c.tau_fraction)},
+          {"regret", regret_json(r)},
+          {"points", pts}};
+}
+
+// One parameterization of a group: its verdict, slope, shift, worst regret and curves.
+nlohmann::json param_json(const TransferGroup& g, const ParamTransfer& p) {
+  nlohmann::json curves = nlohmann::json::array();
+  for (size_t i = 0; i < p.curves.size(); ++i) curves.push_back(curve_json(g.axis, p.curves[i], p.regrets[i]));
+  nlohmann::json shared = nlohmann::json::array();
+  for (double l : p.loss_at_shared) shared.push_back(num(l));
+  nlohmann::json j = {{"param", p.param},
+                      {"verdict", p.verdict},
+                      {"transfer_holds", p.holds},
+                      {"slope_doublings_per_doubling", num(p.slope)},
+                      {"slope_interval", {num(p.slope_lo), num(p.slope_hi)}},
+                      {"shift_doublings", num(p.shift)},
+                      {"max_deviation_doublings", num(p.max_deviation)},
+                      {"max_deviation_at", num(p.max_deviation_at)},
+                      {"any_optimum_at_grid_edge", p.any_edge},
+                      {"shared_lr_log2", num(p.shared_lr_log2)},
+                      {"loss_at_shared_lr", shared},
+                      {"worst_regret",
+                       {{"lr_choice", "the smallest value's best LR grid point (nearest grid point where not run)"},
+                        {"vs_standard_percent", num(p.worst_vs_standard)},
+                        {"vs_standard_interval", {num(p.worst_vs_standard_lo), num(p.worst_vs_standard_hi)}},
+                        {"vs_standard_at", num(p.worst_vs_standard_at)},
+                        {"vs_self_percent", num(p.worst_vs_self)},
+                        {"vs_self_interval", {num(p.worst_vs_self_lo), num(p.worst_vs_self_hi)}},
+                        {"vs_self_at", num(p.worst_vs_self_at)}}},
+                      {"curves", curves}};
+  if (g.info.scale)
+    j[std::string(g.axis == "width" ? "wider" : "deeper") + "_is_better"] =
+        p.better_with_scale ? nlohmann::json(*p.better_with_scale) : nlohmann::json();
+  else
+    j["optimum_shape"] = p.shape;
+  return j;
+}
+
+nlohmann::json group_json(const TransferGroup& g) {
+  nlohmann::json params = nlohmann::json::array();
+  for (const auto& p : g.params) params.push_back(param_json(g, p));
+  return {{"title", g.title()},
+          {"axis", g.axis},
+          {"label", g.info.label},
+          {"model_scale", g.info.scale},
+          {"reference_rule", g.info.rule},
+          {"reference_exponent", num(g.info.rule_exponent)},
+          {"fixed", g.fixed},
+          {"context", g.context},
+          {"params", params}};
+}
+
+// A grid axis crossed with a scale: the base choice's regret at each scale, re-tuned and at its base LR.
+nlohmann::json choice_json(const ChoiceTransfer& c) {
+  nlohmann::json scales = nlohmann::json::array();
+  for (const auto& s : c.scales) {
+    nlohmann::json best = nlohmann::json::object();
+    for (size_t j = 0; j < c.choices.size(); ++j) best[c.choices[j]] = num(s.best_loss[j]);
+    scales.push_back({{c.scale_axis, s.scale},
+                      {"best_loss_per_choice", best},
+                      {"best_choice", s.best_choice},
+                      {"regret_percent", num(s.regret)},
+                      {"regret_interval", {num(s.regret_lo), num(s.regret_hi)}},
+                      {"regret_at_base_lr_percent", num(s.regret_base_lr)},
+                      {"regret_at_base_lr_interval", {num(s.regret_base_lr_lo), num(s.regret_base_lr_hi)}}});
+  }
+  return {{"title", c.title()},
+          {"choice_axis", c.choice_axis},
+          {"scale_axis", c.scale_axis},
+          {"param", c.param},
+          {"fixed", c.fixed},
+          {"context", c.context},
+          {"choices", c.choices},
+          {"base_choice", c.base_choice},
+          {"base_lr_log2", num(c.base_lr_log2)},
+          {"holds", c.holds},
+          {"worst_regret_percent", num(c.worst)},
+          {"worst_regret_interval", {num(c.worst_lo), num(c.worst_hi)}},
+          {"worst_regret_at", num(c.worst_at)},
+          {"worst_regret_at_base_lr_percent", num(c.worst_base_lr)},
+          {"worst_regret_at_base_lr_interval", {num(c.worst_base_lr_lo), num(c.worst_base_lr_hi)}},
+          {"worst_regret_at_base_lr_at", num(c.worst_base_lr_at)},
+          {"scales", scales}};
+}
+
+// A parameterization at the base LR against standard re-tuned in every swept hyperparameter.
+nlohmann::json full_baseline_json(const FullBaseline& f) {
+  nlohmann::json scales = nlohmann::json::array();
+  for (const auto& s : f.scales)
+    scales.push_back({{f.scale_axis, s.scale},
+                      {"loss_at_base_lr", num(s.loss)},
+                      {"standard_best_loss", num(s.standard_best)},
+                      {"standard_best_at", s.standard_at},
+                      {"regret_percent", num(s.regret)},
+                      {"regret_interval", {num(s.regret_lo), num(s.regret_hi)}}});
+  return {{"scale_axis", f.scale_axis},
+          {"param", f.param},
+          {"fixed", f.fixed},
+          {"context", f.context},
+          {"standard_tuned_in", f.tuned},
+          {"base_lr_log2", num(f.base_lr_log2)},
+          {"holds", f.holds},
+          {"worst_regret_percent", num(f.worst)},
+          {"worst_regret_interval", {num(f.worst_lo), num(f.worst_hi)}},
+          {"worst_regret_at", num(f.worst_at)},
+          {"scales", scales}};
+}
+
+// How each number of the JSON was computed, with the options the analysis ran under.
+nlohmann::json method_json(const TransferOptions& opts) {
+  return {{"mean_loss", "mean final_loss over seeds; a grid point where any seed diverged counts as +inf"},
+          {"optimum", "parabola through the best grid point and its neighbours in log2 LR, vertex clamped to "
+                      "their interval; the grid point itself at the edge (flagged)"},
+          {"interval", fmt::format("bootstrap over seeds, jointly for a group's curves, {} resamples, {}-{}%",
+                                   opts.bootstrap, opts.lo_q * 100, opts.hi_q * 100)},
+          {"slope", "OLS of the optimum (log2 LR) against log2 of the axis value (values <= 0 left out)"},
+          {"regret", "at each value, the loss at the smallest value's best LR grid point against the best grid-point "
+                     "loss there of the same parameterization re-tuned and of standard re-tuned; worst over values"},
+          {"wd_timescale", "AdamW: tau = 1/(lr wd) steps (wd_mode coupled, lr the base LR at the optimum), 1/wd "
+                           "(independent)"},
+          {"verdict", fmt::format("transfer holds when |shift| <= {} doubling", opts.shift_tolerance)},
+          {"choice", fmt::format("for a grid axis crossed with width or depth: the base choice is the value whose "
+                                 "best grid-point loss is least at the smallest scale; its regret at each scale "
+                                 "against the best value there, with its LR re-tuned and at its base LR; it holds "
+                                 "when the worst regret (LR re-tuned) is at most {}%",
+                                 opts.choice_tolerance_pct)},
+          {"full_baseline",
+           fmt::format("where standard was swept in hyperparameters (hp.*, optim.*) beside its LR: at each scale its "
+                       "best grid-point loss over all of them, from rows that match in the fixed model scale, "
+                       "train.steps and every other axis, on the seeds both sides ran, against the loss at the "
+                       "base LR; it holds when the worst regret is at most {}%",
+                       opts.choice_tolerance_pct)}};
+}
+
+}  // namespace
+
 nlohmann::json transfer_to_json(const TransferAnalysis& a) {
-  const auto num = json_number;  // a diverged point's mean loss is null; "diverged" counts its seeds
   nlohmann::json groups = nlohmann::json::array();
-  for (const auto& g : a.groups) {
-    nlohmann::json params = nlohmann::json::array();
-    for (const auto& p : g.params) {
-      nlohmann::json curves = nlohmann::json::array();
-      for (size_t i = 0; i < p.curves.size(); ++i) {
-        const ScaleCurve& c = p.curves[i];
-        const ScaleRegret& r = p.regrets[i];
-        nlohmann::json pts = nlohmann::json::array();
-        for (const auto& q : c.points)
-          pts.push_back({{"lr_log2", q.lr_log2}, {"mean_loss", num(q.mean_loss)}, {"seeds", q.seeds}, {"diverged", q.diverged}});
-        curves.push_back({{g.axis, c.scale},
-                          {"seeds", c.n_seeds},
-                          {"steps", c.steps},
-                          {"optimum_lr_log2", num(c.opt.lr_log2)},
-                          {"optimum_loss", num(c.opt.loss)},
-                          {"fitted", c.opt.fitted},
-                          {"at_grid_edge", c.opt.at_edge},
-                          {"interval_lr_log2", {num(c.lo), num(c.hi)}},
-                          {"wd_timescale_steps", num(c.tau_steps)},
-                          {"wd_timescale_fraction_of_run", num(c.tau_fraction)},
-                          {"regret",
-                           {{"lr_log2_used", num(r.lr_log2_used)},
-                            {"loss", num(r.loss)},
-                            {"self_best_loss", num(r.self_best)},
-                            {"standard_best_loss", num(r.standard_best)},
-                            {"vs_self_percent", num(r.vs_self)},
-                            {"vs_self_interval", {num(r.vs_self_lo), num(r.vs_self_hi)}},
-                            {"vs_standard_percent", num(r.vs_standard)},
-                            {"vs_standard_interval", {num(r.vs_standard_lo), num(r.vs_standard_hi)}}}},
-                          {"points", pts}});
-      }
-      nlohmann::json shared = nlohmann::json::array();
-      for (double l : p.loss_at_shared) shared.push_back(num(l));
-      nlohmann::json j = {{"param", p.param},
-                          {"verdict", p.verdict},
-                          {"transfer_holds", p.holds},
-                          {"slope_doublings_per_doubling", num(p.slope)},
-                          {"slope_interval", {num(p.slope_lo), num(p.slope_hi)}},
-                          {"shift_doublings", num(p.shift)},
-                          {"max_deviation_doublings", num(p.max_deviation)},
-                          {"max_deviation_at", num(p.max_deviation_at)},
-                          {"any_optimum_at_grid_edge", p.any_edge},
-                          {"shared_lr_log2", num(p.shared_lr_log2)},
-                          {"loss_at_shared_lr", shared},
-                          {"worst_regret",
-                           {{"lr_choice", "the smallest value's best LR grid point (nearest grid point where not run)"},
-                            {"vs_standard_percent", num(p.worst_vs_standard)},
-                            {"vs_standard_interval", {num(p.worst_vs_standard_lo), num(p.worst_vs_standard_hi)}},
-                            {"vs_standard_at", num(p.worst_vs_standard_at)},
-                            {"vs_self_percent", num(p.worst_vs_self)},
-                            {"vs_self_interval", {num(p.worst_vs_self_lo), num(p.worst_vs_self_hi)}},
-                            {"vs_self_at", num(p.worst_vs_self_at)}}},
-                          {"curves", curves}};
-      if (g.info.scale)
-        j[std::string(g.axis == "width" ? "wider" : "deeper") + "_is_better"] =
-            p.better_with_scale ? nlohmann::json(*p.better_with_scale) : nlohmann::json();
-      else
-        j["optimum_shape"] = p.shape;
-      params.push_back(std::move(j));
-    }
-    groups.push_back({{"title", g.title()},
-                      {"axis", g.axis},
-                      {"label", g.info.label},
-                      {"model_scale", g.info.scale},
-                      {"reference_rule", g.info.rule},
-                      {"reference_exponent", num(g.info.rule_exponent)},
-                      {"fixed", g.fixed},
-                      {"context", g.context},
-                      {"params", params}});
-  }
+  for (const auto& g : a.groups) groups.push_back(group_json(g));
   nlohmann::json choices = nlohmann::json::array();
-  for (const auto& c : a.choices) {
-    nlohmann::json scales = nlohmann::json::array();
-    for (const auto& s : c.scales) {
-      nlohmann::json best = nlohmann::json::object();
-      for (size_t j = 0; j < c.choices.size(); ++j) best[c.choices[j]] = num(s.best_loss[j]);
-      scales.push_back({{c.scale_axis, s.scale},
-                        {"best_loss_per_choice", best},
-                        {"best_choice", s.best_choice},
-                        {"regret_percent", num(s.regret)},
-                        {"regret_interval", {num(s.regret_lo), num(s.regret_hi)}},
-                        {"regret_at_base_lr_percent", num(s.regret_base_lr)},
-                        {"regret_at_base_lr_interval", {num(s.regret_base_lr_lo), num(s.regret_base_lr_hi)}}});
-    }
-    choices.push_back({{"title", c.title()},
-                       {"choice_axis", c.choice_axis},
-                       {"scale_axis", c.scale_axis},
-                       {"param", c.param},
-                       {"fixed", c.fixed},
-                       {"context", c.context},
-                       {"choices", c.choices},
-                       {"base_choice", c.base_choice},
-                       {"base_lr_log2", num(c.base_lr_log2)},
-                       {"holds", c.holds},
-                       {"worst_regret_percent", num(c.worst)},
-                       {"worst_regret_interval", {num(c.worst_lo), num(c.worst_hi)}},
-                       {"worst_regret_at", num(c.worst_at)},
-                       {"worst_regret_at_base_lr_percent", num(c.worst_base_lr)},
-                       {"worst_regret_at_base_lr_interval", {num(c.worst_base_lr_lo), num(c.worst_base_lr_hi)}},
-                       {"worst_regret_at_base_lr_at", num(c.worst_base_lr_at)},
-                       {"scales", scales}});
-  }
+  for (const auto& c : a.choices) choices.push_back(choice_json(c));
   nlohmann::json full = nlohmann::json::array();
-  for (const auto& f : a.full_baseline) {
-    nlohmann::json scales = nlohmann::json::array();
-    for (const auto& s : f.scales)
-      scales.push_back({{f.scale_axis, s.scale},
-                        {"loss_at_base_lr", num(s.loss)},
-                        {"standard_best_loss", num(s.standard_best)},
-                        {"standard_best_at", s.standard_at},
-                        {"regret_percent", num(s.regret)},
-                        {"regret_interval", {num(s.regret_lo), num(s.regret_hi)}}});
-    full.push_back({{"scale_axis", f.scale_axis},
-                    {"param", f.param},
-                    {"fixed", f.fixed},
-                    {"context", f.context},
-                    {"standard_tuned_in", f.tuned},
-                    {"base_lr_log2", num(f.base_lr_log2)},
-                    {"holds", f.holds},
-                    {"worst_regret_percent", num(f.worst)},
-                    {"worst_regret_interval", {num(f.worst_lo), num(f.worst_hi)}},
-                    {"worst_regret_at", num(f.worst_at)},
-                    {"scales", scales}});
-  }
+  for (const auto& f : a.full_baseline) full.push_back(full_baseline_json(f));
   return {{"db", a.db},
           {"sweep", a.name},
           {"rows", a.rows},
           {"diverged_rows", a.diverged_rows},
-          {"method",
-           {{"mean_loss", "mean final_loss over seeds; a grid point where any seed diverged counts as +inf"},
-            {"optimum", "parabola through the best grid point and its neighbours in log2 LR, vertex clamped to "
-                        "their interval; the grid point itself at the edge (flagged)"},
-            {"interval", fmt::format("bootstrap over seeds, jointly for a group's curves, {} resamples, {}-{}%",
-                                     a.opts.bootstrap, a.opts.lo_q * 100, a.opts.hi_q * 100)},
-            {"slope", "OLS of the optimum (log2 LR) against log2 of the axis value (values <= 0 left out)"},
-            {"regret", "at each value, the loss at the smallest value's best LR grid point against the best grid-point "
-                       "loss there of the same parameterization re-tuned and of standard re-tuned; worst over values"},
-            {"wd_timescale", "AdamW: tau = 1/(lr wd) steps (wd_mode coupled, lr the base LR at the optimum), 1/wd "
-                             "(independent)"},
-            {"verdict", fmt::format("transfer holds when |shift| <= {} doubling", a.opts.shift_tolerance)},
-            {"choice", fmt::format("for a grid axis crossed with width or depth: the base choice is the value whose "
-                                   "best grid-point loss is least at the smallest scale; its regret at each scale "
-                                   "against the best value there, with its LR re-tuned and at its base LR; it holds "
-                                   "when the worst regret (LR re-tuned) is at most {}%",
-                                   a.opts.choice_tolerance_pct)},
-            {"full_baseline",
-             fmt::format("where standard was swept in hyperparameters (hp.*, optim.*) beside its LR: at each scale its "
-                         "best grid-point loss over all of them, from rows that match in the fixed model scale, "
-                         "train.steps and every other axis, on the seeds both sides ran, against the loss at the "
-                         "base LR; it holds when the worst regret is at most {}%",
-                         a.opts.choice_tolerance_pct)}}},
+          {"method", method_json(a.opts)},
           {"groups", groups},
           {"choices", choices},
           {"full_baseline", full}};
