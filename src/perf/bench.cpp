@@ -169,17 +169,18 @@ double sgemm_gflops(int n, int repeats, const std::string& device) {
   return 2.0 * n * static_cast<double>(n) * n / best / 1e9;
 }
 
-BenchResult run_bench(const BenchConfig& in) {
-  check_gpt_flags(in.depth, in.seq_len, in.batch, in.device, in.autocast, in.cuda_graph);
-  BenchConfig cfg = in;
-  if (cfg.widths.empty()) cfg.widths = cfg.quick ? std::vector<int>{64, 128} : std::vector<int>{64, 128, 256, 512};
-  const int64_t warmup = cfg.warmup_steps >= 0 ? cfg.warmup_steps : (cfg.quick ? 1 : 4);
-  const int64_t steps = cfg.steps > 0 ? cfg.steps : (cfg.quick ? 2 : 20);
-  for (int w : cfg.widths)
+namespace {
+
+// The peer's shapes: head_dim 64, so every width a positive multiple of 64.
+void check_bench_widths(const std::vector<int>& widths) {
+  for (int w : widths)
     if (w <= 0 || w % 64 != 0)
       throw UserError("command line", "--widths", fmt::format("width {} is not a positive multiple of 64", w),
                       "use widths such as 64,128,256,512 (head_dim 64, as the peer)");
+}
 
+// What the result records of the machine and the runs' shapes, before anything is measured.
+BenchResult bench_setup(const BenchConfig& cfg) {
   BenchResult r;
   r.device = cfg.device;
   r.threads = torch::get_num_threads();
@@ -190,21 +191,36 @@ BenchResult run_bench(const BenchConfig& in) {
   r.batch = cfg.batch;
   r.autocast = cfg.autocast == "auto" ? (cfg.device == "cuda" ? "bf16" : "off") : cfg.autocast;
   r.cuda_graph = cfg.cuda_graph;
-  const auto t_all = Clock::now();
-  std::unique_ptr<Progress> bar;
-  const long parts = 1 + static_cast<long>(cfg.widths.size()) + (cfg.gpt_only ? 0 : 2);
-  long done = 0;
-  if (cfg.show_progress) bar = std::make_unique<Progress>(parts, "bench", "parts");
-  auto advance = [&](const std::string& next) {
-    ++done;
-    if (bar) bar->update(done, next);
-  };
-  if (bar) bar->update(0, "sgemm");
+  return r;
+}
 
-  // --- sgemm peak ------------------------------------------------------------------------------
+// The bar over the benchmark's parts (sgemm, each GPT width, ensemble, coordcheck step); its
+// status names the part that runs next.
+class PartsBar {
+ public:
+  PartsBar(bool show, long parts) {
+    if (show) bar_ = std::make_unique<Progress>(parts, "bench", "parts");
+  }
+  void start(const std::string& first) {
+    if (bar_) bar_->update(0, first);
+  }
+  void advance(const std::string& next) {
+    ++done_;
+    if (bar_) bar_->update(done_, next);
+  }
+  void finish() {
+    if (bar_) bar_->finish();
+  }
+
+ private:
+  std::unique_ptr<Progress> bar_;
+  long done_ = 0;
+};
+
+// The machine's sgemm peak: the better of the BLAS pool as configured (threads.cpp) and the BLAS
+// pool on every core (measured again only where the configured pool is smaller, e.g. --threads 1).
+void measure_sgemm_peak(BenchResult& r, const BenchConfig& cfg) {
   r.sgemm_n = cfg.device == "cuda" ? 8192 : (cfg.quick ? 512 : 2048);
-  // The machine's peak: the better of the BLAS pool as configured (threads.cpp) and the BLAS pool
-  // on every core (measured again only where the configured pool is smaller, e.g. --threads 1).
   r.sgemm_gflops = sgemm_gflops(r.sgemm_n, cfg.quick ? 2 : 5, cfg.device);
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (cfg.device == "cpu" && thread_plan().blas_threads != cores) {
@@ -214,81 +230,100 @@ BenchResult run_bench(const BenchConfig& in) {
       set_blas_threads(prev);
     }
   }
-  advance(fmt::format("gpt width {}", cfg.widths.front()));
+}
 
-  // --- GPT training throughput -----------------------------------------------------------------
+// GPT training throughput at width w: its parameters counted on a model built for that (and freed
+// before the timed run), then `steps` timed steps after `warmup`.
+GptBench measure_gpt_width(const BenchConfig& cfg, int w, int64_t warmup, int64_t steps) {
+  TrainConfig tc =
+      bench_gpt_config(w, cfg.depth, cfg.seq_len, cfg.batch, warmup + steps, cfg.device, cfg.autocast, cfg.cuda_graph);
+  GptBench g;
+  g.width = w;
+  {
+    ScaleContext ctx{resolve_param(tc), optimizer_family(tc.optim.kind), w, cfg.depth};
+    auto model = build_model(tc.model, ctx, tc.hp);
+    for (const auto& p : model->tagged_parameters()) g.params += p.tensor.numel();
+  }
+  g.flops_per_token = gpt_train_flops_per_token(g.params, cfg.depth, cfg.seq_len, w);
+  const double sec = measured_train_seconds(tc, warmup, steps);
+  g.step_ms = 1000.0 * sec / static_cast<double>(steps);
+  g.tokens_per_s = static_cast<double>(steps * cfg.batch * cfg.seq_len) / sec;
+  g.gflops = g.tokens_per_s * g.flops_per_token / 1e9;
+  return g;
+}
+
+// The ensemble: r.ensemble_members members at r.ensemble_width (a sweep's LR grid and seeds)
+// against one, and on CUDA with fused Adam the same members with the per-tensor loop.
+void measure_ensemble(BenchResult& r, const BenchConfig& cfg, int64_t warmup, int64_t steps) {
+  std::vector<TrainConfig> members;
+  for (int e = 0; e < r.ensemble_members; ++e) {
+    TrainConfig tc = bench_gpt_config(r.ensemble_width, cfg.depth, cfg.seq_len, cfg.batch, warmup + steps, cfg.device,
+                                      cfg.autocast);
+    tc.optim.lr = 1e-3 * std::pow(2.0, e - 4);  // a sweep's LR grid
+    tc.train.seed = e;
+    tc.data.seed = e;
+    members.push_back(tc);
+  }
+  r.ensemble_batched = ensemble_supported(members.front());
+  r.ensemble_one_s = measured_ensemble_seconds({members.front()}, warmup, steps);
+  r.ensemble_all_s = measured_ensemble_seconds(members, warmup, steps);
+  r.ensemble_ratio = r.ensemble_all_s / r.ensemble_one_s;
+  if (cfg.device == "cuda" && compat::has_fused_adam()) {  // the same run without the fused kernels
+    const compat::FusedAdamScope loop(compat::FusedAdamUse::Off);
+    r.ensemble_loop_s = measured_ensemble_seconds(members, warmup, steps);
+  }
+}
+
+// One coordinate-check step: the wall time of a small GPT check over its points and steps.
+void measure_coordcheck_step(BenchResult& r, const BenchConfig& cfg) {
+  CoordCheckConfig cc;
+  // The CLI's small-probe defaults for a GPT (cmd_coordcheck.cpp): a 32-token Markov chain,
+  // 2 x 8 tokens per batch; mup, Adam.
+  cc.train = load_train_config("", {"model.kind=\"gpt\"", "param.name=\"mup\"", "optim.kind=\"adam\"", "optim.lr=0.001",
+                                    "data.source=\"markov\"", "data.vocab=32", "data.markov_length=20000",
+                                    "model.seq_len=8", "train.batch_size=2",
+                                    fmt::format("train.device=\"{}\"", cfg.device)});
+  cc.widths = cfg.quick ? std::vector<int>{64, 128} : std::vector<int>{64, 128, 256, 512};
+  cc.steps = cfg.quick ? 1 : 3;
+  cc.seeds = {0};
+  cc.show_progress = false;
+  const auto t0 = Clock::now();
+  CoordCheckResult res = run_coordcheck(cc);
+  const double sec = seconds_since(t0);
+  const double n_steps = static_cast<double>(cc.widths.size() * cc.seeds.size()) * (cc.steps + 1);
+  r.coordcheck_step_ms = 1000.0 * sec / n_steps;
+  r.coordcheck_setup = fmt::format("gpt depth {} widths {}, {} steps (+ step 0), 1 seed, mup/adam, probe 2x8 tokens; "
+                                   "wall time (set-up and fits included) / (points x (steps + 1))",
+                                   cc.train.model.depth, fmt::join(cc.widths, ","), cc.steps);
+}
+
+}  // namespace
+
+BenchResult run_bench(const BenchConfig& in) {
+  check_gpt_flags(in.depth, in.seq_len, in.batch, in.device, in.autocast, in.cuda_graph);
+  BenchConfig cfg = in;
+  if (cfg.widths.empty()) cfg.widths = cfg.quick ? std::vector<int>{64, 128} : std::vector<int>{64, 128, 256, 512};
+  const int64_t warmup = cfg.warmup_steps >= 0 ? cfg.warmup_steps : (cfg.quick ? 1 : 4);
+  const int64_t steps = cfg.steps > 0 ? cfg.steps : (cfg.quick ? 2 : 20);
+  check_bench_widths(cfg.widths);
+  BenchResult r = bench_setup(cfg);
+  const auto t_all = Clock::now();
+  PartsBar bar(cfg.show_progress, 1 + static_cast<long>(cfg.widths.size()) + (cfg.gpt_only ? 0 : 2));
+  bar.start("sgemm");
+  measure_sgemm_peak(r, cfg);
+  bar.advance(fmt::format("gpt width {}", cfg.widths.front()));
   for (size_t i = 0; i < cfg.widths.size(); ++i) {
-    const int w = cfg.widths[i];
-    TrainConfig tc =
-        bench_gpt_config(w, cfg.depth, cfg.seq_len, cfg.batch, warmup + steps, cfg.device, cfg.autocast, cfg.cuda_graph);
-    GptBench g;
-    g.width = w;
-    {
-      ScaleContext ctx{resolve_param(tc), optimizer_family(tc.optim.kind), w, cfg.depth};
-      auto model = build_model(tc.model, ctx, tc.hp);
-      for (const auto& p : model->tagged_parameters()) g.params += p.tensor.numel();
-    }
-    g.flops_per_token = gpt_train_flops_per_token(g.params, cfg.depth, cfg.seq_len, w);
-    const double sec = measured_train_seconds(tc, warmup, steps);
-    g.step_ms = 1000.0 * sec / static_cast<double>(steps);
-    g.tokens_per_s = static_cast<double>(steps * cfg.batch * cfg.seq_len) / sec;
-    g.gflops = g.tokens_per_s * g.flops_per_token / 1e9;
-    r.gpt.push_back(g);
-    advance(i + 1 < cfg.widths.size() ? fmt::format("gpt width {}", cfg.widths[i + 1]) : "ensemble");
+    r.gpt.push_back(measure_gpt_width(cfg, cfg.widths[i], warmup, steps));
+    bar.advance(i + 1 < cfg.widths.size() ? fmt::format("gpt width {}", cfg.widths[i + 1]) : "ensemble");
   }
-  if (cfg.gpt_only) {
-    r.wall_s = seconds_since(t_all);
-    if (bar) bar->finish();
-    return r;
-  }
-
-  // --- ensemble: 8 members at width 64 against one ---------------------------------------------
-  {
-    std::vector<TrainConfig> members;
-    for (int e = 0; e < r.ensemble_members; ++e) {
-      TrainConfig tc = bench_gpt_config(r.ensemble_width, cfg.depth, cfg.seq_len, cfg.batch, warmup + steps, cfg.device,
-                                        cfg.autocast);
-      tc.optim.lr = 1e-3 * std::pow(2.0, e - 4);  // a sweep's LR grid
-      tc.train.seed = e;
-      tc.data.seed = e;
-      members.push_back(tc);
-    }
-    r.ensemble_batched = ensemble_supported(members.front());
-    r.ensemble_one_s = measured_ensemble_seconds({members.front()}, warmup, steps);
-    r.ensemble_all_s = measured_ensemble_seconds(members, warmup, steps);
-    r.ensemble_ratio = r.ensemble_all_s / r.ensemble_one_s;
-    if (cfg.device == "cuda" && compat::has_fused_adam()) {  // the same run without the fused kernels
-      const compat::FusedAdamScope loop(compat::FusedAdamUse::Off);
-      r.ensemble_loop_s = measured_ensemble_seconds(members, warmup, steps);
-    }
-    advance("coordcheck");
-  }
-
-  // --- coordinate-check step -------------------------------------------------------------------
-  {
-    CoordCheckConfig cc;
-    // The CLI's small-probe defaults for a GPT (cmd_coordcheck.cpp): a 32-token Markov chain,
-    // 2 x 8 tokens per batch; mup, Adam.
-    cc.train = load_train_config("", {"model.kind=\"gpt\"", "param.name=\"mup\"", "optim.kind=\"adam\"", "optim.lr=0.001",
-                                      "data.source=\"markov\"", "data.vocab=32", "data.markov_length=20000",
-                                      "model.seq_len=8", "train.batch_size=2",
-                                      fmt::format("train.device=\"{}\"", cfg.device)});
-    cc.widths = cfg.quick ? std::vector<int>{64, 128} : std::vector<int>{64, 128, 256, 512};
-    cc.steps = cfg.quick ? 1 : 3;
-    cc.seeds = {0};
-    cc.show_progress = false;
-    const auto t0 = Clock::now();
-    CoordCheckResult res = run_coordcheck(cc);
-    const double sec = seconds_since(t0);
-    const double n_steps = static_cast<double>(cc.widths.size() * cc.seeds.size()) * (cc.steps + 1);
-    r.coordcheck_step_ms = 1000.0 * sec / n_steps;
-    r.coordcheck_setup = fmt::format("gpt depth {} widths {}, {} steps (+ step 0), 1 seed, mup/adam, probe 2x8 tokens; "
-                                     "wall time (set-up and fits included) / (points x (steps + 1))",
-                                     cc.train.model.depth, fmt::join(cc.widths, ","), cc.steps);
-    advance("");
+  if (!cfg.gpt_only) {
+    measure_ensemble(r, cfg, warmup, steps);  // 8 members at width 64 against one
+    bar.advance("coordcheck");
+    measure_coordcheck_step(r, cfg);
+    bar.advance("");
   }
   r.wall_s = seconds_since(t_all);
-  if (bar) bar->finish();
+  bar.finish();
   return r;
 }
 
