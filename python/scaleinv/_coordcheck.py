@@ -70,7 +70,10 @@ def spectral_norm(w, steps=16):
 
 class CoordCheckResult:
     """passed (bool), rows (list of dicts: module, quantity, step, measured, predicted, matches,
-    stable, tolerance, maps_to, zero: exactly zero at every width and seed, not judged), failures (lines), json (the CLI's JSON), plots (stems written);
+    stable, tolerance, maps_to, zero: exactly zero at every width and seed, not judged,
+    past_finite_width: for a width row over >= 4 widths that missed its prediction, the exponent
+    past the 1/d finite-width term {e, e_half_width, c, c_half_width, matches}, else None),
+    failures (lines), json (the CLI's JSON), plots (stems written);
     str() is the CLI's printed table."""
 
     def __init__(self, data, text, plots):
@@ -81,7 +84,8 @@ class CoordCheckResult:
         self.failures = list(data["failures"])
         self.rows = [{"module": r["layer"], "quantity": r["quantity"], "step": r["step"], "measured": r["slope"],
                       "predicted": r["predicted"], "matches": r["matches"], "stable": r["stable"],
-                      "tolerance": r["tolerance"], "maps_to": r["maps_to"], "zero": bool(r.get("zero", False))}
+                      "tolerance": r["tolerance"], "maps_to": r["maps_to"], "zero": bool(r.get("zero", False)),
+                      "past_finite_width": r.get("past_finite_width")}
                      for r in data["rows"]]
 
     def __str__(self):

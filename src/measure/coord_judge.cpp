@@ -269,6 +269,30 @@ std::string steps_list(const std::vector<int>& s) {
   return out;
 }
 
+// A width row that misses its prediction: is the miss the leading 1/d finite-width term
+// (coord_result.h)? Fits CoordRow::past_finite_width on >= 4 widths.
+bool matches_past_finite_width(CoordRow& r) {
+  if (r.axis != "width" || r.x.size() < 4 || !r.predicted) return false;
+  r.past_finite_width = fit_inverse_width(r.x, r.y);
+  const InverseWidthFit& f = r.past_finite_width;
+  if (!f.valid) return false;
+  const double miss = std::fabs(f.e.mean - *r.predicted);
+  return std::fabs(f.c.mean) > f.c.half_width && miss <= f.e.half_width + f.next_order &&
+         miss <= r.tolerance + f.next_order;
+}
+
+// What the second look past the 1/d term said of a row that still misses: another exponent, or
+// a term the grid cannot resolve (more widths or seeds would tell). Empty without a second look.
+std::string past_finite_width_detail(const CoordRow& r) {
+  const InverseWidthFit& f = r.past_finite_width;
+  if (!f.valid) return "";
+  if (std::fabs(f.c.mean) <= f.c.half_width)
+    return fmt::format("; past a 1/d term e = {:+.2f} +- {:.2f}, the term unresolved (c = {:+.0f} +- {:.0f}): more "
+                       "widths or seeds would tell a finite-width term from another exponent",
+                       f.e.mean, f.e.half_width, f.c.mean, f.c.half_width);
+  return fmt::format("; past the 1/d term e = {:+.2f} +- {:.2f}: another exponent", f.e.mean, f.e.half_width);
+}
+
 std::string row_label(const CoordRow& r) {
   return fmt::format("{} {} ({}, {} {})", coord_quantity_name(r.q), r.layer, r.axis,
                      r.axis == "width" ? "depth" : "width", r.at);
@@ -296,6 +320,7 @@ void judge(CoordCheckResult& res) {
     } else {
       r.tolerance = r.fit.half_width + r.finite_term;
       if (r.predicted) r.matches = std::fabs(r.fit.slope - *r.predicted) <= r.tolerance;
+      if (r.matches && !*r.matches && matches_past_finite_width(r)) r.matches = r.matches_past_finite_width = true;
       if (activation) r.stable = r.fit.slope <= r.tolerance;
     }
     const std::string key = row_label(r);
@@ -308,8 +333,8 @@ void judge(CoordCheckResult& res) {
     }
     if (r.matches && !*r.matches) {
       g.dev_steps.push_back(r.step);
-      g.dev_detail.push_back(fmt::format("step {}: {:+.2f} vs {} (tolerance {:.2f})", r.step, r.fit.slope,
-                                         fmt_exp(*r.predicted), r.tolerance));
+      g.dev_detail.push_back(fmt::format("step {}: {:+.2f} vs {} (tolerance {:.2f}{})", r.step, r.fit.slope,
+                                         fmt_exp(*r.predicted), r.tolerance, past_finite_width_detail(r)));
     }
     if (r.stable && !*r.stable) {
       g.unstable_steps.push_back(r.step);

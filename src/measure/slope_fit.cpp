@@ -2,8 +2,10 @@
 #include "measure/slope_fit.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -62,6 +64,62 @@ double student_t_quantile(double p, int dof) {
   return z + (z3 + z) / (4 * v) + (5 * z5 + 16 * z3 + 3 * z) / (96 * v * v) +
          (3 * z7 + 19 * z5 + 17 * z3 - 15 * z) / (384 * v * v * v) +
          (79 * z9 + 776 * z7 + 1482 * z5 - 1920 * z3 - 945 * z) / (92160 * v * v * v * v);
+}
+
+InverseWidthFit fit_inverse_width(const std::vector<double>& x, const std::vector<std::vector<double>>& y_by_seed) {
+  InverseWidthFit f;
+  std::vector<double> xs = x;
+  std::sort(xs.begin(), xs.end());
+  if (std::unique(xs.begin(), xs.end()) - xs.begin() < 4 || y_by_seed.size() < 2 || !(xs.front() > 0)) return f;
+  // Columns 1, ln x, u = x_min / x (u in (0, 1] keeps the normal equations well scaled; c = c_u x_min).
+  const size_t n = x.size();
+  std::vector<std::array<double, 3>> rows(n);
+  for (size_t i = 0; i < n; ++i) rows[i] = {1.0, std::log(x[i]), xs.front() / x[i]};
+  // Least squares of v on the three columns: the coefficients, or nullopt for a singular system.
+  auto solve = [&](const std::vector<double>& v) -> std::optional<std::array<double, 3>> {
+    double ata[3][4] = {};  // [A^T A | A^T v]
+    for (size_t i = 0; i < n; ++i)
+      for (int r = 0; r < 3; ++r) {
+        for (int c = 0; c < 3; ++c) ata[r][c] += rows[i][r] * rows[i][c];
+        ata[r][3] += rows[i][r] * v[i];
+      }
+    for (int col = 0; col < 3; ++col) {  // Gauss-Jordan with partial pivoting
+      int piv = col;
+      for (int r = col + 1; r < 3; ++r)
+        if (std::fabs(ata[r][col]) > std::fabs(ata[piv][col])) piv = r;
+      if (std::fabs(ata[piv][col]) < 1e-300) return std::nullopt;
+      for (int c = 0; c < 4; ++c) std::swap(ata[col][c], ata[piv][c]);
+      for (int r = 0; r < 3; ++r) {
+        if (r == col) continue;
+        const double m = ata[r][col] / ata[col][col];
+        for (int c = col; c < 4; ++c) ata[r][c] -= m * ata[col][c];
+      }
+    }
+    return std::array<double, 3>{ata[0][3] / ata[0][0], ata[1][3] / ata[1][1], ata[2][3] / ata[2][2]};
+  };
+  std::vector<double> es, cs;
+  for (const std::vector<double>& ys : y_by_seed) {
+    if (ys.size() != n) return f;
+    std::vector<double> ly(n);
+    for (size_t i = 0; i < n; ++i) {
+      if (!(std::isfinite(ys[i]) && ys[i] > 0)) return f;
+      ly[i] = std::log(ys[i]);
+    }
+    const auto coef = solve(ly);
+    if (!coef) return f;
+    es.push_back((*coef)[1]);
+    cs.push_back((*coef)[2] * xs.front());
+  }
+  std::vector<double> u2(n);
+  for (size_t i = 0; i < n; ++i) u2[i] = rows[i][2] * rows[i][2];
+  const auto beta = solve(u2);  // u^2 = (x_min / x)^2 on the columns: its ln x coefficient
+  if (!beta) return f;
+  f.e = mean_interval(es);
+  f.c = mean_interval(cs);
+  const double c_u = f.c.mean / xs.front();  // c in units of u
+  f.next_order = 0.5 * c_u * c_u * std::fabs((*beta)[1]);
+  f.valid = true;
+  return f;
 }
 
 double finite_size_term(double x_min, double x_max, double n) {

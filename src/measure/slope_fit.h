@@ -70,6 +70,24 @@ struct MeanInterval {
 };
 MeanInterval mean_interval(const std::vector<double>& values);
 
+// The exponent past the leading finite-width correction: the coordinate check's second look at a
+// width row whose slope misses its prediction (coord_result.h). A finite network's observable
+// averages are a power series in 1/width around the infinite-width limit, in the feature-learning
+// regime too, with coefficients that are not small when feature learning is strong
+// (ref. [finite-width]); so the mean over seeds of ln RMS is
+// a + e ln d + c/d + O(d^-2). Per seed, least squares of ln y on (1, ln d, 1/d); e and c are the
+// means over seeds with their 95% intervals (mean_interval; c in units of the width). valid needs
+// >= 4 distinct x (a residual degree of freedom per seed), >= 2 seeds, and every y finite and > 0.
+// next_order is the bias of e from the O(d^-2) term the fit leaves out, at the size the fitted c
+// implies (ln(1 + c/d) = c/d - c^2/(2 d^2) + ...): (c^2 / 2) |beta|, beta the ln d coefficient of
+// d^-2 regressed on (1, ln d, 1/d) over these widths.
+struct InverseWidthFit {
+  bool valid = false;
+  MeanInterval e, c;
+  double next_order = 0;
+};
+InverseWidthFit fit_inverse_width(const std::vector<double>& x, const std::vector<std::vector<double>>& y_by_seed);
+
 // Two-sided Student t quantile t_{p, dof} for p in (0.5, 1), dof >= 1 (exact table for p = 0.975
 // and dof <= 30; the Cornish-Fisher expansion otherwise, accurate to ~1e-3 for dof >= 3).
 double student_t_quantile(double p, int dof);
