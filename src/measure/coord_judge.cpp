@@ -281,8 +281,9 @@ bool matches_past_finite_width(CoordRow& r) {
          miss <= r.tolerance + f.next_order;
 }
 
-// What the second look past the 1/d term said of a row that still misses: another exponent, or
-// a term the grid cannot resolve (more widths or seeds would tell). Empty without a second look.
+// What the second look past the 1/d term said of a row that still misses: a resolved term that
+// does not explain it, or a term the grid cannot resolve (more widths or seeds would tell). Empty
+// without a second look.
 std::string past_finite_width_detail(const CoordRow& r) {
   const InverseWidthFit& f = r.past_finite_width;
   if (!f.valid) return "";
@@ -290,7 +291,9 @@ std::string past_finite_width_detail(const CoordRow& r) {
     return fmt::format("; past a 1/d term e = {:+.2f} +- {:.2f}, the term unresolved (c = {:+.0f} +- {:.0f}): more "
                        "widths or seeds would tell a finite-width term from another exponent",
                        f.e.mean, f.e.half_width, f.c.mean, f.c.half_width);
-  return fmt::format("; past the 1/d term e = {:+.2f} +- {:.2f}: another exponent", f.e.mean, f.e.half_width);
+  return fmt::format("; past the 1/d term e = {:+.2f} +- {:.2f} still misses: another exponent, or a finite-width "
+                     "term not yet 1/d at these widths",
+                     f.e.mean, f.e.half_width);
 }
 
 std::string row_label(const CoordRow& r) {

@@ -302,6 +302,8 @@ class TiedEmbeddings(unittest.TestCase):
                   loss=lm_loss, progress=False, quantities=["h", "dh", "h'", "W'", "dW"])
         mup = scaleinv.coordcheck(lambda w: TiedGPT(w), param="mup", **kw)
         self.assertTrue(mup.passed, "\n".join(mup.failures))
+        # Three widths: no row gets the second look past the 1/d term (it needs 4).
+        self.assertTrue(all(r["past_finite_width"] is None for r in mup.rows))
         # The hooked readout's output is judged as the logits of a tied readout: no iid exponent at
         # init (the readout is the input embedding, aligned with the stream), but stable; its
         # update dh ~ d^0 as any mup readout's.
