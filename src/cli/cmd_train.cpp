@@ -13,6 +13,7 @@
 #include "core/stop_signal.h"
 #include "models/model_kinds.h"
 #include "train/checkpoint.h"
+#include "train/make_run.h"
 #include "train/trainer.h"
 
 namespace scaleinv {
@@ -131,9 +132,7 @@ void add_train_command(CLI::App& app, int& exit_code) {
     if (!model_kind(meta.config.model.kind, o->checkpoint).language())
       throw UserError(o->checkpoint, "model.kind", "only language models can be sampled",
                       "train a language model (" + model_kind_list([](const ModelKind& k) { return k.language(); }) + ")");
-    ScaleContext ctx{meta.table, optimizer_family(meta.config.optim.kind), meta.config.model.width,
-                     meta.config.model.depth};
-    auto model = build_model(meta.config.model, ctx, meta.config.hp);
+    auto model = build_model(meta.config.model, run_context(meta.config, meta.table), meta.config.hp);
     load_checkpoint(o->checkpoint, *model, nullptr);
     std::string text = sample_text(*model, o->checkpoint, o->prompt, o->tokens, o->temperature, o->seed);
     // The bytes as generated (a byte-level model may emit NUL, which %s would stop at).

@@ -26,6 +26,7 @@
 #include "models/layers.h"
 #include "models/model.h"
 #include "optim/optimizer.h"
+#include "train/make_run.h"
 
 namespace scaleinv {
 
@@ -103,17 +104,16 @@ void validate(const CoordCheckConfig& cc, const std::vector<int>& widths, const 
 
 // `layers` gets every recorded activation (by the role of the weight that produced it) and every
 // parameter (by its tag): the layer map's input.
-CoordRun measure_run(const CoordCheckConfig& cc, const ParamTable& model_table, OptFamily family, int width,
-                     int depth, int experts, int64_t seed, const std::vector<Batch>& batches, torch::Device dev,
+CoordRun measure_run(const CoordCheckConfig& cc, const ParamTable& model_table, int width, int depth, int experts,
+                     int64_t seed, const std::vector<Batch>& batches, torch::Device dev,
                      std::map<std::string, OwnCoordLayer>& layers) {
   TrainConfig cfg = cc.train;
   cfg.model.width = width;
   cfg.model.depth = depth;
   if (experts > 0) cfg.model.experts = experts;
-  ScaleContext ctx{model_table, family, width, depth};
-  torch::manual_seed(static_cast<uint64_t>(seed));
-  std::shared_ptr<Model> model = build_model(cfg.model, ctx, cfg.hp);
-  model->move_to(dev);
+  cfg.train.seed = seed;  // the model's init
+  const RunParts parts = make_run(cfg, {.table = model_table, .device = dev});
+  const std::shared_ptr<Model>& model = parts.model;
   const std::vector<TaggedParam> tagged = model->tagged_parameters();
   NamedTensors params;
   std::set<std::string> stacks;  // a mixture's experts [E, out, in]: E matrices
@@ -122,7 +122,6 @@ CoordRun measure_run(const CoordCheckConfig& cc, const ParamTable& model_table, 
     if (p.tag.role == Role::Expert && p.tensor.dim() == 3) stacks.insert(p.name);
     layers.emplace("w:" + p.name, OwnCoordLayer{p.name, true, p.tag.role, p.tag.in_block, p.tag.tied});
   }
-  auto opt = make_optimizer(cfg.optim, param_groups(tagged, model->context()));
   // Recording is switched on for the probe's forward (set_recording clears what the last one kept)
   // and off for an update on another batch.
   auto loss = [&](size_t b, bool record) {
@@ -137,7 +136,7 @@ CoordRun measure_run(const CoordCheckConfig& cc, const ParamTable& model_table, 
     }
     return acts;
   };
-  CoordRun run = measure_coord_steps(cc.steps, cc.quantities, batches.size(), loss, recorded, params, *opt, stacks);
+  CoordRun run = measure_coord_steps(cc.steps, cc.quantities, batches.size(), loss, recorded, params, *parts.opt, stacks);
   model->set_recording(false);
   run.width = width;
   run.depth = depth;
@@ -219,7 +218,7 @@ std::map<std::string, OwnCoordLayer> run_grid(CoordCheckResult& res, const Param
   std::map<std::string, OwnCoordLayer> layers;
   for (const auto& [w, d, e] : points)
     for (int64_t s : cc.seeds) {
-      res.runs.push_back(measure_run(cc, model_table, res.family, w, d, e, s, fd.batches, fd.dev, layers));
+      res.runs.push_back(measure_run(cc, model_table, w, d, e, s, fd.batches, fd.dev, layers));
       ++done;
       if (bar)
         bar->update(done, fmt::format("width {} depth {}{} seed {}", w, d, e > 0 ? fmt::format(" experts {}", e) : "", s));

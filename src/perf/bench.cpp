@@ -17,6 +17,7 @@
 #include "core/threads.h"
 #include "measure/coordcheck.h"
 #include "train/ensemble.h"
+#include "train/make_run.h"
 #include "train/trainer.h"
 #include "core/torch_compat.h"
 
@@ -240,8 +241,7 @@ GptBench measure_gpt_width(const BenchConfig& cfg, int w, int64_t warmup, int64_
   GptBench g;
   g.width = w;
   {
-    ScaleContext ctx{resolve_param(tc), optimizer_family(tc.optim.kind), w, cfg.depth};
-    auto model = build_model(tc.model, ctx, tc.hp);
+    auto model = build_model(tc.model, run_context(tc, resolve_param(tc)), tc.hp);
     for (const auto& p : model->tagged_parameters()) g.params += p.tensor.numel();
   }
   g.flops_per_token = gpt_train_flops_per_token(g.params, cfg.depth, cfg.seq_len, w);

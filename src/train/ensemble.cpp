@@ -17,6 +17,7 @@
 #include "core/progress.h"
 #include "core/torch_compat.h"
 #include "models/model_kinds.h"
+#include "train/make_run.h"
 #include "train/step_loop.h"
 
 namespace scaleinv {
@@ -84,7 +85,7 @@ std::vector<RunSummary> train_ensemble(const std::vector<TrainConfig>& members, 
   const TrainConfig& c0 = members[0];
   const auto E = static_cast<int64_t>(members.size());
   const ParamTable table = resolve_param(c0);
-  ScaleContext ctx{table, optimizer_family(c0.optim.kind), c0.model.width, c0.model.depth};
+  const ScaleContext ctx = run_context(c0, table);
   validate_optim_config(c0.optim);
   const torch::Device dev = resolve_device(c0.train.device, c0.source, "train.device");
   // CUDA: bf16 autocast (train.autocast) and TF32 (train.tf32), as in train_run.

@@ -15,6 +15,7 @@
 #include "core/fs_check.h"
 #include "optim/optimizer.h"
 #include "train/checkpoint.h"
+#include "train/make_run.h"
 #include "train/config.h"
 
 namespace scaleinv {
@@ -156,9 +157,7 @@ SafeTensors read_safetensors(const std::string& path) {
 size_t export_checkpoint(const std::string& checkpoint, const std::string& out) {
   refuse_same_file(checkpoint, out, "--out");
   const CheckpointMeta meta = read_checkpoint_meta(checkpoint);
-  ScaleContext ctx{meta.table, optimizer_family(meta.config.optim.kind), meta.config.model.width,
-                   meta.config.model.depth};
-  auto model = build_model(meta.config.model, ctx, meta.config.hp);
+  auto model = build_model(meta.config.model, run_context(meta.config, meta.table), meta.config.hp);
   load_checkpoint(checkpoint, *model, nullptr);
   SafeTensors st;
   for (const TaggedParam& p : model->tagged_parameters()) st.tensors.emplace_back(p.name, p.tensor.detach());
@@ -195,10 +194,9 @@ size_t import_safetensors(const std::string& file, const std::string& config_tom
     meta.table = resolve_param(meta.config);
   }
   meta.fingerprint = param_fingerprint(meta.table);
-  ScaleContext ctx{meta.table, optimizer_family(meta.config.optim.kind), meta.config.model.width,
-                   meta.config.model.depth};
-  auto model = build_model(meta.config.model, ctx, meta.config.hp);
-  const std::vector<TaggedParam> params = model->tagged_parameters();
+  // A fresh run of the file's config (its own init, a fresh optimizer state); the weights replace the init.
+  const RunParts run = make_run(meta.config, {.table = meta.table});
+  const std::vector<TaggedParam> params = run.model->tagged_parameters();
   std::map<std::string, const torch::Tensor*> by_name;
   for (const auto& [name, t] : st.tensors) by_name[name] = &t;
   {
@@ -222,11 +220,10 @@ size_t import_safetensors(const std::string& file, const std::string& config_tom
   if (!by_name.empty())
     throw UserError(file, by_name.begin()->first, "is in the file but not in the model",
                     "use the config the file was exported with");
-  auto opt = make_optimizer(meta.config.optim, param_groups(params, model->context()));
   const std::string made = first_missing_parent(out_checkpoint);  // removed again if the write fails
   ensure_parent_dir(out_checkpoint, "--out");
   try {
-    save_checkpoint(out_checkpoint, meta, *model, opt.get());
+    save_checkpoint(out_checkpoint, meta, *run.model, run.opt.get());
   } catch (...) {
     remove_created_parents(out_checkpoint, made);
     throw;

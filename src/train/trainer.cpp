@@ -26,6 +26,7 @@
 #include "dist/dist.h"
 #include "models/model_kinds.h"
 #include "train/checkpoint.h"
+#include "train/make_run.h"
 #include "train/run_log.h"
 #include "train/step_loop.h"
 
@@ -49,31 +50,29 @@ double evaluate(Model& model, const DataSource& data, const TrainConfig& cfg, to
   return dp.mean(total / static_cast<double>(std::max<int64_t>(1, cfg.train.eval_batches)));
 }
 
-// What a run trains: the table, the config as the log and checkpoint record it (with the table),
-// the device, the model on it (built from cfg.train.seed: the same weights on every rank, which
-// check_same_run verifies) and the data.
-struct RunParts {
-  ParamTable table;
+// What a run trains: its parts (train/make_run.h: the table, the context, the model on the device,
+// built from cfg.train.seed: the same weights on every rank, which check_same_run verifies before
+// anything is built, and the optimizer), the config as the log and checkpoint record it (with the
+// table), the device and the data.
+struct RunSetUp {
+  RunParts parts;
   nlohmann::json cfg_json;
   torch::Device dev = torch::kCPU;
-  std::shared_ptr<Model> model;
   std::unique_ptr<DataSource> data;
 };
 
-RunParts set_up(const TrainConfig& cfg, DataParallel& dp) {
-  RunParts r;
-  r.table = resolve_param(cfg);
+RunSetUp set_up(const TrainConfig& cfg, DataParallel& dp) {
+  RunSetUp r;
+  ParamTable table = resolve_param(cfg);
   r.cfg_json = train_config_to_json(cfg);
-  r.cfg_json["table"] = param_to_json(r.table);
-  dp.check_same_run(r.cfg_json, param_fingerprint(r.table));  // every rank builds the same model
-  const ScaleContext ctx{r.table, optimizer_family(cfg.optim.kind), cfg.model.width, cfg.model.depth};
+  r.cfg_json["table"] = param_to_json(table);
+  dp.check_same_run(r.cfg_json, param_fingerprint(table));  // every rank builds the same model
   r.dev = resolve_device(cfg.train.device, cfg.source, "train.device", dp.local_rank());
   if (dp.active()) compat::use_device(r.dev);  // this rank's GPU for CUDA calls that name no tensor (NCCL's)
-  r.model = build_model_seeded(static_cast<uint64_t>(cfg.train.seed), cfg.model, ctx, cfg.hp);  // validates model.*
+  r.parts = make_run(cfg, {.table = std::move(table), .device = r.dev});
   r.data = make_data(cfg.data);
   check_data_fits(cfg, *r.data);
   check_batch_fits_in_memory(cfg.model, cfg.train.batch_size / std::max(1, dp.world()));
-  r.model->move_to(r.dev);
   return r;
 }
 
@@ -277,16 +276,16 @@ void check_data_fits(const TrainConfig& cfg, const DataSource& data) {
 
 RunSummary train_run(const TrainConfig& cfg, const RunOptions& opts) {
   const ConfigSource config_source(cfg.source);  // library checks name this file
-  // --- set up: ranks, table, data, model, optimizer ------------------------------------------
+  // --- set up: ranks, table, model, optimizer, data ------------------------------------------
   // One process unless WORLD_SIZE > 1 (dist/dist.h); then cfg.train.batch_size is the global batch.
   DataParallel dp(opts.data_parallel ? dist_env_from_environment() : DistEnv{}, cfg.train.dist_timeout_s);
-  RunParts run = set_up(cfg, dp);
-  const ParamTable& table = run.table;
+  RunSetUp run = set_up(cfg, dp);
+  const ParamTable& table = run.parts.table;
   const torch::Device dev = run.dev;
-  const std::shared_ptr<Model>& model = run.model;
+  const std::shared_ptr<Model>& model = run.parts.model;
+  const std::unique_ptr<Optimizer>& opt = run.parts.opt;
   const std::unique_ptr<DataSource>& data = run.data;
   const std::unique_ptr<precision::Scope> low_precision = low_precision_scope(cfg, *model);
-  const auto opt = make_optimizer(cfg.optim, param_groups(model->tagged_parameters(), model->context()));
   RunSummary s = start_summary(dp, *data, *model);
   const int64_t items_per_step = cfg.train.batch_size * (data->is_language() ? cfg.model.seq_len : 1);
 

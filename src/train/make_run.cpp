@@ -1,0 +1,22 @@
+// A run's table, context, model and optimizer, made in one order (train/make_run.h).
+#include "train/make_run.h"
+
+#include <cstdint>
+
+namespace scaleinv {
+
+ScaleContext run_context(const TrainConfig& cfg, const ParamTable& table) {
+  return ScaleContext{table, optimizer_family(cfg.optim.kind), cfg.model.width, cfg.model.depth};
+}
+
+RunParts make_run(const TrainConfig& cfg, const MakeRunOptions& options) {
+  RunParts r;
+  r.table = options.table ? *options.table : resolve_param(cfg);
+  r.ctx = run_context(cfg, r.table);
+  r.model = build_model_seeded(static_cast<uint64_t>(cfg.train.seed), cfg.model, r.ctx, cfg.hp);  // validates model.*
+  r.model->move_to(options.device);
+  r.opt = make_optimizer(cfg.optim, param_groups(r.model->tagged_parameters(), r.model->context()));
+  return r;
+}
+
+}  // namespace scaleinv
