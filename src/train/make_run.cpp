@@ -3,6 +3,8 @@
 
 #include <cstdint>
 
+#include "core/torch_compat.h"
+
 namespace scaleinv {
 
 ScaleContext run_context(const TrainConfig& cfg, const ParamTable& table) {
@@ -17,6 +19,11 @@ RunParts make_run(const TrainConfig& cfg, const MakeRunOptions& options) {
   r.model->move_to(options.device);
   r.opt = make_optimizer(cfg.optim, param_groups(r.model->tagged_parameters(), r.model->context()));
   return r;
+}
+
+bool set_cuda_numerics(const TrainConfig& cfg, torch::Device dev) {
+  if (dev.is_cuda()) compat::set_tf32(cfg.train.tf32);
+  return dev.is_cuda() && cfg.train.autocast == "bf16";
 }
 
 }  // namespace scaleinv

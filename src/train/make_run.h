@@ -49,4 +49,9 @@ struct RunParts {
 
 RunParts make_run(const TrainConfig& cfg, const MakeRunOptions& options = {});
 
+// A run's numerics on `dev`, as the trainer and the batched ensemble both take them: on CUDA, TF32
+// for fp32 matmuls per train.tf32 (a process-wide switch, set here); returns whether each forward
+// pass runs under bf16 autocast (train.autocast). On the CPU it sets nothing and returns false.
+bool set_cuda_numerics(const TrainConfig& cfg, torch::Device dev);
+
 }  // namespace scaleinv

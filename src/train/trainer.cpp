@@ -9,6 +9,7 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -262,6 +263,169 @@ void check_cuda_graphs(const TrainConfig& cfg, const DataParallel& dp) {
                     "build against a CUDA libtorch (docs/gpu.md) or set train.cuda_graph = false");
 }
 
+// Every rank starts from rank 0's parameters; backward then all-reduces gradient buckets.
+void replicate_parameters(DataParallel& dp, Model& model) {
+  std::vector<torch::Tensor> params;
+  for (const auto& p : model.tagged_parameters()) params.push_back(p.tensor);
+  dp.replicate(params);
+}
+
+// Whether the step losses stay on the device between read-backs (RunOptions::loss_readback).
+bool deferred_readback(const RunOptions& opts, torch::Device dev, const DataParallel& dp) {
+  using ReadBack = RunOptions::LossReadBack;
+  return opts.loss_readback == ReadBack::AtReports ||
+         (opts.loss_readback == ReadBack::Auto && (dev.is_cuda() || dp.active()));
+}
+
+// The step loop of one run, run_steps with the trainer's hooks, and what it keeps between steps:
+// the losses (LossBook), the bar, the last validation loss, the clock; then the run's end. The
+// run's parts, summary and log are the caller's; `save` writes a checkpoint (or nothing).
+class TrainLoop {
+ public:
+  using Save = std::function<void(int64_t steps_done)>;
+  TrainLoop(const TrainConfig& cfg, const RunOptions& opts, DataParallel& dp, RunSetUp& run, RunSummary& s,
+            RunLog& log, Save save, int64_t start)
+      : cfg_(cfg), opts_(opts), dp_(dp), run_(run), s_(s), log_(log), save_(std::move(save)), start_(start),
+        end_(opts.stop_after >= 0 ? std::min(cfg.train.steps, opts.stop_after) : cfg.train.steps),
+        items_per_step_(cfg.train.batch_size * (run.data->is_language() ? cfg.model.seq_len : 1)),
+        bar_(opts.show_progress && dp.is_root() ? std::make_unique<Progress>(cfg.train.steps, "train", "steps")
+                                                : nullptr),
+        bf16_(set_cuda_numerics(cfg, run.dev)),
+        book_(deferred_readback(opts, run.dev, dp), dp, s),
+        t0_(std::chrono::steady_clock::now()) {
+    check_cuda_graphs(cfg, dp);
+    // (Before the hooks: a captured graph, held by its hook, goes before the side stream it ran on.)
+    side_.emplace(cfg.train.cuda_graph, run.dev);
+    hooks_ = step_hooks();
+  }
+  TrainLoop(const TrainLoop&) = delete;  // the hooks hold `this`
+  TrainLoop& operator=(const TrainLoop&) = delete;
+
+  // Steps start .. end (train.steps, or RunOptions::stop_after); fills the summary's steps, time
+  // and throughput, and returns the step the run ended at: a diverged run ends at the step whose
+  // loss was non-finite (a deferred read-back finds it after later updates ran; those are dropped
+  // with it).
+  int64_t run() {
+    int64_t step = run_steps(*run_.parts.opt, start_, end_, hooks_);
+    if (s_.diverged) step = s_.diverged_step;
+    s_.steps_done = step;
+    s_.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+    s_.items_per_s = static_cast<double>((step - start_) * items_per_step_) / std::max(s_.wall_s, 1e-9);
+    return step;
+  }
+
+  // The run's end at `step`: the diverged step's row, or the last evaluation (a run that reached
+  // train.steps) and checkpoint; then the summary's losses, the bar's last line and run.json.
+  void finish(int64_t step, precision::Scope* low_precision) {
+    if (s_.diverged) {  // one row for the step that diverged (steps are counted 1-based in the log)
+      log_.log({s_.diverged_step + 1, std::numeric_limits<double>::quiet_NaN(), cfg_.optim.lr, std::nullopt,
+                s_.wall_s, 0});
+    } else {
+      if (step == cfg_.train.steps) val_ = evaluate(*run_.parts.model, *run_.data, cfg_, run_.dev, dp_);
+      save_(step);
+    }
+    s_.final_loss = window_mean(s_.losses, kFinalWindow);
+    s_.final_val_loss = val_;
+    if (low_precision) s_.precision_stats = low_precision->all_stats();
+    if (bar_) bar_->finish(s_.diverged ? fmt::format("diverged at step {}", s_.diverged_step) : "");
+    log_.finish(summary_to_json(s_));
+  }
+
+ private:
+  StepHooks step_hooks() {
+    StepHooks hooks;
+    hooks.loss = [this](int64_t step) { return loss(step); };
+    if (cfg_.train.cuda_graph)
+      hooks.loss_and_grad = [g = std::make_shared<GraphStep>(
+                                 cfg_, start_, *run_.parts.opt, book_,
+                                 [this](int64_t step) { return batch_on_device(step); },
+                                 [this](const torch::Tensor& x, const torch::Tensor& y) { return forward(x, y); })](
+                                int64_t step) { return (*g)(step); };
+    // With ranks, backward all-reduces gradient buckets as it fills them; then every rank holds the
+    // global batch's mean gradient.
+    hooks.after_backward = [this](int64_t) {
+      dp_.average_gradients();
+      return true;
+    };
+    hooks.after_step = [this](int64_t done) { return after_step(done); };
+    return hooks;
+  }
+
+  // One forward pass, under bf16 autocast where asked (its scope is this pass).
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& y) {
+    const compat::CudaAutocast autocast(bf16_);
+    return run_.parts.model->loss(x, y);
+  }
+
+  GraphStep::Batch2 batch_on_device(int64_t step) {
+    Batch b = run_.data->batch(Split::Train, step, cfg_.train.batch_size, dp_.rank(), dp_.world());  // this rank's slice
+    return std::make_pair(compat::to_device_async(b.x, run_.dev), compat::to_device_async(b.y, run_.dev));
+  }
+
+  torch::Tensor loss(int64_t step) {
+    auto [x, y] = batch_on_device(step);
+    torch::Tensor loss = forward(x, y);
+    return book_.record(step, loss) ? loss : torch::Tensor();
+  }
+
+  // A stop signal (RunOptions::stop_on_signal): the step just done is the last; its pending losses
+  // are read back so the checkpoint written at the end holds them.
+  bool stop_now(int64_t done) {
+    const bool may_stop = opts_.stop_on_signal && !dp_.active();
+    if (!may_stop || stop_requested() == 0 || done == end_) return false;
+    if (book_.deferred() && book_.has_pending() && !book_.read_back(done)) return true;
+    s_.stopped_by = stop_requested();
+    return true;
+  }
+
+  bool after_step(int64_t done) {
+    const bool eval_now = cfg_.train.eval_every > 0 && done % cfg_.train.eval_every == 0;
+    const bool log_now =
+        done % std::max<int64_t>(1, cfg_.train.log_every) == 0 || eval_now || done == cfg_.train.steps;
+    const bool save_now = cfg_.train.checkpoint_every > 0 && done % cfg_.train.checkpoint_every == 0;
+    if (book_.deferred() && (log_now || save_now || done == end_) && !book_.read_back(done)) return false;
+    if (book_.deferred() && !log_now && !save_now) {  // no new loss to report until the next read-back
+      if (bar_) bar_->update(done, bar_status_);  // the step count moves, with the last logged loss
+      if (opts_.on_step) opts_.on_step(done);     // (a step count: a sweep's bar)
+      return !stop_now(done);
+    }
+    const double lv = s_.losses.back();
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+    const double rate = static_cast<double>((done - start_) * items_per_step_) / std::max(elapsed, 1e-9);
+    std::optional<double> val_now;
+    if (eval_now) val_ = *(val_now = evaluate(*run_.parts.model, *run_.data, cfg_, run_.dev, dp_));
+    if (log_now) log_.log({done, lv, cfg_.optim.lr * schedule_factor(cfg_.optim, done - 1), val_now, elapsed, rate});
+    if (save_now) save_(done);
+    if (bar_) {
+      bar_status_ = fmt::format("loss {:.4f}{} | {} {}/s", lv,
+                                std::isnan(val_) ? "" : fmt::format(" val {:.4f}", val_), format_rate(rate),
+                                s_.items_unit);
+      bar_->update(done, bar_status_);
+    }
+    if (opts_.on_step) opts_.on_step(done);
+    return !stop_now(done);
+  }
+
+  const TrainConfig& cfg_;
+  const RunOptions& opts_;
+  DataParallel& dp_;
+  RunSetUp& run_;
+  RunSummary& s_;
+  RunLog& log_;
+  Save save_;
+  const int64_t start_;
+  const int64_t end_;
+  const int64_t items_per_step_;
+  std::unique_ptr<Progress> bar_;
+  std::string bar_status_;  // the bar's text at the last logged step
+  const bool bf16_;         // CUDA: bf16 autocast per forward pass (train.autocast)
+  LossBook book_;
+  const std::chrono::steady_clock::time_point t0_;
+  double val_ = std::numeric_limits<double>::quiet_NaN();
+  std::optional<compat::CudaSideStream> side_;  // train.cuda_graph: the loop's own stream
+  StepHooks hooks_;
+};
+
 }  // namespace
 
 void check_data_fits(const TrainConfig& cfg, const DataSource& data) {
@@ -276,18 +440,15 @@ void check_data_fits(const TrainConfig& cfg, const DataSource& data) {
 
 RunSummary train_run(const TrainConfig& cfg, const RunOptions& opts) {
   const ConfigSource config_source(cfg.source);  // library checks name this file
-  // --- set up: ranks, table, model, optimizer, data ------------------------------------------
+  // --- set up: ranks, table, model, optimizer, data ----------------------------------------
   // One process unless WORLD_SIZE > 1 (dist/dist.h); then cfg.train.batch_size is the global batch.
   DataParallel dp(opts.data_parallel ? dist_env_from_environment() : DistEnv{}, cfg.train.dist_timeout_s);
   RunSetUp run = set_up(cfg, dp);
   const ParamTable& table = run.parts.table;
-  const torch::Device dev = run.dev;
-  const std::shared_ptr<Model>& model = run.parts.model;
-  const std::unique_ptr<Optimizer>& opt = run.parts.opt;
-  const std::unique_ptr<DataSource>& data = run.data;
-  const std::unique_ptr<precision::Scope> low_precision = low_precision_scope(cfg, *model);
-  RunSummary s = start_summary(dp, *data, *model);
-  const int64_t items_per_step = cfg.train.batch_size * (data->is_language() ? cfg.model.seq_len : 1);
+  Model& model = *run.parts.model;
+  Optimizer* opt = run.parts.opt.get();
+  const std::unique_ptr<precision::Scope> low_precision = low_precision_scope(cfg, model);
+  RunSummary s = start_summary(dp, *run.data, model);
 
   // --- resume ----------------------------------------------------------------------------------
   const bool writes = opts.write_files && dp.is_root();  // only rank 0 writes checkpoints and metrics
@@ -296,116 +457,21 @@ RunSummary train_run(const TrainConfig& cfg, const RunOptions& opts) {
   const std::string ckpt = cfg.train.out_dir + "/checkpoint.pt";
   // Every rank resumes from rank 0's checkpoint (sent over the group: no shared disk needed, and
   // the world size may differ from the one that wrote it).
-  const int64_t start = resume_checkpoint(opts.write_files ? dp.fetch_from_root(ckpt) : "", cfg, opts, table, *model,
-                                          opt.get(), s);
-  // Every rank starts from rank 0's parameters; backward then all-reduces gradient buckets.
-  std::vector<torch::Tensor> params;
-  for (const auto& p : model->tagged_parameters()) params.push_back(p.tensor);
-  dp.replicate(params);
+  const int64_t start =
+      resume_checkpoint(opts.write_files ? dp.fetch_from_root(ckpt) : "", cfg, opts, table, model, opt, s);
+  replicate_parameters(dp, model);
   RunLog log(writes ? cfg.train.out_dir : "");
   log.start(start, run.cfg_json);
   auto save = [&](int64_t steps_done) {
     if (!writes) return;
     log.keep();  // a checkpoint makes the run resumable: its log stays with it
-    save_checkpoint(ckpt, CheckpointMeta{steps_done, table, cfg, param_fingerprint(table), s.losses}, *model,
-                    opt.get());
+    save_checkpoint(ckpt, CheckpointMeta{steps_done, table, cfg, param_fingerprint(table), s.losses}, model, opt);
   };
 
-  // --- the step loop ---------------------------------------------------------------------------
-  const int64_t end = opts.stop_after >= 0 ? std::min(cfg.train.steps, opts.stop_after) : cfg.train.steps;
-  std::unique_ptr<Progress> bar;
-  if (opts.show_progress && dp.is_root()) bar = std::make_unique<Progress>(cfg.train.steps, "train", "steps");
-  std::string bar_status;  // the bar's text at the last logged step
-  // CUDA: bf16 autocast over the forward passes (train.autocast), TF32 for fp32 matmuls (train.tf32).
-  if (dev.is_cuda()) compat::set_tf32(cfg.train.tf32);
-  const bool bf16 = dev.is_cuda() && cfg.train.autocast == "bf16";  // autocast per forward pass
-  using ReadBack = RunOptions::LossReadBack;
-  LossBook book(opts.loss_readback == ReadBack::AtReports ||
-                    (opts.loss_readback == ReadBack::Auto && (dev.is_cuda() || dp.active())),
-                dp, s);
-  const auto t0 = std::chrono::steady_clock::now();
-  double val = std::numeric_limits<double>::quiet_NaN();
-  // One forward pass, under bf16 autocast where asked (its scope is this pass).
-  auto forward = [&](const torch::Tensor& x, const torch::Tensor& y) {
-    const compat::CudaAutocast autocast(bf16);
-    return model->loss(x, y);
-  };
-  auto batch_on_device = [&](int64_t step) {
-    Batch b = data->batch(Split::Train, step, cfg.train.batch_size, dp.rank(), dp.world());  // this rank's slice
-    return std::make_pair(compat::to_device_async(b.x, dev), compat::to_device_async(b.y, dev));
-  };
-  check_cuda_graphs(cfg, dp);
-  // (Before the hooks: a captured graph, held by its hook, goes before the side stream it ran on.)
-  const compat::CudaSideStream side(cfg.train.cuda_graph, dev);
-  StepHooks hooks;
-  hooks.loss = [&](int64_t step) -> torch::Tensor {
-    auto [x, y] = batch_on_device(step);
-    torch::Tensor loss = forward(x, y);
-    return book.record(step, loss) ? loss : torch::Tensor();
-  };
-  if (cfg.train.cuda_graph)
-    hooks.loss_and_grad = [g = std::make_shared<GraphStep>(cfg, start, *opt, book, batch_on_device, forward)](
-                              int64_t step) { return (*g)(step); };
-  // With ranks, backward all-reduces gradient buckets as it fills them; then every rank holds the
-  // global batch's mean gradient.
-  hooks.after_backward = [&](int64_t) {
-    dp.average_gradients();
-    return true;
-  };
-  // A stop signal (RunOptions::stop_on_signal): the step just done is the last; its pending losses
-  // are read back so the checkpoint written at the end holds them.
-  const bool may_stop = opts.stop_on_signal && !dp.active();
-  auto stop_now = [&](int64_t done) {
-    if (!may_stop || stop_requested() == 0 || done == end) return false;
-    if (book.deferred() && book.has_pending() && !book.read_back(done)) return true;
-    s.stopped_by = stop_requested();
-    return true;
-  };
-  hooks.after_step = [&](int64_t done) {
-    const bool eval_now = cfg.train.eval_every > 0 && done % cfg.train.eval_every == 0;
-    const bool log_now = done % std::max<int64_t>(1, cfg.train.log_every) == 0 || eval_now || done == cfg.train.steps;
-    const bool save_now = cfg.train.checkpoint_every > 0 && done % cfg.train.checkpoint_every == 0;
-    if (book.deferred() && (log_now || save_now || done == end) && !book.read_back(done)) return false;
-    if (book.deferred() && !log_now && !save_now) {  // no new loss to report until the next read-back
-      if (bar) bar->update(done, bar_status);  // the step count moves, with the last logged loss
-      if (opts.on_step) opts.on_step(done);    // (a step count: a sweep's bar)
-      return !stop_now(done);
-    }
-    const double lv = s.losses.back();
-    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const double rate = static_cast<double>((done - start) * items_per_step) / std::max(elapsed, 1e-9);
-    std::optional<double> val_now;
-    if (eval_now) val = *(val_now = evaluate(*model, *data, cfg, dev, dp));
-    if (log_now) log.log({done, lv, cfg.optim.lr * schedule_factor(cfg.optim, done - 1), val_now, elapsed, rate});
-    if (save_now) save(done);
-    if (bar) {
-      bar_status = fmt::format("loss {:.4f}{} | {} {}/s", lv, std::isnan(val) ? "" : fmt::format(" val {:.4f}", val),
-                               format_rate(rate), s.items_unit);
-      bar->update(done, bar_status);
-    }
-    if (opts.on_step) opts.on_step(done);
-    return !stop_now(done);
-  };
-  int64_t step = run_steps(*opt, start, end, hooks);
-  // A diverged run ends at the step whose loss was non-finite (a deferred read-back finds it
-  // after later updates ran; those are dropped with it).
-  if (s.diverged) step = s.diverged_step;
-  s.steps_done = step;
-  s.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  s.items_per_s = static_cast<double>((step - start) * items_per_step) / std::max(s.wall_s, 1e-9);
-
-  // --- finish ----------------------------------------------------------------------------------
-  if (s.diverged) {  // one row for the step that diverged (steps are counted 1-based in the log)
-    log.log({s.diverged_step + 1, std::numeric_limits<double>::quiet_NaN(), cfg.optim.lr, std::nullopt, s.wall_s, 0});
-  } else {
-    if (step == cfg.train.steps) val = evaluate(*model, *data, cfg, dev, dp);
-    save(step);
-  }
-  s.final_loss = window_mean(s.losses, kFinalWindow);
-  s.final_val_loss = val;
-  if (low_precision) s.precision_stats = low_precision->all_stats();
-  if (bar) bar->finish(s.diverged ? fmt::format("diverged at step {}", s.diverged_step) : "");
-  log.finish(summary_to_json(s));
+  // --- the step loop, then the run's end -------------------------------------------------------
+  TrainLoop loop(cfg, opts, dp, run, s, log, save, start);
+  const int64_t step = loop.run();
+  loop.finish(step, low_precision.get());
   return s;
 }
 
