@@ -317,4 +317,18 @@ TEST(PredictCli, ReadmeQuotesWhatTheStoresGiveToday) {
       EXPECT_NE(predict_page.find(line), std::string::npos) << "docs/predict.md does not quote:\n" << line;
     }
   EXPECT_EQ(rows, 2) << r.out;
+  // ... and the batch-size and horizon stores' (CPU), two rows each, as the stores give them.
+  for (const auto& [store, axis] : {std::pair{"gpt_kjv_batch_cpu.db", ", train.batch_size ("},
+                                    std::pair{"gpt_kjv_horizon_cpu.db", ", train.steps ("}}) {
+    const auto a = run_cli("predict --db " + src + "/docs/results/data/" + store + " --holdout");
+    ASSERT_EQ(a.code, 0) << a.err;
+    int n = 0;
+    std::istringstream out(a.out);
+    for (std::string line; std::getline(out, line);)
+      if (line.rfind("| ", 0) == 0 && line.find(axis) != std::string::npos) {
+        ++n;
+        EXPECT_NE(predict_page.find(line), std::string::npos) << "docs/predict.md does not quote:\n" << line;
+      }
+    EXPECT_EQ(n, 2) << a.out;
+  }
 }
