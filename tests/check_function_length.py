@@ -184,6 +184,8 @@ def long_functions(root, limit):
     """(path:line, name, length) of each function of src/ at or over limit lines."""
     out = []
     src = os.path.join(root, "src")
+    if not os.path.isdir(src):  # a wrong root must not pass as "nothing too long"
+        raise SystemExit(f"{root}: no src/ folder (fix: give the repository root)")
     for dirpath, dirs, files in os.walk(src):
         dirs.sort()
         for name in sorted(files):
