@@ -138,7 +138,7 @@ py::tuple judge_coordcheck(const std::string& input_json) {
 // (predictions JSON, printed tables) of `scaleinv predict` (report/predict.h).
 py::tuple predict_py(const std::vector<std::string>& dbs, const std::map<std::string, double>& at, bool holdout,
                      double fit_upto, const std::string& param, double max_extrapolation, int bootstrap,
-                     double near_optimal) {
+                     double near_optimal, const std::string& hparam) {
   if (bootstrap < 0) throw UserError("predict", "bootstrap", "must be >= 0", "e.g. bootstrap=200");
   PredictOptions o;
   o.at = at;
@@ -148,6 +148,7 @@ py::tuple predict_py(const std::vector<std::string>& dbs, const std::map<std::st
   o.max_extrapolation = max_extrapolation;
   o.transfer.bootstrap = bootstrap;
   o.near_optimal_pct = near_optimal;
+  o.hparam = hparam;
   check_predict_request(o);
   const std::vector<Prediction> preds = predict(read_sweep_rows(dbs), o);
   return py::make_tuple(predict_to_json(preds, o).dump(), predict_markdown(preds, o));
@@ -222,7 +223,7 @@ PYBIND11_MODULE(_scaleinv, m) {
   m.def("judge_coordcheck", &judge_coordcheck, py::arg("input_json"),
         "(coordcheck JSON, printed table, plot stems) of runs measured in Python");
   m.def("predict", &predict_py, py::arg("dbs"), py::arg("at"), py::arg("holdout"), py::arg("fit_upto"), py::arg("param"),
-        py::arg("max_extrapolation"), py::arg("bootstrap"), py::arg("near_optimal") = 0.0, "(predictions JSON, printed tables) of sweep stores");
+        py::arg("max_extrapolation"), py::arg("bootstrap"), py::arg("near_optimal") = 0.0, py::arg("hparam") = "", "(predictions JSON, printed tables) of sweep stores");
   m.def("user_sweep_info", &user_sweep_info, py::arg("text"), py::arg("is_json"), py::arg("where"),
         "a user model's sweep space: name, fingerprint, points, search method, widths, depths");
   m.def("run_user_sweep", &run_user_sweep_py, py::arg("text"), py::arg("is_json"), py::arg("where"), py::arg("db"),

@@ -11,6 +11,7 @@
 
 #include "cli_util.h"
 #include "core/errors.h"
+#include "report/hparam_profile.h"
 #include "report/predict.h"
 
 using namespace scaleinv;
@@ -260,6 +261,112 @@ TEST(Predict, BadInputIsOneUserErrorNamingTheField) {
   EXPECT_NE(field_of(x).find("--max-extrapolation"), std::string::npos);
 }
 
+// A hyperparameter other than the LR (report/hparam_profile.h): a branch multiplier k whose optimum
+// follows log2 k* = kK - 0.5 log2(depth), swept beside an LR whose own optimum moves with k
+// (log2 LR* = -6 - log2 k: the two interact, as a branch multiplier and the LR do), on half-doublings
+// of both, so that the LR re-tuned at every k lands exactly on its optimum and the profile over the
+// LR is 2 + 0.08 (log2 k - log2 k*)^2. A row at k = 0 rides along: it has no log2.
+namespace {
+
+constexpr double kK = 1.0;
+double planted_k(double depth) { return kK - 0.5 * std::log2(depth); }
+
+SweepTable branch_table(const std::vector<int64_t>& depths, int seeds) {
+  SweepTable t;
+  t.db = "planted-branch";
+  for (int64_t d : depths)
+    for (int s = 0; s < seeds; ++s)
+      for (double lk = -4; lk <= 2 + 1e-9; lk += 0.5)
+        for (double x = -12; x <= 0 + 1e-9; x += 0.5) {
+          SweepRow r;
+          r.param = "standard";
+          r.width = 64;
+          r.depth = d;
+          r.seed = s;
+          r.lr_log2 = x;
+          r.axes["hp.branch_mult"] = fmt::format("{:.17g}", std::exp2(lk));
+          const double dx = x - (-6 - lk), dk = lk - planted_k(static_cast<double>(d));
+          r.final_loss = 2.0 + 0.05 * dx * dx + 0.08 * dk * dk;
+          r.id = fmt::format("{}-{}-{}-{}", d, s, lk, x);
+          t.rows.push_back(r);
+        }
+  return t;
+}
+
+}  // namespace
+
+TEST(PredictHparam, RecoversAPlantedBranchMultiplierLawWithTheLrRetunedAtEveryValue) {
+  SweepTable t = branch_table({2, 4, 8, 16}, 2);
+  SweepRow zero = t.rows.front();
+  zero.axes["hp.branch_mult"] = "0";
+  t.rows.push_back(zero);
+  EXPECT_EQ(swept_hparams(t), std::vector<std::string>{"hp.branch_mult"});
+  const HparamProfile prof = profile_over_lr(t, "hp.branch_mult");
+  EXPECT_EQ(prof.left_out, 1);
+  EXPECT_EQ(prof.lr_values, 25);
+  // One row per (depth, seed, k): the run at its re-tuned LR, k in the LR's place.
+  EXPECT_EQ(prof.table.rows.size(), 4u * 2u * 13u);
+  for (const auto& r : prof.table.rows) EXPECT_EQ(r.axes.count("hp.branch_mult"), 0u);
+
+  PredictOptions o = targets({{"depth", 64}});
+  o.hparam = "hp.branch_mult";
+  const auto preds = predict(t, o);
+  ASSERT_EQ(preds.size(), 1u);
+  const Prediction& p = preds[0];
+  EXPECT_EQ(p.hparam, "hp.branch_mult");
+  EXPECT_EQ(p.status, "predicted");
+  EXPECT_NEAR(p.fit.slope, -0.5, 1e-9);
+  EXPECT_NEAR(p.lr_log2, planted_k(64), 1e-9);
+  const std::string md = predict_markdown(preds, o);
+  EXPECT_NE(md.find("predicted log2 hp.branch_mult [90%]"), std::string::npos) << md;
+  EXPECT_EQ(md.find("log2 LR"), std::string::npos) << md;
+  const nlohmann::json j = predict_to_json(preds, o);
+  EXPECT_EQ(j["hparam"], "hp.branch_mult");
+  EXPECT_NEAR(j["predictions"][0]["value"].get<double>(), std::exp2(planted_k(64)), 1e-9);
+  EXPECT_FALSE(j["predictions"][0].contains("lr"));
+
+  // Held out at depth 16: no error, no regret; the base's k (depth 2) carried is 1.5 doublings off.
+  PredictOptions h;
+  h.holdout = true;
+  h.hparam = "hp.branch_mult";
+  const auto held = predict(t, h);
+  ASSERT_EQ(held.size(), 1u);
+  EXPECT_NEAR(held[0].error, 0.0, 1e-9);
+  EXPECT_NEAR(held[0].regret, 0.0, 1e-9);
+  EXPECT_NEAR(held[0].base_error, 1.5, 1e-9);
+  EXPECT_NEAR(held[0].base_regret, 100.0 * 0.08 * 1.5 * 1.5 / 2.0, 1e-9);
+
+  // The LR prediction of the same store is unchanged by the option's existence: one group per k.
+  PredictOptions lr = targets({{"depth", 64}});
+  EXPECT_EQ(predict(t, lr).size(), 13u);
+}
+
+TEST(PredictHparam, BadKeysAreOneUserErrorNamingWhatIsSwept) {
+  const SweepTable t = branch_table({2, 4, 8}, 1);
+  auto message = [](const SweepTable& table, PredictOptions o) {
+    try {
+      predict(table, o);
+    } catch (const UserError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  PredictOptions o = targets({{"depth", 16}});
+  o.hparam = "hp.brnach_mult";
+  const std::string unknown = message(t, o);
+  EXPECT_NE(unknown.find("--hparam"), std::string::npos) << unknown;
+  EXPECT_NE(unknown.find("it sweeps hp.branch_mult"), std::string::npos) << unknown;
+  o.hparam = "model.depth";  // a scale, not a hyperparameter
+  EXPECT_NE(message(t, o).find("--hparam"), std::string::npos);
+  PredictOptions both = targets({{"train.batch_size", 16}});
+  both.hparam = "batch";
+  EXPECT_NE(message(t, both).find("also a target axis"), std::string::npos);
+  // A store that sweeps nothing beside the LR says so.
+  PredictOptions none = targets({{"width", 1024}});
+  none.hparam = "hp.branch_mult";
+  EXPECT_NE(message(table(widths({64, 128, 256}), 1, 0.0, 3), none).find("it sweeps none beside the LR"), std::string::npos);
+}
+
 // The CLI on the H100 store of docs/results/width_2048_gpu.md: issue 37's held-out check (fit on
 // 64..512, read at 1024 and 2048) runs and writes JSON; bad flags are one line and exit 2.
 TEST(PredictCli, HeldOutOnTheGpuWidthStoreAndBadFlags) {
@@ -273,7 +380,8 @@ TEST(PredictCli, HeldOutOnTheGpuWidthStoreAndBadFlags) {
   ASSERT_EQ(j["predictions"].size(), 4u);  // mup and standard, at 1024 and 2048
   for (const auto& p : j["predictions"]) EXPECT_TRUE(p["held_out"].get<bool>());
   for (const std::string bad : {"--at width", "--at width=x", "--at width=2048,width=4096", "--at nosuch=3",
-                                "--holdout --fit-upto -1", "--at width=2048 --bootstrap -1"}) {
+                                "--holdout --fit-upto -1", "--at width=2048 --bootstrap -1",
+                                "--at width=2048 --hparam hp.branch_mult"}) {
     const auto b = run_cli("predict --db " + db + " " + bad);
     EXPECT_EQ(b.code, 2) << bad << ": " << b.err;
     EXPECT_EQ(std::count(b.err.begin(), b.err.end(), '\n'), 1) << bad << ": " << b.err;

@@ -93,11 +93,14 @@ class Prediction(dict):
 
 
 def predict(db, at=None, holdout=False, fit_upto=None, param=None, max_extrapolation=3, bootstrap=200,
-            near_optimal=0):
+            near_optimal=0, hparam=None):
     """The optimal LR at a target scale from one or more sweep stores, with its 90% interval
     (src/report/predict.h: a power law per axis, declined past max_extrapolation doublings).
     near_optimal=PCT: each scale's optimum is the centre of the LRs within PCT% of its best loss
     (every near-optimal run counts), not the parabola vertex.
+    hparam=KEY: predict that swept hyperparameter's optimum (a grid key such as "hp.branch_mult",
+    swept beside the LR and a scale; the LR re-tuned at each of its values) instead of the LR's;
+    each prediction's "value" and "value_log2" hold it.
 
         p = scaleinv.predict("runs/sweeps/width.db", at={"width": 2048})
         p = scaleinv.predict("runs/sweeps/width.db", holdout=True, fit_upto=512)
@@ -115,7 +118,9 @@ def predict(db, at=None, holdout=False, fit_upto=None, param=None, max_extrapola
     if isinstance(bootstrap, bool) or not isinstance(bootstrap, int):
         raise UserError(f"bootstrap: {bootstrap!r} is not an integer (fix: bootstrap=200)")
     near = _number("near_optimal", near_optimal, "near_optimal=0.25 (percent of the best loss), or 0", lo=0, hi=50)
-    data, text = _scaleinv.predict(_db_list(db), at, holdout, fit, param or "", ext, bootstrap, near)
+    if hparam is not None and not isinstance(hparam, str):
+        raise UserError(f"hparam: {hparam!r} is not a grid key (fix: hparam='hp.branch_mult')")
+    data, text = _scaleinv.predict(_db_list(db), at, holdout, fit, param or "", ext, bootstrap, near, hparam or "")
     return Prediction(json.loads(data), text)
 
 

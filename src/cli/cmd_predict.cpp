@@ -1,6 +1,6 @@
 // `scaleinv predict --db FILE [--db FILE ...] (--at AXIS=VALUE[,AXIS=VALUE...] | --holdout)
-//                  [--fit-upto V] [--param NAME] [--max-extrapolation D] [--bootstrap N] [--json FILE]`
-// The optimal LR at a scale not trained, with its 90% interval, from one or more sweep stores
+//                  [--fit-upto V] [--param NAME] [--hparam KEY] [--max-extrapolation D] [--bootstrap N] [--json FILE]`
+// The optimal LR (or, with --hparam, another swept hyperparameter's optimum) at a scale not trained, with its 90% interval, from one or more sweep stores
 // (report/predict.h says how it is fitted and when it is declined); --holdout fits every group on
 // all values but the largest and reports the error and regret there. Prints markdown tables;
 // --json writes the same as JSON (atomically). UserError (exit 2) for bad input.
@@ -51,7 +51,7 @@ void add_predict_command(CLI::App& app, int& exit_code) {
   struct Opts {
     std::vector<std::string> dbs, at;
     bool holdout = false;
-    std::string param, json;
+    std::string param, hparam, json;
     double max_extrapolation = 3, fit_upto = 0, near_optimal = 0;
     int bootstrap = 200;
   };
@@ -64,6 +64,9 @@ void add_predict_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--holdout", o->holdout, "fit on all values but the largest of each axis and check the prediction there");
   cmd->add_option("--fit-upto", o->fit_upto, "with --holdout: fit on the values up to this one, check each larger one");
   cmd->add_option("--param", o->param, "only this parameterization (default: every one in the store)");
+  cmd->add_option("--hparam", o->hparam,
+                  "predict this swept hyperparameter's optimum (a grid key such as hp.branch_mult; the LR re-tuned at "
+                  "each of its values) instead of the LR's");
   cmd->add_option("--max-extrapolation", o->max_extrapolation,
                   "doublings past the fitted values at most (default 3; never more than the fitted span)");
   cmd->add_option("--near-optimal", o->near_optimal,
@@ -77,6 +80,7 @@ void add_predict_command(CLI::App& app, int& exit_code) {
     popts.holdout = o->holdout;
     popts.fit_upto = o->fit_upto;
     popts.param = o->param;
+    popts.hparam = o->hparam;
     popts.max_extrapolation = o->max_extrapolation;
     popts.transfer.bootstrap = o->bootstrap;
     popts.near_optimal_pct = o->near_optimal;

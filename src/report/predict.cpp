@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/errors.h"
+#include "report/hparam_profile.h"
 #include "report/seed_curves.h"
 
 namespace scaleinv {
@@ -20,6 +21,10 @@ namespace {
 
 const double kNaN = std::nan("");
 using seed_curves::SeedTable;
+
+bool is_lr(const std::string& hparam) { return hparam.empty() || hparam == "lr"; }
+// What the tables and notes call the predicted hyperparameter.
+std::string label(const std::string& hparam) { return is_lr(hparam) ? "LR" : hparam; }
 
 // A draw's located optimum on one curve, and the curve itself.
 struct DrawCurve {
@@ -257,6 +262,7 @@ Prediction predict_one(const std::string& axis, const seed_curves::Part& key, co
   p.fixed = key.fixed;
   p.context = key.context;
   p.param = param;
+  p.hparam = is_lr(opts.hparam) ? "lr" : opts.hparam;
   p.target = target;
   p.held_out = held != kNone;
   set_nan_holdout(p);
@@ -267,8 +273,8 @@ Prediction predict_one(const std::string& axis, const seed_curves::Part& key, co
   p.extrapolation = outside(target, p.fit.values.front(), p.fit.values.back());
   for (size_t i = 0; i < n_fit; ++i)
     if (p.fit.at_edge[i])
-      p.notes.push_back(fmt::format("the optimum at {} {:g} sits at the LR grid's edge: a bound, not a value; widen the grid",
-                                    axis, p.fit.values[i]));
+      p.notes.push_back(fmt::format("the optimum at {} {:g} sits at the {} grid's edge: a bound, not a value; widen the grid",
+                                    axis, p.fit.values[i], label(opts.hparam)));
   if (fits[0].n < 2 || !std::isfinite(fits[0].slope)) {
     p.status = "declined: fewer than two located optima to fit";
     return p;
@@ -291,10 +297,11 @@ Prediction predict_one(const std::string& axis, const seed_curves::Part& key, co
   const size_t h = held;
   p.measured = pc.by_draw[0][h].opt.lr_log2;
   if (pc.by_draw[0][h].opt.at_edge)
-    p.notes.push_back("the held-out optimum sits at the LR grid's edge: the error is a bound");
+    p.notes.push_back(fmt::format("the held-out optimum sits at the {} grid's edge: the error is a bound", label(opts.hparam)));
   p.error = p.lr_log2 - p.measured;
   p.regret = regret_at(pc.by_draw[0][h].points, p.lr_log2);
-  if (std::isnan(p.regret)) p.notes.push_back("the predicted LR lies outside the held-out grid: no regret");
+  if (std::isnan(p.regret))
+    p.notes.push_back(fmt::format("the predicted {} lies outside the held-out grid: no regret", label(opts.hparam)));
   p.base_lr_log2 = pc.by_draw[0][0].opt.lr_log2;
   p.base_error = p.base_lr_log2 - p.measured;
   p.base_regret = regret_at(pc.by_draw[0][h].points, p.base_lr_log2);
@@ -360,9 +367,13 @@ void check_predict_request(const PredictOptions& opts) {
     throw UserError("command line", "--fit-upto", "needs --holdout and a positive value", "e.g. --holdout --fit-upto 512");
   if (!(opts.max_extrapolation >= 0) || !std::isfinite(opts.max_extrapolation))
     throw UserError("command line", "--max-extrapolation", "must be a finite number >= 0 (doublings)", "e.g. 3");
-  for (const auto& [raw, v] : opts.at)
+  for (const auto& [raw, v] : opts.at) {
     if (!std::isfinite(v) || v <= 0)
       throw UserError("command line", "--at", fmt::format("{}={} is not a positive number", raw, v), "e.g. --at width=2048");
+    if (!is_lr(opts.hparam) && canonical_axis(raw) == canonical_axis(opts.hparam))
+      throw UserError("command line", "--hparam", fmt::format("'{}' is also a target axis (--at {})", opts.hparam, raw),
+                      "predict a hyperparameter at a scale: name a scale in --at and another key in --hparam");
+  }
 }
 
 Optimum near_optimal_centre(const std::vector<double>& x, const std::vector<double>& y, double pct) {
@@ -398,8 +409,13 @@ std::string Prediction::title() const {
   return fmt::format("{}, {}{}", param, axis, seed_curves::held_text(fixed, context));
 }
 
-std::vector<Prediction> predict(const SweepTable& table, const PredictOptions& opts_in) {
+std::vector<Prediction> predict(const SweepTable& store, const PredictOptions& opts_in) {
   PredictOptions opts = opts_in;
+  check_predict_request(opts);
+  // Another hyperparameter than the LR: its profile over the LR takes the store's place.
+  HparamProfile profile;
+  if (!is_lr(opts.hparam)) profile = profile_over_lr(store, opts.hparam);
+  const SweepTable& table = is_lr(opts.hparam) ? store : profile.table;
   std::map<std::string, double> at;
   check_options(table, opts, at);
   opts.at = at;
@@ -445,6 +461,9 @@ std::vector<Prediction> predict(const SweepTable& table, const PredictOptions& o
 
 std::string predict_markdown(const std::vector<Prediction>& preds, const PredictOptions& opts) {
   std::string s;
+  const std::string what = label(opts.hparam);
+  if (!is_lr(opts.hparam))
+    s += fmt::format("Predicted: {} (at each of its values the LR re-tuned: the grid point of least seed-mean loss).\n\n", what);
   if (opts.near_optimal_pct > 0)
     s += fmt::format("Optima: the centre of each curve's near-optimal band (within {:g}% of its best loss), not the "
                      "parabola vertex.\n\n", opts.near_optimal_pct);
@@ -466,8 +485,9 @@ std::string predict_markdown(const std::vector<Prediction>& preds, const Predict
     return refs;
   };
   if (any_target) {
-    s += "| group | fitted optima (log2 LR) | drift (doublings/doubling) [5-95%] | target | outside the data (doublings) | "
-         "predicted log2 LR [90%] | LR |\n|---|---|---|---|---|---|---|\n";
+    s += fmt::format("| group | fitted optima (log2 {0}) | drift (doublings/doubling) [5-95%] | target | outside the data "
+                     "(doublings) | predicted log2 {0} [90%] | {0} |\n|---|---|---|---|---|---|---|\n",
+                     what);
     for (const auto& p : preds) {
       if (p.held_out) continue;
       const std::string pred = p.status == "predicted"
@@ -480,11 +500,13 @@ std::string predict_markdown(const std::vector<Prediction>& preds, const Predict
   }
   if (any_held) {
     if (!s.empty()) s += "\n";
-    s += "Held out: fitted on every value but the largest (or up to --fit-upto), read at each value above. Error in doublings (predicted - measured "
-         "optimum); regret of training at the predicted LR, against the best grid point there; the baseline carries the "
-         "smallest value's optimum unchanged (also the parameterization's own rule):\n\n"
-         "| group | fitted on | held out | predicted [90%] | measured [5-95%] | error [5-95%] | regret [5-95%] | "
-         "base carried: error, regret [5-95%] |\n|---|---|---|---|---|---|---|---|\n";
+    s += fmt::format("Held out: fitted on every value but the largest (or up to --fit-upto), read at each value above. Error in "
+                     "doublings (predicted - measured optimum); regret of training at the predicted {}, against the best grid "
+                     "point there; the baseline carries the smallest value's optimum unchanged (also the parameterization's "
+                     "own rule):\n\n"
+                     "| group | fitted on | held out | predicted [90%] | measured [5-95%] | error [5-95%] | regret [5-95%] | "
+                     "base carried: error, regret [5-95%] |\n|---|---|---|---|---|---|---|---|\n",
+                     what);
     for (const auto& p : preds) {
       if (!p.held_out) continue;
       if (p.status != "predicted") {
@@ -521,11 +543,12 @@ nlohmann::json predict_to_json(const std::vector<Prediction>& preds, const Predi
     fit["optima_hi"] = hi;
     nlohmann::json j = {{"axis", p.axis}, {"fixed", p.fixed}, {"context", p.context}, {"param", p.param},
                         {"title", p.title()}, {"fit", fit}, {"target", p.target}, {"extrapolation_doublings", n(p.extrapolation)},
-                        {"status", p.status}, {"lr_log2", n(p.lr_log2)}, {"interval_log2", {n(p.lo), n(p.hi)}},
-                        {"lr", n(std::exp2(p.lr_log2))},
+                        {"status", p.status}, {"hparam", p.hparam}, {"value_log2", n(p.lr_log2)},
+                        {"interval_log2", {n(p.lo), n(p.hi)}}, {"value", n(std::exp2(p.lr_log2))},
                         {"notes", p.notes}, {"held_out", p.held_out},
                         {"optimum", opts.near_optimal_pct > 0 ? fmt::format("near-optimal band centre, {:g}%", opts.near_optimal_pct)
                                                               : std::string("parabola vertex")}};
+    if (p.hparam == "lr") j["lr_log2"] = n(p.lr_log2), j["lr"] = n(std::exp2(p.lr_log2));
     if (p.held_out)
       j["holdout"] = {{"measured_log2", n(p.measured)}, {"measured_interval", {n(p.measured_lo), n(p.measured_hi)}},
                       {"error_doublings", n(p.error)}, {"error_interval", {n(p.error_lo), n(p.error_hi)}},
@@ -537,6 +560,7 @@ nlohmann::json predict_to_json(const std::vector<Prediction>& preds, const Predi
   nlohmann::json at = nlohmann::json::object();
   for (const auto& [k, v] : opts.at) at[k] = v;
   return {{"at", at},
+          {"hparam", is_lr(opts.hparam) ? std::string("lr") : opts.hparam},
           {"holdout", opts.holdout},
           {"fit_upto", opts.fit_upto > 0 ? nlohmann::json(opts.fit_upto) : nlohmann::json(nullptr)},
           {"max_extrapolation_doublings", opts.max_extrapolation},

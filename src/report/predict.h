@@ -52,6 +52,12 @@
 // grid point, in percent; both with their bootstrap intervals (per resample: that resample's law
 // and curve). Baseline: the smallest value's optimum carried unchanged, which is also the
 // parameterization's own rule (a swept LR is the base LR the table's exponents scale).
+// Another hyperparameter (`hparam`, a numeric grid key swept beside the LR and a scale, e.g.
+// hp.branch_mult): its optimum is read, fitted, held out and declined exactly as the LR's, on the
+// store's profile over the LR (report/hparam_profile.h: at every value of the key the LR re-tuned,
+// so a held-out regret is that of the predicted value with the LR re-tuned there). The tables and
+// notes name the key where they name the LR; under a scale-invariant parameterization a multiplier's
+// own rule is the base's value carried (exponent 0), which the baseline column is.
 #include <map>
 #include <string>
 #include <vector>
@@ -69,6 +75,7 @@ struct PredictOptions {
   bool holdout = false;          // the held-out check instead of (or beside) a target
   double fit_upto = 0;           // holdout: fit on the values <= this, check every larger one (0: all but the largest)
   std::string param;             // only this parameterization ("" = every one)
+  std::string hparam;            // "" or "lr": the LR; else a swept hyperparameter's grid key (above)
   double max_extrapolation = 3;  // doublings outside the fitted values, at most
   double near_optimal_pct = 0;   // > 0: each optimum is its near-optimal band's centre (above); 0: the parabola vertex
   double z = 1.6448536269514722; // the normal quantile of the interval's upper end (90%: 0.95)
@@ -92,6 +99,7 @@ Optimum near_optimal_centre(const std::vector<double>& x, const std::vector<doub
 
 struct Prediction {
   std::string axis, fixed, context, param;  // the group (as transfer-report titles it) and param
+  std::string hparam = "lr";  // what is predicted: "lr" or a grid key; every *_log2 below is log2 of it
   PowerLawFit fit;
   double target = 0;          // the axis value read (the held-out value under holdout)
   double extrapolation = 0;   // doublings outside the fitted values (0 inside)
@@ -110,11 +118,12 @@ struct Prediction {
 // The predictions for `opts.at` (one per group of each named axis and parameterization) and,
 // with opts.holdout, the held-out checks. UserError (exit 2) for a target axis the store does not
 // hold and that is no scale (named with the axes it holds), a value that is not a positive finite
-// number, neither a target nor holdout, fit_upto without holdout, a parameterization the store lacks, or no group to fit.
+// number, neither a target nor holdout, fit_upto without holdout, a parameterization the store lacks,
+// an hparam the store does not sweep beside the LR (or also named as a target axis), or no group to fit.
 std::vector<Prediction> predict(const SweepTable& table, const PredictOptions& opts);
 
 // The checks that need no store (a target or holdout, fit_upto, max_extrapolation, positive
-// values): UserError as predict's. predict runs them first; a caller may run them before reading.
+// values, an hparam that is not also a target axis): UserError as predict's. predict runs them first; a caller may run them before reading.
 void check_predict_request(const PredictOptions& opts);
 
 // The markdown tables `scaleinv predict` prints (predictions, then held-out checks); the

@@ -56,6 +56,16 @@ class PredictTest(unittest.TestCase):
         self.assertTrue(d["status"].startswith("declined:"), d["status"])
         self.assertIsNone(d["lr_log2"])
 
+    def test_hparam_names_what_the_store_sweeps(self):
+        # The width store sweeps nothing beside the LR: predicting another key is one line.
+        with self.assertRaisesRegex(scaleinv.UserError, "--hparam.*sweeps none beside the LR"):
+            scaleinv.predict(DB, at={"width": 4096}, hparam="hp.branch_mult")
+        with self.assertRaisesRegex(scaleinv.UserError, "hparam"):
+            scaleinv.predict(DB, at={"width": 4096}, hparam=3)
+        (q,) = scaleinv.predict(DB, at={"width": 4096}, param="standard", hparam="lr").predictions
+        self.assertEqual(q["hparam"], "lr")
+        self.assertEqual(q["value_log2"], q["lr_log2"])
+
     def test_report_is_transfer_reports_analysis(self):
         r = scaleinv.report(DB, bootstrap=20)
         groups = {g["title"]: g for g in r["groups"]} if "groups" in r else {}
