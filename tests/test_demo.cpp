@@ -8,6 +8,7 @@
 #include <map>
 #include <regex>
 #include <sstream>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -121,4 +122,33 @@ TEST(Demo, QuickDemoWithoutGnuplotWritesTheReportWithoutPlots) {
   for (const auto& e : fs::recursive_directory_iterator(dir + "/demo"))
     images += e.path().extension() == ".png" || e.path().extension() == ".svg";
   EXPECT_EQ(images, 0);
+}
+
+// --model (issue 36: "the demo's --model choices"): the width section trains the model named, from
+// its table of examples/demo/models.toml, with that table's scale-invariant row against standard;
+// the rest of the demo is unchanged. A name the file does not hold is one line, exit 2.
+TEST(Demo, QuickDemoTrainsTheChosenModelInItsWidthSection) {
+  for (const auto& [model, scaled, label] :
+       {std::tuple<std::string, std::string, std::string>{"llama", "mup", "Llama decoder"},
+        {"moe", "mup-moe", "mixture-of-experts decoder"}}) {
+    const std::string dir = temp_dir("demo_model_" + model);
+    auto r = run_cli("demo --quick --model " + model + " --out " + dir);
+    ASSERT_EQ(r.code, 0) << model << ": " << r.err;
+    EXPECT_NE(r.out.find("Width transfer: standard vs " + scaled + " on the byte-level KJV " + label), std::string::npos)
+        << r.out;
+    const std::string md = slurp(dir + "/report.md");
+    EXPECT_NE(md.find("Width sweep: " + label), std::string::npos) << md;
+    EXPECT_NE(md.find("| width transfer (depth 2) | " + scaled + " |"), std::string::npos) << md;
+    EXPECT_NE(md.find("| depth transfer (width 128) | depth-mup |"), std::string::npos) << md;
+    // Every point of the width store is the model named.
+    EXPECT_EQ(std::system(fmt::format("test \"$(sqlite3 {}/width-sweep.db \"select count(*) from points where "
+                                      "json_extract(config, '$.model.kind') != '{}'\")\" = 0",
+                                      dir, model)
+                              .c_str()),
+              0);
+  }
+  const auto bad = run_cli("demo --quick --model nosuch --out " + temp_dir("demo_model_bad"));
+  EXPECT_EQ(bad.code, 2) << bad.err;
+  EXPECT_NE(bad.err.find("'nosuch' is not a demo model (the demo has gpt, llama, moe)"), std::string::npos) << bad.err;
+  EXPECT_EQ(std::count(bad.err.begin(), bad.err.end(), '\n'), 1) << bad.err;
 }

@@ -1,7 +1,10 @@
-// `scaleinv demo [--out DIR] [--resume] [--quick] [--device cpu|cuda]`: the main job, on the files in examples/demo/ (compiled in; issue 8).
+// `scaleinv demo [--out DIR] [--resume] [--quick] [--device cpu|cuda] [--model gpt|llama|moe]`: the main job,
+// on the files in examples/demo/ (compiled in; issue 8).
 // 1. the theory's verdicts for every preset (seed 000 sections 1-2, seed 004);
 // 2. coordinate checks of standard vs mup on the bigram model, judged against the theory;
-// 3. a width-transfer sweep of standard vs mup on the byte-level KJV GPT (widths 64..512);
+// 3. a width-transfer sweep of standard vs mup on the byte-level KJV GPT (widths 64..512); --model llama
+//    or moe trains the Llama decoder or the mixture of experts there instead (examples/demo/models.toml:
+//    each model a table merged over the sweep file, so a new demo model is a new table, not code);
 // 4. a depth-transfer sweep of standard vs depth-mup on the residual MLP (Fashion-MNIST, depths 4..64);
 // then one self-contained HTML report (and its markdown twin) in DIR. Whatever the sweeps show is
 // what the report shows: the verdicts come from report/transfer.h, never from this file.
@@ -73,12 +76,25 @@ struct DemoTable {
 
 const char* yes_no(bool b) { return b ? "yes" : "NO"; }
 
+// The demo's width-section model `name`: its table of examples/demo/models.toml (label, and `over`,
+// merged over width_sweep.toml). UserError for a name the file has no table for.
+const toml::table& demo_model(const toml::table& models, const std::string& name) {
+  if (const toml::table* t = models.get_as<toml::table>(name)) return *t;
+  std::string known;
+  for (const auto& [k, v] : models) known += (known.empty() ? "" : ", ") + std::string(k.str());
+  throw UserError("command line", "--model", fmt::format("'{}' is not a demo model (the demo has {})", name, known),
+                  "e.g. --model llama");
+}
+
 // The demo's sweep `which` ("width" or "depth"): examples/demo/<which>_sweep.toml as compiled in
-// (generated/demo_sweeps.h); under --quick with examples/demo/quick.toml's [<which>] merged over it.
+// (generated/demo_sweeps.h), `over` merged over it (the width section's model), then under --quick
+// examples/demo/quick.toml's [<which>].
 // Every run on `device`: train.device set, where not the CPU (the default, so a CPU demo's sweep
 // files, point ids and --resume stay as they were).
-toml::table demo_sweep(const char* text, const std::string& which, bool quick, const std::string& device) {
+toml::table demo_sweep(const char* text, const std::string& which, bool quick, const std::string& device,
+                       const toml::table* over = nullptr) {
   toml::table root = parse_toml(text, "examples/demo/" + which + "_sweep.toml");
+  if (over) merge_toml(root, *over);
   if (quick) {
     const toml::table q = parse_toml(kDemo_quick, "examples/demo/quick.toml");
     if (const toml::table* over = q.get_as<toml::table>(which)) merge_toml(root, *over);
@@ -226,6 +242,7 @@ void add_demo_command(CLI::App& app, int& exit_code) {
     bool resume = false;
     bool quick = false;
     std::string device = "cpu";
+    std::string model = "gpt";
   };
   auto o = std::make_shared<Opts>();
   auto* demo = app.add_subcommand("demo", "Run the end-to-end demo on embedded defaults and write a report");
@@ -233,11 +250,21 @@ void add_demo_command(CLI::App& app, int& exit_code) {
   demo->add_flag("--resume", o->resume, "keep the sweep points a killed demo already finished");
   demo->add_flag("--quick", o->quick, "tiny sizes (seconds; for tests), not evidence");
   demo->add_option("--device", o->device, "cpu (default) or cuda: where every run trains");
+  demo->add_option("--model", o->model,
+                   "the width section's language model: gpt (default), llama or moe (examples/demo/models.toml)");
   demo->callback([o, &exit_code] {
     resolve_device(o->device, "command line", "--device");  // before anything is written
     if (o->out.empty())
       throw UserError("command line", "--out", "is empty", "give a directory for the report, e.g. --out runs/demo");
-    const toml::table width = demo_sweep(kDemo_width_sweep, "width", o->quick, o->device);
+    const toml::table models = parse_toml(kDemo_models, "examples/demo/models.toml");
+    const toml::table& model = demo_model(models, o->model);
+    const std::string label = model["label"].value_or(o->model);
+    const toml::table width = demo_sweep(kDemo_width_sweep, "width", o->quick, o->device, model.get_as<toml::table>("over"));
+    // The scale-invariant parameterization the width sweep sets against standard.
+    std::string scaled = "mup";
+    if (const toml::array* ps = width["grid"]["param"].as_array())
+      for (const auto& p : *ps)
+        if (p.value_or(std::string()) != "standard") scaled = p.value_or(scaled);
     const toml::table depth_toml = demo_sweep(kDemo_depth_sweep, "depth", o->quick, o->device);
     std::filesystem::create_directories(o->out);
     const bool plots = gnuplot_available();
@@ -251,7 +278,7 @@ void add_demo_command(CLI::App& app, int& exit_code) {
     std::printf("%s", md.c_str());
     sections.push_back(coordcheck_section(o->out, o->quick, o->device, plots, md));
 
-    std::printf("\n## 3. Width transfer: standard vs mup on the byte-level KJV GPT\n");
+    std::printf("\n## 3. Width transfer: standard vs %s on the byte-level KJV %s\n", scaled.c_str(), label.c_str());
     SweepTable rows = run_demo_sweep(width, "demo width sweep", o->out + "/width-sweep.db", o->resume);
     std::printf("\n## 4. Depth transfer: standard vs depth-mup on the residual MLP (Fashion-MNIST)\n");
     SweepTable depth = run_demo_sweep(depth_toml, "demo depth sweep", o->out + "/depth-sweep.db", o->resume);
@@ -265,12 +292,12 @@ void add_demo_command(CLI::App& app, int& exit_code) {
     a.name = "scaleinv demo";
 
     const std::string setup = fmt::format(
-        "Width sweep: GPT depth 2, head_dim 16, batch 8 x 32 bytes of the KJV, AdamW with warmup and cosine decay, "
+        "Width sweep: {} depth 2, head_dim 16, batch 8 x 32 bytes of the KJV, AdamW with warmup and cosine decay, "
         "{} steps, widths {}, log2 LR {}, seeds {}; base width 64. Depth sweep: residual MLP width 128 (ReLU, "
         "branch multiplier 0.5), Fashion-MNIST batch 64, Adam, {} steps, depths {}, log2 LR {}, seeds {}; base "
         "width 128 and base depth {} (the two parameterizations are the same network at the smallest depth). "
         "Loss: mean training loss over the last 10% of steps.{}",
-        shown(width, "train", "steps"), shown(width, "grid", "model.width"), shown(width, "grid", "lr_log2"),
+        label, shown(width, "train", "steps"), shown(width, "grid", "model.width"), shown(width, "grid", "lr_log2"),
         shown(width, "grid", "seed"), shown(depth_toml, "train", "steps"), shown(depth_toml, "grid", "model.depth"),
         shown(depth_toml, "grid", "lr_log2"), shown(depth_toml, "grid", "seed"), shown(depth_toml, "param", "base_depth"),
         o->quick ? " QUICK MODE: sizes for tests, not evidence." : "");

@@ -1,4 +1,4 @@
-// `scaleinv scales --model bigram|resmlp|gpt|vit --param NAME|FILE [--widths 64,128,...] [--depths 2,4,...]
+// `scaleinv scales --model KIND --param NAME|FILE [--widths 64,128,...] [--depths 2,4,...]
 //                 [--optimizer adam] [--seed S] [--json PATH] [--plot DIR] [--strict]
 //                 [--config FILE] [--set key=value]...`
 // The RMS of every operation's output (forward) and of every gradient (backward) at init, PASS where
@@ -45,7 +45,7 @@ void add_scales_command(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("scales",
                                  "RMS of every op's output and gradient at init, PASS within a factor 2 of 1 "
                                  "(unit scaling)");
-  cmd->add_option("--model", o->model, "bigram, resmlp, gpt or vit (default: the config's, gpt)");
+  cmd->add_option("--model", o->model, model_kind_list() + " (default: the config's, gpt)");
   cmd->add_option("--param", o->param, "preset name or .toml file, e.g. u-mup, mup, standard");
   cmd->add_option("--optimizer", o->optimizer, "optimizer family for the table's columns (default adamw)");
   cmd->add_option("--widths", o->widths, "comma-separated widths (default: the config's width)");
