@@ -205,6 +205,48 @@ TEST(MuonStep, VectorsAndUnorthogonalizedRolesTakeAdamW) {
   EXPECT_NEAR(((q0 - q.detach()).norm() / c.lr).item<double>(), 0.69644, 1e-4);
 }
 
+// A mixture's experts [E, out, in] (models/moe.cpp): Muon orthogonalizes each expert's [out, in] on its
+// own, as it would that matrix alone as a hidden one (scale max(1, out/in)^1/2 per expert), and
+// leaves the router [E, d] to AdamW, as the readout.
+TEST(MuonStep, EachExpertOfAStackIsOrthogonalizedOnItsOwnAndTheRouterTakesAdamW) {
+  torch::manual_seed(9);
+  const torch::Tensor x0 = torch::randn({3, 6, 4}, torch::kFloat64), r0 = torch::randn({3, 4}, torch::kFloat64);
+  auto grad = [](int s, int64_t n, int i) {
+    return torch::sin(torch::arange(n, torch::kFloat64) * (s + 1) + i) * (1.0 + 0.5 * s);
+  };
+  OptimConfig c;
+  c.kind = "muon";
+  c.lr = 0.02;
+  c.weight_decay = 0.1;
+  c.eps = 1e-6;
+  torch::Tensor x = leaf(x0), r = leaf(r0);
+  auto opt = make_optimizer(c, {group("experts", x, Role::Expert, 2.0), group("router", r, Role::Router, 0.5)});
+  std::vector<torch::Tensor> alone;
+  std::vector<std::unique_ptr<Optimizer>> alone_opt;
+  for (int64_t j = 0; j < 3; ++j) {
+    alone.push_back(leaf(x0[j]));
+    alone_opt.push_back(make_optimizer(c, {group("hidden", alone.back(), Role::Hidden, 2.0)}));
+  }
+  OptimConfig ac = c;
+  ac.kind = "adamw";
+  torch::Tensor r2 = leaf(r0);
+  auto adamw = make_optimizer(ac, {group("router", r2, Role::Router, 0.5)});
+  for (int s = 0; s < 3; ++s) {
+    const torch::Tensor g = grad(s, 72, 0).view({3, 6, 4});
+    x.mutable_grad() = g;
+    r.mutable_grad() = grad(s, 12, 1).view({3, 4});
+    r2.mutable_grad() = grad(s, 12, 1).view({3, 4});
+    for (int64_t j = 0; j < 3; ++j) alone[j].mutable_grad() = g[j].clone();
+    opt->step(0.75);
+    adamw->step(0.75);
+    for (auto& o : alone_opt) o->step(0.75);
+  }
+  for (int64_t j = 0; j < 3; ++j) EXPECT_LT(max_rel_diff(x.detach()[j], alone[j].detach()), 1e-12) << "expert " << j;
+  EXPECT_TRUE(torch::equal(r.detach(), r2.detach())) << "the router takes AdamW's step exactly";
+  EXPECT_TRUE(muon_orthogonalized(Role::Expert));
+  EXPECT_FALSE(muon_orthogonalized(Role::Router));
+}
+
 TEST(MuonStep, CheckpointContinuesBitForBitAndRefusesOtherKinds) {
   torch::manual_seed(7);
   const torch::Tensor w0 = torch::randn({4, 6}), b0 = torch::randn({6});

@@ -275,7 +275,7 @@ Pred experts_prediction(const ParamTable& t, OptFamily f, const Mapping& m, Coor
     return p;
   }
   const int fi = static_cast<int>(f);
-  const bool normalised = f != OptFamily::SGD;  // Adam, Adafactor; Muon leaves router and experts to AdamW
+  const bool normalised = f != OptFamily::SGD;  // Adam, Adafactor, Muon (the router on AdamW, each expert orthogonalized)
   const double x = t.row(m.target == Target::RouterW ? Role::Router : Role::Expert).experts_lr[fi];
   // A normalised update with one expert-count factor E^-x on both routed roles (x = 0: "tune dense
   // once", the dense model's activations carry to every E).

@@ -1,4 +1,4 @@
-// Muon (ref. [muon]): momentum with Nesterov, the update of every hidden and attention matrix
+// Muon (ref. [muon]): momentum with Nesterov, the update of every hidden, attention and expert matrix
 // orthogonalized by Newton-Schulz and scaled by its shape (optim/muon.h), decoupled weight decay;
 // embeddings, the readout and vector-like tensors on AdamW (optim/adam.cpp), as the reference does.
 // The formulas are those of OptimConfig's comment (optim/optimizer.h).
@@ -44,6 +44,9 @@ double muon_scale_factor(MuonScale rule, int64_t fan_out, int64_t fan_in) {
 namespace optim_detail {
 namespace {
 
+// The leading dimensions of a group's tensor that stack matrices: a member's, an expert's.
+int64_t stack_dims(const ParamGroup& g) { return (g.member_lr.defined() ? 1 : 0) + (g.role == Role::Expert ? 1 : 0); }
+
 class Muon final : public Optimizer {
  public:
   Muon(OptimConfig cfg, std::vector<ParamGroup> groups)
@@ -51,9 +54,9 @@ class Muon final : public Optimizer {
     std::vector<ParamGroup> rest;
     for (size_t i = 0; i < groups_.size(); ++i) {
       const ParamGroup& g = groups_[i];
-      // An ensemble's tensors carry a leading member dimension: a matrix there is [E, out, in, ...].
-      const int64_t matrix_dims = g.member_lr.defined() ? 3 : 2;
-      if (muon_orthogonalized(g.role) && g.param.defined() && g.param.dim() >= matrix_dims) {
+      // Stacks of matrices: an ensemble's tensors carry a leading member dimension, a mixture's
+      // experts a leading expert one ([members,] [experts,] out, in, ...).
+      if (muon_orthogonalized(g.role) && g.param.defined() && g.param.dim() >= stack_dims(g) + 2) {
         muon_.push_back(i);
       } else {
         rest.push_back(g);
@@ -82,13 +85,16 @@ class Muon final : public Optimizer {
       buf.mul_(mu).add_(grad, 1.0 - mu);
       torch::Tensor dir = buf;
       if (cfg_.nesterov) dir = scratch_like(st.scratch, p).copy_(grad).mul_(1.0 - mu).add_(buf, mu);
-      // The matrix each update orthogonalizes: [out, in] (trailing dims flattened), per member.
+      // The matrix each update orthogonalizes: [out, in] (trailing dims flattened), per member and
+      // per expert.
       const bool members = g.member_lr.defined();
-      const int64_t lead = members ? 2 : 1;
+      const int64_t lead = stack_dims(g) + 1;
       std::vector<int64_t> mshape(p.sizes().begin(), p.sizes().begin() + lead);
       mshape.push_back(-1);
       const int64_t fan_out = p.size(lead - 1);
-      const int64_t fan_in = p.numel() / (members ? p.size(0) * fan_out : fan_out);
+      int64_t stacked = 1;
+      for (int64_t i = 0; i + 1 < lead; ++i) stacked *= p.size(i);
+      const int64_t fan_in = p.numel() / (stacked * fan_out);
       const c10::ScalarType compute =
           p.is_cuda() ? torch::kBFloat16 : (p.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32);
       const torch::Tensor o =

@@ -13,7 +13,7 @@ namespace scaleinv {
 inline constexpr double kNsA = 3.4445, kNsB = -4.7750, kNsC = 2.0315;
 
 // O ~ U V^T for M = U S V^T, per matrix over the last two dimensions of m ([..., rows, cols]; a
-// batch of matrices for an ensemble): X_0 = M / (||M||_F + eps), `steps` quintic iterations, on the
+// batch of matrices for an ensemble or a mixture's experts): X_0 = M / (||M||_F + eps), `steps` quintic iterations, on the
 // transpose when rows > cols (so A is the smaller Gram matrix). The iteration maps every singular
 // value above about 1e-3 of ||M||_F into roughly [0.7, 1.2] in 5 steps (it trades exactness for speed,
 // as the reference does), leaves the singular vectors and signs unchanged, and is invariant under

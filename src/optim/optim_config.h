@@ -26,7 +26,8 @@ struct OptimConfig {
   // the gradient instead (L2), as torch does.
   std::string wd_mode = "coupled";
   double clip_grad_norm = 0.0;  // 0: off; else step() first scales all gradients to this global norm
-  // muon (ref. [muon]; optim/muon.cpp): on the hidden and attention matrices (muon_orthogonalized)
+  // muon (ref. [muon]; optim/muon.cpp): on the hidden, attention and expert matrices (muon_orthogonalized;
+  // each expert of an [E, out, in] stack on its own)
   //   B = mu B + (1 - mu) g;  M = nesterov ? (1 - mu) g + mu B : B
   //   O = NS_k(M / (||M||_F + muon_eps * eps_mult))   (k quintic Newton-Schulz steps, (3.4445, -4.7750,
   //       2.0315); on the transpose when fan_out > fan_in; bf16 on CUDA, fp32 on the CPU)

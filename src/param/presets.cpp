@@ -11,7 +11,7 @@
 //    Everett et al.), except `standard` and the dinan-* rows, which keep one epsilon (seed 002
 //    derives no width rule for it).
 //  * Muon LR exponent (ref. [muon]): derive_muon_column (param/table.h): c_muon = c_adam - 1 for the
-//    hidden and attention roles (the same RMS(dW) as the Adam column under a bounded-rank gradient),
+//    hidden, attention and expert roles (the same RMS(dW) as the Adam column under a bounded-rank gradient),
 //    c_adam for the roles Muon leaves to AdamW; `standard` keeps one global LR (c_muon = 0).
 //  * Weight decay is a per-step decay fraction; every preset keeps it width-invariant (wd = 0):
 //    MuAdamW's "lambda *= m" and CompleteP's "lambda_h ~ d" are exactly that under coupled decay.
@@ -58,7 +58,9 @@ ParamTable make(const char* name, const char* source, RoleExponents emb, RoleExp
   t.row(Role::Vector) = vec;
   // Attention projections are hidden matrices (seed 000 1.3; seed 002 eqs. 1.101-1.104, 1.110-1.113).
   for (Role r : {Role::AttnQ, Role::AttnK, Role::AttnV, Role::AttnO}) t.row(r) = hid;
-  for (Role r : all_roles()) derive_muon_column(t.row(r), r);
+  // (The router and expert rows stay empty here: build() gives a dense preset their default_row.)
+  for (Role r : all_roles())
+    if (r < Role::Router) derive_muon_column(t.row(r), r);
   t.attn_logit = attn_logit;
   return t;
 }

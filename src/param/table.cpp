@@ -62,7 +62,9 @@ bool parse_family(const std::string& s, OptFamily* out) {
   return false;
 }
 
-bool muon_orthogonalized(Role r) { return r == Role::Hidden || (r >= Role::AttnQ && r <= Role::AttnO); }
+bool muon_orthogonalized(Role r) {
+  return r == Role::Hidden || r == Role::Expert || (r >= Role::AttnQ && r <= Role::AttnO);
+}
 
 const char* muon_scale_name(MuonScale s) { return kMuonScaleNames[static_cast<int>(s)]; }
 
@@ -98,9 +100,12 @@ TensorScale tensor_scale(const ParamTable& t, Role role, OptFamily f, double m, 
 
 RoleExponents default_row(const ParamTable& t, Role r) {
   if (r == Role::Router) return t.row(Role::Readout);
-  if ((r >= Role::AttnQ && r <= Role::AttnO) || r == Role::Expert) {
+  // The experts are hidden matrices for Muon too (each orthogonalized alone): the hidden row as it
+  // stands, its Muon column included (`standard`'s one global LR stays one).
+  if (r == Role::Expert) return t.row(Role::Hidden);
+  if (r >= Role::AttnQ && r <= Role::AttnO) {
     RoleExponents e = t.row(Role::Hidden);
-    derive_muon_column(e, r);  // the expert's Muon column is AdamW's (not orthogonalized)
+    derive_muon_column(e, r);
     return e;
   }
   return t.row(r);

@@ -39,16 +39,17 @@ bool parse_role(const std::string& s, Role* out);
 std::array<Role, kNumRoles> all_roles();
 
 // Optimizer families with distinct LR exponents (seed 000 eq. 15). Adam covers AdamW and
-// momentumless Adam / sign descent. Muon (ref. [muon]) orthogonalizes the update of the hidden and
-// attention matrices (muon_orthogonalized) and runs AdamW on every other tensor, so its column holds
+// momentumless Adam / sign descent. Muon (ref. [muon]) orthogonalizes the update of the hidden,
+// attention and expert matrices (muon_orthogonalized) and runs AdamW on every other tensor, so its column holds
 // the Muon LR exponent for the former and the AdamW exponent for the latter.
 enum class OptFamily : int { SGD = 0, Adam = 1, Adafactor = 2, Muon = 3 };
 inline constexpr int kNumFamilies = 4;
 const char* family_name(OptFamily f);          // "sgd", "adam", "adafactor", "muon"
 bool parse_family(const std::string& s, OptFamily* out);
 
-// The roles whose update Muon orthogonalizes: hidden and attention matrices. Embeddings, the readout
-// and vector-like tensors take AdamW, as in the reference implementation (ref. [muon]).
+// The roles whose update Muon orthogonalizes: hidden and attention matrices, and a mixture's experts
+// (each [out, in] slice of the [E, out, in] stack on its own: E hidden matrices). Embeddings, the
+// readout, the router and vector-like tensors take AdamW, as in the reference implementation (ref. [muon]).
 bool muon_orthogonalized(Role r);
 
 // How Muon scales its orthogonalized update O (singular values ~1) of a fan_out x fan_in matrix:
