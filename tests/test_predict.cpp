@@ -341,6 +341,30 @@ TEST(PredictHparam, RecoversAPlantedBranchMultiplierLawWithTheLrRetunedAtEveryVa
   EXPECT_EQ(predict(t, lr).size(), 13u);
 }
 
+// hparam "all": the LR (one group per branch multiplier, as without the option) and then the branch
+// multiplier, in one list and one markdown section each.
+TEST(PredictHparam, AllPredictsTheLrAndEverySweptHyperparameter) {
+  const SweepTable t = branch_table({2, 4, 8, 16}, 1);
+  PredictOptions o = targets({{"depth", 32}});
+  o.hparam = "all";
+  const auto preds = predict(t, o);
+  ASSERT_EQ(preds.size(), 13u + 1u);
+  for (size_t i = 0; i < 13; ++i) EXPECT_EQ(preds[i].hparam, "lr");
+  EXPECT_EQ(preds[13].hparam, "hp.branch_mult");
+  EXPECT_NEAR(preds[13].lr_log2, planted_k(32), 1e-9);
+  // Each k's LR optimum is -6 - log2 k at every depth: exponent 0 in depth.
+  for (size_t i = 0; i < 13; ++i) EXPECT_NEAR(preds[i].fit.slope, 0.0, 1e-9);
+  const std::string md = predict_markdown(preds, o);
+  EXPECT_NE(md.find("### LR\n\n| group | fitted optima (log2 LR)"), std::string::npos) << md;
+  EXPECT_NE(md.find("\n### hp.branch_mult\n\nPredicted: hp.branch_mult"), std::string::npos) << md;
+  // A store that sweeps nothing beside the LR: "all" is the LR alone, printed as without it.
+  const SweepTable plain = table(widths({64, 128, 256}), 1, 0.0, 4);
+  PredictOptions w = targets({{"width", 512}});
+  PredictOptions wa = w;
+  wa.hparam = "all";
+  EXPECT_EQ(predict_markdown(predict(plain, wa), wa), predict_markdown(predict(plain, w), w));
+}
+
 TEST(PredictHparam, BadKeysAreOneUserErrorNamingWhatIsSwept) {
   const SweepTable t = branch_table({2, 4, 8}, 1);
   auto message = [](const SweepTable& table, PredictOptions o) {

@@ -66,7 +66,7 @@ void add_predict_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--param", o->param, "only this parameterization (default: every one in the store)");
   cmd->add_option("--hparam", o->hparam,
                   "predict this swept hyperparameter's optimum (a grid key such as hp.branch_mult; the LR re-tuned at "
-                  "each of its values) instead of the LR's");
+                  "each of its values) instead of the LR's; all: the LR and every swept hyperparameter");
   cmd->add_option("--max-extrapolation", o->max_extrapolation,
                   "doublings past the fitted values at most (default 3; never more than the fitted span)");
   cmd->add_option("--near-optimal", o->near_optimal,

@@ -409,7 +409,31 @@ std::string Prediction::title() const {
   return fmt::format("{}, {}{}", param, axis, seed_curves::held_text(fixed, context));
 }
 
+namespace {
+
+// hparam "all": the LR, then every swept hyperparameter that has a group to fit, in one list.
+std::vector<Prediction> predict_every(const SweepTable& store, const PredictOptions& opts_in) {
+  std::vector<std::string> keys = {"lr"};
+  for (const std::string& k : swept_hparams(store)) keys.push_back(k);
+  std::vector<Prediction> out;
+  for (const std::string& key : keys) {
+    PredictOptions o = opts_in;
+    o.hparam = key;
+    if (std::any_of(o.at.begin(), o.at.end(), [&](const auto& a) { return canonical_axis(a.first) == canonical_axis(key); }))
+      continue;  // a target axis is a scale here, not a hyperparameter to predict
+    try {
+      for (Prediction& p : predict(store, o)) out.push_back(std::move(p));
+    } catch (const UserError&) {
+      if (key == "lr") throw;  // (the LR's error names what is wrong with the request or the store)
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 std::vector<Prediction> predict(const SweepTable& store, const PredictOptions& opts_in) {
+  if (opts_in.hparam == "all") return predict_every(store, opts_in);
   PredictOptions opts = opts_in;
   check_predict_request(opts);
   // Another hyperparameter than the LR: its profile over the LR takes the store's place.
@@ -459,10 +483,13 @@ std::vector<Prediction> predict(const SweepTable& store, const PredictOptions& o
   return out;
 }
 
-std::string predict_markdown(const std::vector<Prediction>& preds, const PredictOptions& opts) {
+namespace {
+
+// The tables of one predicted hyperparameter (predict_markdown below).
+std::string markdown_of(const std::vector<Prediction>& preds, const PredictOptions& opts, const std::string& hparam) {
   std::string s;
-  const std::string what = label(opts.hparam);
-  if (!is_lr(opts.hparam))
+  const std::string what = label(hparam);
+  if (!is_lr(hparam))
     s += fmt::format("Predicted: {} (at each of its values the LR re-tuned: the grid point of least seed-mean loss).\n\n", what);
   if (opts.near_optimal_pct > 0)
     s += fmt::format("Optima: the centre of each curve's near-optimal band (within {:g}% of its best loss), not the "
@@ -522,6 +549,24 @@ std::string predict_markdown(const std::vector<Prediction>& preds, const Predict
   if (!notes.empty()) {
     s += "\n";
     for (size_t i = 0; i < notes.size(); ++i) s += fmt::format("({}) {}\n", i + 1, notes[i]);
+  }
+  return s;
+}
+
+}  // namespace
+
+std::string predict_markdown(const std::vector<Prediction>& preds, const PredictOptions& opts) {
+  // One section per predicted hyperparameter (several under hparam "all"), in the order predicted.
+  std::vector<std::string> order;
+  for (const auto& p : preds)
+    if (std::find(order.begin(), order.end(), p.hparam) == order.end()) order.push_back(p.hparam);
+  if (order.size() <= 1) return markdown_of(preds, opts, order.empty() ? opts.hparam : order[0]);
+  std::string s;
+  for (const std::string& h : order) {
+    std::vector<Prediction> part;
+    for (const auto& p : preds)
+      if (p.hparam == h) part.push_back(p);
+    s += fmt::format("{}### {}\n\n{}", s.empty() ? "" : "\n", label(h), markdown_of(part, opts, h));
   }
   return s;
 }

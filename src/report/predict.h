@@ -58,6 +58,8 @@
 // so a held-out regret is that of the predicted value with the LR re-tuned there). The tables and
 // notes name the key where they name the LR; under a scale-invariant parameterization a multiplier's
 // own rule is the base's value carried (exponent 0), which the baseline column is.
+// hparam "all" predicts the LR and then every swept hyperparameter (report/hparam_profile.h's
+// swept_hparams) that has a group to fit, one markdown section each.
 #include <map>
 #include <string>
 #include <vector>
@@ -75,7 +77,8 @@ struct PredictOptions {
   bool holdout = false;          // the held-out check instead of (or beside) a target
   double fit_upto = 0;           // holdout: fit on the values <= this, check every larger one (0: all but the largest)
   std::string param;             // only this parameterization ("" = every one)
-  std::string hparam;            // "" or "lr": the LR; else a swept hyperparameter's grid key (above)
+  std::string hparam;            // "" or "lr": the LR; a swept hyperparameter's grid key (above); "all":
+                                 // the LR and every swept hyperparameter with a group to fit, in that order
   double max_extrapolation = 3;  // doublings outside the fitted values, at most
   double near_optimal_pct = 0;   // > 0: each optimum is its near-optimal band's centre (above); 0: the parabola vertex
   double z = 1.6448536269514722; // the normal quantile of the interval's upper end (90%: 0.95)
