@@ -526,7 +526,7 @@ std::string markdown_of(const std::vector<Prediction>& preds, const PredictOptio
     }
   }
   if (any_held) {
-    if (!s.empty()) s += "\n";
+    if (any_target) s += "\n";
     s += fmt::format("Held out: fitted on every value but the largest (or up to --fit-upto), read at each value above. Error in "
                      "doublings (predicted - measured optimum); regret of training at the predicted {}, against the best grid "
                      "point there; the baseline carries the smallest value's optimum unchanged (also the parameterization's "
