@@ -463,4 +463,19 @@ TEST(PredictCli, ReadmeQuotesWhatTheStoresGiveToday) {
       }
     EXPECT_EQ(n, 2) << a.out;
   }
+  // ... and standard's branch multiplier on the GPT's depth stores (--hparam), held out and at depth 64.
+  const std::string branch = "--db " + src + "/docs/results/data/gpt_kjv_depth_standard_branch_cpu.db --db " + src +
+                             "/docs/results/data/gpt_kjv_depth_standard_branch_low_cpu.db --hparam hp.branch_mult";
+  for (const std::string target : {"--holdout", "--at depth=64"}) {
+    const auto b = run_cli("predict " + branch + " " + target);
+    ASSERT_EQ(b.code, 0) << b.err;
+    int n = 0;
+    std::istringstream out(b.out);
+    for (std::string line; std::getline(out, line);)
+      if (line.rfind("| standard, depth (width 64) |", 0) == 0) {
+        ++n;
+        EXPECT_NE(predict_page.find(line), std::string::npos) << "docs/predict.md does not quote:\n" << line;
+      }
+    EXPECT_EQ(n, 1) << b.out;
+  }
 }
