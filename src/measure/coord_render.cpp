@@ -153,11 +153,12 @@ std::string render_coordcheck(const CoordCheckResult& r) {
   s += past_finite_width_note(r);
   s += "\n" + tolerance_text(r);
 
-  int predicted = 0, matched = 0, judged_stable = 0, stable = 0, no_pred = 0;
+  int predicted = 0, matched = 0, past = 0, judged_stable = 0, stable = 0, no_pred = 0;
   for (const CoordRow& row : r.rows) {
     if (row.predicted) {
       ++predicted;
       matched += row.matches && *row.matches;
+      past += row.matches_past_finite_width;
     } else {
       ++no_pred;
     }
@@ -186,8 +187,6 @@ std::string render_coordcheck(const CoordCheckResult& r) {
                               lT / n);
     }
   s += "\n";
-  int past = 0;
-  for (const CoordRow& row : r.rows) past += row.matches_past_finite_width;
   s += fmt::format("\nsummary: {} rows; {} of {} predicted rows match theory{}; {} of {} activation rows stable; {} rows "
                    "without a prediction; {} runs, {} diverged; {:.1f} s\n",
                    r.rows.size(), matched, predicted, past ? fmt::format(" ({} past the 1/d term: yes*)", past) : "",

@@ -28,6 +28,12 @@ bool structural(const std::string& key) {
 // A curve of `key`: everything but the LR, the seed and `key` itself held fixed.
 using CurveKey = std::tuple<std::string, int64_t, int64_t, std::map<std::string, std::string>, double>;
 
+// One curve's losses (seed -> LR -> loss, as the transfer analyses read them) and its runs per LR.
+struct Curve {
+  seed_curves::SeedTable losses;
+  std::map<int64_t, std::vector<const SweepRow*>> runs;
+};
+
 }  // namespace
 
 std::vector<std::string> swept_hparams(const SweepTable& t) {
@@ -60,8 +66,7 @@ HparamProfile profile_over_lr(const SweepTable& t, const std::string& key) {
   p.table.db = t.db;
   p.table.name = t.name;
   p.table.duplicates = t.duplicates;
-  // curve -> lr key -> the curve's runs there.
-  std::map<CurveKey, std::map<int64_t, std::vector<const SweepRow*>>> curves;
+  std::map<CurveKey, Curve> curves;
   for (const auto& r : t.rows) {
     const auto it = r.axes.find(key);
     if (it == r.axes.end()) continue;
@@ -72,23 +77,22 @@ HparamProfile profile_over_lr(const SweepTable& t, const std::string& key) {
     }
     auto others = r.axes;
     others.erase(key);
-    curves[{r.param, r.width, r.depth, others, v}][seed_curves::lr_key(r.lr_log2)].push_back(&r);
+    Curve& c = curves[{r.param, r.width, r.depth, others, v}];
+    const int64_t lr = seed_curves::lr_key(r.lr_log2);
+    c.losses[r.seed][lr] = seed_curves::row_loss(r);
+    c.runs[lr].push_back(&r);
   }
   if (curves.empty())
     throw UserError(t.db, key, "no value is positive, so none has a log2 to fit", "sweep positive values of it");
-  for (const auto& [ck, by_lr] : curves) {
-    p.lr_values = std::max<int64_t>(p.lr_values, static_cast<int64_t>(by_lr.size()));
-    // The LR of least seed-mean loss (+inf where a seed diverged); the first (smallest) on a tie.
-    const std::vector<const SweepRow*>* best = nullptr;
-    double best_mean = INFINITY;
-    for (const auto& [lr, runs] : by_lr) {
-      double s = 0;
-      for (const SweepRow* r : runs) s += seed_curves::row_loss(*r);
-      if (s / runs.size() < best_mean) best_mean = s / runs.size(), best = &runs;
-    }
+  for (const auto& [ck, c] : curves) {
+    p.lr_values = std::max<int64_t>(p.lr_values, static_cast<int64_t>(c.runs.size()));
+    // The LR of least seed-mean loss (+inf where a seed diverged; the first, smallest, on a tie).
+    const std::set<int64_t> seeds = seed_curves::seeds_of(c.losses);
+    const std::vector<LrPoint> mean =
+        seed_curves::mean_curve(c.losses, {seeds.begin(), seeds.end()}, seed_curves::lr_keys(c.losses));
+    const LrPoint* best = seed_curves::best_point(mean);
     const bool all_diverged = best == nullptr;
-    if (all_diverged) best = &by_lr.begin()->second;
-    for (const SweepRow* r : *best) {
+    for (const SweepRow* r : all_diverged ? c.runs.begin()->second : c.runs.at(seed_curves::lr_key(best->lr_log2))) {
       SweepRow row = *r;
       row.lr_log2 = std::log2(std::get<4>(ck));
       row.axes = std::get<3>(ck);
