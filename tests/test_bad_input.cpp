@@ -121,6 +121,7 @@ std::vector<BadCase> cases() {
            {"moe_no_experts", "moe", "model.experts=0", "model.experts"},
            {"moe_top_k_over_experts", "moe", "model.top_k=9", "model.top_k"},
            {"moe_aux_coef_negative", "moe", "model.aux_coef=-0.1", "model.aux_coef"},
+           {"moe_bias_rate_negative", "moe", "model.bias_rate=-0.001", "model.bias_rate"},
        }) {
     out.push_back({n, {{"c.toml", tiny("model", "kind = \"" + kind + "\"")}},
                    "train --config {D}/c.toml --set " + set, "{D}/c.toml", field});
@@ -341,7 +342,7 @@ std::set<std::string> listing(const std::string& dir) {
 
 TEST(BadInput, EveryMistakeIsOneLineNamingFileFieldAndFixWithExitCode2AndNothingWritten) {
   const std::vector<BadCase> all = cases();
-  ASSERT_EQ(all.size(), 285u);  // the count docs/reliability.md (and README's results table) states: a new case updates all three
+  ASSERT_EQ(all.size(), 286u);  // the count docs/reliability.md (and README's results table) states: a new case updates all three
   std::printf("%zu bad inputs\n", all.size());  // the count docs/reliability.md states
   const std::string root = scaleinv::testing::temp_dir("bad_input");
   struct Outcome {

@@ -82,6 +82,17 @@ torch::Tensor LlamaDecoder::forward(const torch::Tensor& x) {
   return logits;
 }
 
+torch::Tensor LlamaDecoder::take_expert_counts() {
+  std::vector<torch::Tensor> per_block;
+  for (const auto& b : blocks_)
+    if (torch::Tensor c = b->mlp().take_counts(); c.defined()) per_block.push_back(c);
+  return per_block.empty() ? torch::Tensor() : torch::stack(per_block);
+}
+
+void LlamaDecoder::shift_expert_bias(const torch::Tensor& counts) {
+  for (size_t l = 0; l < blocks_.size(); ++l) blocks_[l]->mlp().shift_bias(counts[static_cast<int64_t>(l)]);
+}
+
 std::shared_ptr<Model> make_llama(const ModelConfig& cfg, const ScaleContext& ctx, const Hyper& hp) {
   return std::make_shared<LlamaDecoder>(cfg, ctx, hp, nullptr);
 }

@@ -98,6 +98,13 @@ class FeedForward : public TaggedModule {
   // tensors for a dense MLP.
   virtual torch::Tensor balance() const { return {}; }
   virtual torch::Tensor router_logits() const { return {}; }
+  // A mixture: the tokens each expert was assigned in the forwards since the last call, [E] int64
+  // on the parameters' device, and zeroes the count (in place: a captured CUDA graph keeps adding
+  // to it); undefined for a dense MLP.
+  virtual torch::Tensor take_counts() { return {}; }
+  // A mixture with model.bias_rate > 0: b_j += bias_rate * sign(mean(counts) - counts_j), counts
+  // [E] (any dtype, any positive scale: a mean over ranks steps as the sum does).
+  virtual void shift_bias(const torch::Tensor& /*counts*/) {}
 };
 
 // The mixture of SwiGLU experts of one block (models/moe.cpp has its equations): parameters
@@ -135,6 +142,7 @@ class LlamaBlock : public TaggedModule {
     mlp_ = register_module("mlp", std::move(mlp));
   }
   const FeedForward& mlp() const { return *mlp_; }
+  FeedForward& mlp() { return *mlp_; }
   torch::Tensor forward(const torch::Tensor& h) {
     torch::Tensor a = attn_->forward(norm1_->forward(h));
     torch::Tensor x = h + (beta_ == 1.0 ? a : a * beta_);
@@ -159,6 +167,8 @@ class LlamaDecoder : public ModelBase {
   LlamaDecoder(const ModelConfig& cfg, const ScaleContext& ctx, const Hyper& hp,
                const std::function<std::shared_ptr<FeedForward>()>& feed_forward);
   torch::Tensor forward(const torch::Tensor& x) override;
+  torch::Tensor take_expert_counts() override;
+  void shift_expert_bias(const torch::Tensor& counts) override;
 
  private:
   std::shared_ptr<Lookup> tok_;

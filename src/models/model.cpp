@@ -1,6 +1,7 @@
 // Model and TaggedModule: the parts every model shares (src/models/model.h).
 #include "models/model.h"
 
+#include <limits>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -40,6 +41,20 @@ torch::Tensor Model::member_losses(const torch::Tensor& x, const torch::Tensor& 
       flat, y.reshape({-1}),
       torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kNone));
   return per_item.view({E, -1}).mean(1);
+}
+
+torch::Tensor Model::balance_experts(const std::function<torch::Tensor(const torch::Tensor&)>& reduce) {
+  torch::Tensor counts = take_expert_counts();
+  if (counts.defined() && config().bias_rate > 0) shift_expert_bias(reduce ? reduce(counts) : counts);
+  return counts;
+}
+
+double expert_max_violation(const torch::Tensor& counts) {
+  if (!counts.defined() || counts.numel() == 0) return std::numeric_limits<double>::quiet_NaN();
+  const torch::Tensor c = counts.to(torch::kCPU, torch::kFloat64);
+  const torch::Tensor mean = c.mean(1);
+  if ((mean <= 0).any().item<bool>()) return std::numeric_limits<double>::quiet_NaN();
+  return (std::get<0>(c.max(1)) / mean - 1).max().item<double>();
 }
 
 void Model::move_to(const torch::Device& dev) {

@@ -5,6 +5,7 @@
 // special-cased in model code: models only ask the ScaleContext for numbers.
 #include <torch/torch.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -61,6 +62,20 @@ class Model : public TaggedModule {
   // experts. The optimizer's param groups take this one (optim/optimizer.h).
   virtual const ScaleContext& context() const = 0;
 
+  // A mixture of experts (models/moe.cpp): the assignments of every block's experts in the
+  // forwards since the last call, [blocks, E] int64 on the model's device, and zeroes the counts;
+  // undefined for a dense model.
+  virtual torch::Tensor take_expert_counts() { return {}; }
+  // Aux-loss-free balancing (model.bias_rate > 0; models/moe.cpp): moves every block's selection
+  // bias by bias_rate * sign(mean - count), counts as take_expert_counts returns them; nothing
+  // for a model without that balancing.
+  virtual void shift_expert_bias(const torch::Tensor& /*counts*/) {}
+  // The step's balancing, after backward and before the next forward: take_expert_counts, then
+  // (with a selection bias) `reduce` them (a data-parallel run: their mean over ranks, so every
+  // rank moves its bias alike) and shift_expert_bias. Returns the counts taken (undefined for a
+  // dense model).
+  torch::Tensor balance_experts(const std::function<torch::Tensor(const torch::Tensor&)>& reduce = nullptr);
+
   // Activation recording (coordinate checks, diagnostics). When on, record() keeps the tensor
   // (retain_grad so h' is readable after backward) under its name, in forward order, with the
   // role of the weight that produced it (recorded_roles(), same order): the coordinate check's
@@ -89,6 +104,11 @@ class Model : public TaggedModule {
   std::vector<std::pair<std::string, torch::Tensor>> recorded_;
   std::vector<ActivationRole> recorded_roles_;
 };
+
+// How far the busiest expert is over an even share, max_j c_j / mean_j c_j - 1 (ref. [lossfree]'s
+// MaxVio), for the block where that is largest; counts [blocks, E] as take_expert_counts returns
+// them. 0: every block balanced; at most E / k - 1. NaN for undefined counts or a block with none.
+double expert_max_violation(const torch::Tensor& counts);
 
 // Builds and initialises a model (seeded by the caller through torch::manual_seed).
 // ctx.width and ctx.depth must equal cfg.width and cfg.depth (std::invalid_argument otherwise).

@@ -35,11 +35,14 @@ struct ModelConfig {
   // hidden width swiglu_hidden(d) / granularity (rounded up to ffn_multiple), top_k of them per token
   // (softmax over the router's logits, renormalised over the chosen k), a Switch-style balance loss
   // aux_coef * E * sum_j f_j P_j added to the training loss, and with shared_expert one dense SwiGLU
-  // of the same hidden width beside them.
+  // of the same hidden width beside them. bias_rate > 0 balances without a loss term (ref.
+  // [lossfree]): each block keeps a selection bias b per expert, the top k are chosen by z + b
+  // (the gates still read p), and after every step b_j += bias_rate * sign(mean load - load_j).
   int experts = 8;
   int top_k = 2;
   int granularity = 1;
   double aux_coef = 0.01;
+  double bias_rate = 0.0;         // logit units per step; 0: no selection bias
   bool shared_expert = false;
   // bigram (seed 000 eq. 1, App. C) and resmlp (seed 004)
   std::string activation = "linear";  // linear | relu | abs | tanh | gelu

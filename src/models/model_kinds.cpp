@@ -150,6 +150,9 @@ void validate_moe(const ModelConfig& c) {
   if (!(std::isfinite(c.aux_coef) && c.aux_coef >= 0))
     throw UserError("config", "model.aux_coef", fmt::format("{} is not a finite number >= 0", c.aux_coef),
                     "use e.g. model.aux_coef = 0.01 (0: no balance loss)");
+  if (!(std::isfinite(c.bias_rate) && c.bias_rate >= 0))
+    throw UserError("config", "model.bias_rate", fmt::format("{} is not a finite number >= 0", c.bias_rate),
+                    "use e.g. model.bias_rate = 0.001 (0: no selection bias)");
 }
 double parameters_moe(const ModelConfig& c) {
   const double d = c.width, n = expert_hidden(c.width, c.ffn_multiple, c.granularity);

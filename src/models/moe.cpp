@@ -17,6 +17,14 @@
 // is uniform. The model's aux loss is model.aux_coef times the mean of B over the blocks (a mean, so
 // the coefficient means the same at every depth); Model::loss adds it to the cross-entropy.
 //
+// Aux-loss-free balancing (model.bias_rate = u > 0; ref. [lossfree] Sec. 3 and its Algorithm 1): a per-expert bias
+// b (a buffer "expert_bias", saved in checkpoints, not trained) moves the choice only,
+//   S = top-k of z + b,   g_j = p_j / sum_{i in S} p_i   (the gates read the unbiased p),
+// and after every step b_j += u * sign(mean_i c_i - c_j), c the step's assignment counts (the
+// trainer sums them over the micro-batches and ranks first: Model::balance_experts). b is in logit
+// units, as z is: under a muP router z is O(1) after training at every width, so u means the same
+// at every width. With u = 0 the choice is the top k of p, as it was before b existed.
+//
 // The model is models/llama_layers.h's LlamaDecoder with this feed-forward in every block. Records:
 // as the Llama ("embed", "block{l}", "logits") plus "router{l}" (the router logits z of block l,
 // role Router), which the coordinate check judges as a readout of the stream.
@@ -37,7 +45,7 @@ namespace {
 class MoeFeedForward : public FeedForward {
  public:
   MoeFeedForward(int64_t d, const ModelConfig& cfg, const ScaleContext& ctx, const Hyper& hp)
-      : experts_(cfg.experts), top_k_(cfg.top_k) {
+      : experts_(cfg.experts), top_k_(cfg.top_k), bias_rate_(cfg.bias_rate) {
     const int64_t n = expert_hidden(cfg.width, cfg.ffn_multiple, cfg.granularity);  // model_kinds.h
     router_ = register_module(
         "router", std::make_shared<Dense>(d, experts_, DenseOptions(Role::Router).in_block(true).base_std(width_fan_in_std(d, ctx)), ctx, hp));
@@ -50,6 +58,7 @@ class MoeFeedForward : public FeedForward {
     down_ = expert("down", d, n);
     mult_ = role_multiplier(Role::Expert, true, ctx);
     if (cfg.shared_expert) shared_ = register_module("shared", std::make_shared<SwiGlu>(d, n, ctx, hp));
+    if (bias_rate_ > 0) bias_ = register_buffer("expert_bias", torch::zeros({experts_}));
   }
 
   torch::Tensor forward(const torch::Tensor& x) override {
@@ -58,11 +67,19 @@ class MoeFeedForward : public FeedForward {
     const int64_t N = flat.size(0), E = experts_, k = top_k_;
     logits_ = router_->forward(flat);                      // [N, E]
     const torch::Tensor probs = torch::softmax(logits_, -1);
-    auto [top_p, top_i] = probs.topk(k, -1);               // [N, k]
+    torch::Tensor top_p, top_i;                            // [N, k]
+    if (bias_.defined()) {  // chosen by z + b, gated by p
+      top_i = std::get<1>((logits_.detach() + bias_).topk(k, -1));
+      top_p = probs.gather(1, top_i);
+    } else {
+      std::tie(top_p, top_i) = probs.topk(k, -1);
+    }
     const torch::Tensor gates = top_p / top_p.sum(-1, true);
     // Balance loss: f_j from the (non-differentiable) assignment counts, P_j from the probabilities.
     const torch::Tensor flat_i = top_i.reshape({-1});      // [N k], pair p = token p / k
     const torch::Tensor counts = torch::bincount(flat_i, {}, E);
+    if (load_.defined() && load_.device() == counts.device()) load_.add_(counts);
+    else load_ = counts.clone();
     balance_ = static_cast<double>(E) * (counts.to(probs.scalar_type()) / static_cast<double>(N * k) * probs.mean(0)).sum();
     // Dropless dispatch: pairs sorted by expert, one matmul per expert on its slice.
     const torch::Tensor order = std::get<1>(flat_i.sort(/*stable=*/c10::optional<bool>(true), 0, false));
@@ -90,14 +107,29 @@ class MoeFeedForward : public FeedForward {
 
   torch::Tensor router_logits() const override { return logits_; }  // z of the last forward, [N, E]
   torch::Tensor balance() const override { return balance_; }
+  torch::Tensor take_counts() override {
+    if (!load_.defined()) return torch::zeros({experts_}, gate_.options().dtype(torch::kInt64));
+    torch::Tensor c = load_.clone();
+    load_.zero_();
+    return c;
+  }
+  void shift_bias(const torch::Tensor& counts) override {
+    if (!bias_.defined()) return;
+    torch::NoGradGuard ng;
+    const torch::Tensor c = counts.to(bias_.device(), torch::kFloat64);
+    bias_.add_((torch::sign(c.mean() - c) * bias_rate_).to(bias_.scalar_type()));
+  }
 
  private:
   int64_t experts_, top_k_;
+  double bias_rate_;
   std::shared_ptr<Dense> router_;
   torch::Tensor gate_, up_, down_;
   double mult_ = 1;
   std::shared_ptr<SwiGlu> shared_;
   torch::Tensor logits_, balance_;
+  torch::Tensor bias_;  // [E] selection bias (bias_rate > 0), a registered buffer
+  torch::Tensor load_;  // [E] int64: assignments since the last take_counts
 };
 
 }  // namespace

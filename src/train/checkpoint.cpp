@@ -99,6 +99,13 @@ void save_checkpoint(const std::string& path, const CheckpointMeta& meta, Model&
     params.write(p.name, t, /*is_buffer=*/true);
   }
   ar.write("params", params);
+  // Model state that is not trained (a mixture's selection biases), only when the model has some:
+  // the files of the other models are as they were.
+  if (const auto buffers = model.named_buffers(/*recurse=*/true); buffers.size() > 0) {
+    torch::serialize::OutputArchive bs;
+    for (const auto& b : buffers) bs.write(b.key(), b.value().detach(), /*is_buffer=*/true);
+    ar.write("buffers", bs);
+  }
   ar.write("losses", torch::tensor(meta.losses, torch::kFloat64), /*is_buffer=*/true);
   if (opt) {
     torch::serialize::OutputArchive os;
@@ -157,6 +164,19 @@ void load_checkpoint(const std::string& path, Model& model, Optimizer* opt) {
                                   fmt::join(p.tensor.sizes(), "x")),
                       "build the model with the checkpoint's config");
     p.tensor.copy_(t);
+  }
+  if (const auto buffers = model.named_buffers(/*recurse=*/true); buffers.size() > 0) {
+    torch::serialize::InputArchive bs;
+    if (!ar.try_read("buffers", bs))
+      throw UserError(path, "buffers", "no model state besides the parameters (e.g. a mixture's selection biases)",
+                      "the model config differs from the checkpoint's (e.g. model.bias_rate)");
+    for (const auto& b : buffers) {
+      torch::Tensor t;
+      if (!bs.try_read(b.key(), t, /*is_buffer=*/true) || !t.sizes().equals(b.value().sizes()))
+        throw UserError(path, b.key(), "missing from the checkpoint or of another shape",
+                        "build the model with the checkpoint's config");
+      b.value().copy_(t);
+    }
   }
   if (opt) {
     torch::serialize::InputArchive os;

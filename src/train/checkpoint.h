@@ -1,7 +1,8 @@
 #pragma once
 // Checkpoints: one file holding the parameterization table, the run config, the step, every
-// parameter (raw, as stored: multipliers live in the table, so loading applies nothing twice)
-// and the optimizer state, followed by a CRC-32 trailer that every load checks (a damaged file is
+// parameter (raw, as stored: multipliers live in the table, so loading applies nothing twice),
+// the model's untrained state where it has any (a mixture's selection biases), and the
+// optimizer state, followed by a CRC-32 trailer that every load checks (a damaged file is
 // a UserError, field "checksum", never a silent load). Written to a writer-unique temporary name
 // and renamed: a killed run leaves the previous checkpoint intact.
 #include <cstdint>

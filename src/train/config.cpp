@@ -131,6 +131,14 @@ bool writes_moe_fields(const ModelConfig& m) {
   return k && k->experts;
 }
 
+// [model], a mixture's aux-loss-free balancing (models/moe.cpp): read under any kind, written only
+// when it is on, so the configs of the runs without it (a store's point ids, which hash them, and a
+// checkpoint's metadata) are as they were before the field existed.
+template <class X, class F>
+void balance_fields(X& x, F&& f) {
+  f("bias_rate", x.bias_rate, NonNegative{"e.g. bias_rate = 0.001 (0: no selection bias)"});
+}
+
 // [hp]
 template <class X, class F>
 void hp_fields(X& x, F&& f) {
@@ -238,10 +246,12 @@ void read_model(const TomlReader& r, ModelConfig& m) {
   model_fields(m, read_from(r));
   llama_fields(m, read_from(r));
   moe_fields(m, read_from(r));
+  balance_fields(m, read_from(r));
   r.reject_unknown();
   model_fields(m, check_with(r));
   llama_fields(m, check_with(r));
   moe_fields(m, check_with(r));
+  balance_fields(m, check_with(r));
 }
 
 void read_hp(const TomlReader& r, Hyper& h) {
@@ -335,6 +345,7 @@ nlohmann::json train_config_to_json(const TrainConfig& c) {
   model_fields(c.model, write_into(j["model"]));
   if (writes_llama_fields(c.model)) llama_fields(c.model, write_into(j["model"]));
   if (writes_moe_fields(c.model)) moe_fields(c.model, write_into(j["model"]));
+  if (writes_moe_fields(c.model) && c.model.bias_rate > 0) balance_fields(c.model, write_into(j["model"]));
   param_fields(c, write_into(j["param"]));
   hp_fields(c.hp, write_into(j["hp"]));
   optim_fields(c.optim, write_into(j["optim"]));

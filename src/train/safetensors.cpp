@@ -161,6 +161,7 @@ size_t export_checkpoint(const std::string& checkpoint, const std::string& out) 
   load_checkpoint(checkpoint, *model, nullptr);
   SafeTensors st;
   for (const TaggedParam& p : model->tagged_parameters()) st.tensors.emplace_back(p.name, p.tensor.detach());
+  for (const auto& b : model->named_buffers(/*recurse=*/true)) st.tensors.emplace_back(b.key(), b.value().detach());
   st.metadata["scaleinv.table"] = param_to_json(meta.table).dump();
   st.metadata["scaleinv.config"] = train_config_to_json(meta.config).dump();
   st.metadata["scaleinv.step"] = std::to_string(meta.step);
@@ -196,7 +197,9 @@ size_t import_safetensors(const std::string& file, const std::string& config_tom
   meta.fingerprint = param_fingerprint(meta.table);
   // A fresh run of the file's config (its own init, a fresh optimizer state); the weights replace the init.
   const RunParts run = make_run(meta.config, {.table = meta.table});
-  const std::vector<TaggedParam> params = run.model->tagged_parameters();
+  // The parameters, then the model's untrained state (a mixture's selection biases), as exported.
+  std::vector<TaggedParam> params = run.model->tagged_parameters();
+  for (const auto& b : run.model->named_buffers(/*recurse=*/true)) params.push_back({b.key(), b.value(), {}});
   std::map<std::string, const torch::Tensor*> by_name;
   for (const auto& [name, t] : st.tensors) by_name[name] = &t;
   {

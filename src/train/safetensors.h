@@ -8,7 +8,8 @@
 // [8 + N + begin, 8 + N + end).
 //
 // export_checkpoint writes a checkpoint's parameters under their scaleinv names (raw, as stored:
-// the table's forward multipliers are not applied), with __metadata__ "scaleinv.table" (the table's
+// the table's forward multipliers are not applied), then the model's untrained state (a mixture's
+// selection biases "blocks.{l}.mlp.expert_bias", model.bias_rate > 0), with __metadata__ "scaleinv.table" (the table's
 // JSON), "scaleinv.config" (the run config's JSON), "scaleinv.step", "scaleinv.fingerprint" and
 // "scaleinv.note" (that the multipliers live in the table). import_safetensors builds the model of a
 // config (the file's own metadata, or a TOML file given) and writes a checkpoint at step 0 with a

@@ -37,15 +37,21 @@ namespace {
 
 // Validation loss of the global batches; each rank evaluates its slice. The batches' losses stay
 // on the device until all are computed (one read-back, not one device sync per batch) and are
-// summed on the host in batch order, in double, as they always were.
-double evaluate(Model& model, const DataSource& data, const TrainConfig& cfg, torch::Device dev, DataParallel& dp) {
+// summed on the host in batch order, in double, as they always were. A mixture's expert counts of
+// these batches are taken away (they never move a selection bias) into *max_violation (this
+// rank's batches; expert_max_violation).
+double evaluate(Model& model, const DataSource& data, const TrainConfig& cfg, torch::Device dev, DataParallel& dp,
+                double* max_violation = nullptr) {
   torch::NoGradGuard ng;
+  model.take_expert_counts();  // (nothing is pending: the step's balancing took the training counts)
   const compat::CudaAutocast autocast(dev.is_cuda() && cfg.train.autocast == "bf16");
   std::vector<torch::Tensor> losses;
   for (int64_t i = 0; i < cfg.train.eval_batches; ++i) {
     Batch b = data.batch(Split::Val, i, cfg.train.batch_size, dp.rank(), dp.world());
     losses.push_back(model.cross_entropy(compat::to_device_async(b.x, dev), compat::to_device_async(b.y, dev)).detach());
   }
+  const double violation = expert_max_violation(model.take_expert_counts());
+  if (max_violation) *max_violation = violation;
   double total = 0;
   for (const double l : to_host(losses)) total += l;
   return dp.mean(total / static_cast<double>(std::max<int64_t>(1, cfg.train.eval_batches)));
@@ -321,7 +327,8 @@ class TrainLoop {
       log_.log({s_.diverged_step + 1, std::numeric_limits<double>::quiet_NaN(), cfg_.optim.lr, std::nullopt,
                 s_.wall_s, 0});
     } else {
-      if (step == cfg_.train.steps) val_ = evaluate(*run_.parts.model, *run_.data, cfg_, run_.dev, dp_);
+      if (step == cfg_.train.steps)
+        val_ = evaluate(*run_.parts.model, *run_.data, cfg_, run_.dev, dp_, &s_.expert_max_violation);
       save_(step);
     }
     s_.final_loss = window_mean(s_.losses, kFinalWindow);
@@ -343,12 +350,22 @@ class TrainLoop {
                                 int64_t step) { return (*g)(step); };
     // With ranks, backward all-reduces gradient buckets as it fills them; then every rank holds the
     // global batch's mean gradient.
+    // A mixture's balancing then reads the step's expert counts (with ranks, their mean over
+    // ranks: every rank moves its selection bias alike).
     hooks.after_backward = [this](int64_t) {
       dp_.average_gradients();
+      run_.parts.model->balance_experts([this](const torch::Tensor& c) { return mean_over_ranks(c); });
       return true;
     };
     hooks.after_step = [this](int64_t done) { return after_step(done); };
     return hooks;
+  }
+
+  torch::Tensor mean_over_ranks(const torch::Tensor& c) {
+    if (!dp_.active()) return c;
+    const torch::Tensor host = c.to(torch::kCPU, torch::kFloat64).contiguous();
+    std::vector<double> v = dp_.mean(std::vector<double>(host.data_ptr<double>(), host.data_ptr<double>() + host.numel()));
+    return torch::tensor(v, torch::kFloat64).view(c.sizes());
   }
 
   // One forward pass, under bf16 autocast where asked (its scope is this pass).
@@ -477,11 +494,13 @@ RunSummary train_run(const TrainConfig& cfg, const RunOptions& opts) {
 
 nlohmann::json summary_to_json(const RunSummary& s) {
   const auto num = json_number;
-  return {{"steps_done", s.steps_done},           {"diverged", s.diverged},
+  nlohmann::json j = {{"steps_done", s.steps_done},           {"diverged", s.diverged},
           {"diverged_step", s.diverged_step},     {"final_loss", num(s.final_loss)},
           {"final_val_loss", num(s.final_val_loss)}, {"unigram_entropy", s.unigram_entropy},
           {"params", s.params},                   {"items_per_s", s.items_per_s},
           {"items_unit", s.items_unit},           {"wall_s", s.wall_s}};
+  if (std::isfinite(s.expert_max_violation)) j["expert_max_violation"] = s.expert_max_violation;  // a mixture only
+  return j;
 }
 
 std::string render_summary(const TrainConfig& cfg, const RunSummary& s) {
@@ -496,6 +515,8 @@ std::string render_summary(const TrainConfig& cfg, const RunSummary& s) {
                                      cfg.train.batch_size / s.world));
   row("train loss (last 10%)", std::isfinite(s.final_loss) ? fmt::format("{:.4f}", s.final_loss) : "-");
   row("val loss", std::isfinite(s.final_val_loss) ? fmt::format("{:.4f}", s.final_val_loss) : "-");
+  if (std::isfinite(s.expert_max_violation))
+    row("expert load", fmt::format("busiest expert {:+.0f}% over an even share (val batches)", 100 * s.expert_max_violation));
   if (s.unigram_entropy > 0) row("unigram entropy", fmt::format("{:.4f} nats/token", s.unigram_entropy));
   row("throughput", fmt::format("{} {}/s", format_rate(s.items_per_s), s.items_unit));
   row("wall time", format_duration(s.wall_s));

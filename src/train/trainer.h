@@ -2,6 +2,7 @@
 // The training loop (llm.c style: readable top to bottom in trainer.cpp).
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -51,6 +52,9 @@ struct RunSummary {
   double final_loss = 0;        // mean training loss over the last 10% of the run's steps (at least 1), resumed or not
   double final_val_loss = 0;    // NaN when no evaluation ran
   double unigram_entropy = 0;   // nats/token of the training text (language data), else 0
+  double expert_max_violation = std::numeric_limits<double>::quiet_NaN();  // a mixture: the final
+                                // evaluation's expert load, models/model.h expert_max_violation
+                                // (rank 0's batches); NaN for a dense model or without evaluation
   int64_t params = 0;
   double items_per_s = 0;       // tokens/s for language models, samples/s otherwise
   double wall_s = 0;
