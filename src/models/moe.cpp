@@ -17,11 +17,12 @@
 // is uniform. The model's aux loss is model.aux_coef times the mean of B over the blocks (a mean, so
 // the coefficient means the same at every depth); Model::loss adds it to the cross-entropy.
 //
-// Aux-loss-free balancing (model.bias_rate = u > 0; ref. [lossfree] Sec. 3 and its Algorithm 1): a per-expert bias
-// b (a buffer "expert_bias", saved in checkpoints, not trained) moves the choice only,
+// Aux-loss-free balancing (model.bias_rate = u > 0; ref. [lossfree] Sec. 3 and its Algorithm 1):
+// a per-expert bias b (a buffer "expert_bias", saved in checkpoints, not trained) moves the choice
+// only,
 //   S = top-k of z + b,   g_j = p_j / sum_{i in S} p_i   (the gates read the unbiased p),
-// and after every step b_j += u * sign(mean_i c_i - c_j), c the step's assignment counts (the
-// trainer sums them over the micro-batches and ranks first: Model::balance_experts). b is in logit
+// and after every step b_j += u * sign(mean_i c_i - c_j), c the step's assignment counts (with
+// ranks, their mean over ranks: Model::balance_experts, called by the trainer). b is in logit
 // units, as z is: under a muP router z is O(1) after training at every width, so u means the same
 // at every width. With u = 0 the choice is the top k of p, as it was before b existed.
 //
