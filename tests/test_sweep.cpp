@@ -259,6 +259,26 @@ output_mult = [1.0, 2.0]
   EXPECT_EQ(gpt_alpha.points.front().config.param_base_depth, 2);
 }
 
+// Every config and sweep file shipped in examples/ loads (every point of a sweep through the config
+// loader), so a field renamed or removed in the code cannot leave a stale example behind.
+TEST(SweepSpec, EveryShippedExampleLoads) {
+  namespace fs = std::filesystem;
+  const fs::path root = fs::path(SCALEINV_SOURCE_DIR) / "examples";
+  size_t configs = 0, sweeps = 0;
+  for (const auto& e : fs::directory_iterator(root))
+    if (e.path().extension() == ".toml") {
+      EXPECT_NO_THROW(load_train_config(e.path().string())) << e.path();
+      ++configs;
+    }
+  for (const auto& e : fs::directory_iterator(root / "sweeps"))
+    if (e.path().extension() == ".toml") {
+      EXPECT_NO_THROW(EXPECT_FALSE(load_sweep(e.path().string()).points.empty())) << e.path();
+      ++sweeps;
+    }
+  EXPECT_GE(configs, 8u);
+  EXPECT_GE(sweeps, 40u);
+}
+
 TEST(SweepSpec, MistakesNameTheFileAndTheField) {
   const std::string cfg = "[model]\nkind = \"bigram\"\n[data]\nsource = \"markov\"\n";
   EXPECT_NE(error_of(cfg + "[grid]\nmodel.widht = [32]\n").find("bad.toml: field 'grid.model.widht': unknown grid key"),
