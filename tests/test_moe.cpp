@@ -133,8 +133,10 @@ TEST(Moe, SelectionBiasMovesTheChoiceNotTheGates) {
   ASSERT_TRUE(bias.defined());
   ASSERT_EQ(bias.sizes().vec(), (std::vector<int64_t>{4}));
   torch::NoGradGuard ng;
-  bias[2] = 100.0;  // every token's pick: experts 2 and 3, whatever the router says
-  bias[3] = 100.0;
+  // Every token's pick: experts 2 and 3, whatever the router says. Unequal biases, so gates read
+  // from z + b (about 1 and 0) would differ from the unbiased p's renormalised share.
+  bias[2] = 100.0;
+  bias[3] = 50.0;
   const torch::Tensor x = torch::randn({2, 6, 64});
   const torch::Tensor y = ffn->forward(x).reshape({-1, 64});
   const torch::Tensor flat = x.reshape({-1, 64});
