@@ -260,10 +260,13 @@ output_mult = [1.0, 2.0]
 }
 
 // Every config and sweep file shipped in examples/ loads (every point of a sweep through the config
-// loader), so a field renamed or removed in the code cannot leave a stale example behind.
+// loader), so a field renamed or removed in the code cannot leave a stale example behind. From the
+// repository root, where the README runs them (some name examples/params/*.toml from there).
 TEST(SweepSpec, EveryShippedExampleLoads) {
   namespace fs = std::filesystem;
   const fs::path root = fs::path(SCALEINV_SOURCE_DIR) / "examples";
+  const fs::path cwd = fs::current_path();
+  fs::current_path(SCALEINV_SOURCE_DIR);
   size_t configs = 0, sweeps = 0;
   for (const auto& e : fs::directory_iterator(root))
     if (e.path().extension() == ".toml") {
@@ -275,6 +278,7 @@ TEST(SweepSpec, EveryShippedExampleLoads) {
       EXPECT_NO_THROW(EXPECT_FALSE(load_sweep(e.path().string()).points.empty())) << e.path();
       ++sweeps;
     }
+  fs::current_path(cwd);
   EXPECT_GE(configs, 8u);
   EXPECT_GE(sweeps, 40u);
 }
