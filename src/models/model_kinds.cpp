@@ -13,6 +13,12 @@ namespace scaleinv {
 
 namespace {
 
+// A coefficient or rate that may be 0 but not negative, NaN or infinite.
+void require_finite_non_negative(double value, const char* field, const char* fix) {
+  if (!(std::isfinite(value) && value >= 0))
+    throw UserError("config", field, fmt::format("{} is not a finite number >= 0", value), fix);
+}
+
 // The coordinate check's probes (cmd_coordcheck): language models see 2 x 8 tokens of a 32-token
 // Markov chain; feature models 32 and vit 16 Fashion-MNIST images (10 classes).
 const std::vector<std::string> kTokenProbe = {"data.source=\"markov\"", "data.vocab=32", "data.markov_length=20000",
@@ -147,12 +153,8 @@ void validate_moe(const ModelConfig& c) {
     throw UserError("config", "model.top_k", fmt::format("top_k {} is not between 1 and the {} experts", c.top_k, c.experts),
                     fmt::format("set model.top_k between 1 and model.experts ({})", c.experts));
   require_positive(c.granularity, "model.granularity");
-  if (!(std::isfinite(c.aux_coef) && c.aux_coef >= 0))
-    throw UserError("config", "model.aux_coef", fmt::format("{} is not a finite number >= 0", c.aux_coef),
-                    "use e.g. model.aux_coef = 0.01 (0: no balance loss)");
-  if (!(std::isfinite(c.bias_rate) && c.bias_rate >= 0))
-    throw UserError("config", "model.bias_rate", fmt::format("{} is not a finite number >= 0", c.bias_rate),
-                    "use e.g. model.bias_rate = 0.001 (0: no selection bias)");
+  require_finite_non_negative(c.aux_coef, "model.aux_coef", "use e.g. model.aux_coef = 0.01 (0: no balance loss)");
+  require_finite_non_negative(c.bias_rate, "model.bias_rate", "use e.g. model.bias_rate = 0.001 (0: no selection bias)");
 }
 double parameters_moe(const ModelConfig& c) {
   const double d = c.width, n = expert_hidden(c.width, c.ffn_multiple, c.granularity);

@@ -50,8 +50,8 @@ double evaluate(Model& model, const DataSource& data, const TrainConfig& cfg, to
     Batch b = data.batch(Split::Val, i, cfg.train.batch_size, dp.rank(), dp.world());
     losses.push_back(model.cross_entropy(compat::to_device_async(b.x, dev), compat::to_device_async(b.y, dev)).detach());
   }
-  const double violation = expert_max_violation(model.take_expert_counts());
-  if (max_violation) *max_violation = violation;
+  const torch::Tensor eval_counts = model.take_expert_counts();  // taken either way: never a bias's input
+  if (max_violation) *max_violation = expert_max_violation(eval_counts);
   double total = 0;
   for (const double l : to_host(losses)) total += l;
   return dp.mean(total / static_cast<double>(std::max<int64_t>(1, cfg.train.eval_batches)));
