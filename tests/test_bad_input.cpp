@@ -92,7 +92,8 @@ std::vector<BadCase> cases() {
       {"train", "tf32", "\"yes\""},      {"train", "cuda_graph", "\"yes\""}, {"train", "cuda_graph", "true"},      {"train", "dist_timeout_s", "0"},  {"train", "seed", "\"x\""},
       {"hp", "init_scale", "nan"},       {"hp", "output_mult", "inf"},      {"hp", "attn_mult", "\"big\""},
       {"hp", "init_scale", "0"},         {"hp", "output_mult", "-1"},       {"hp", "embed_mult", "0"},
-      {"hp", "branch_mult", "-2"},       {"hp", "attn_mult", "0"},          {"data", "val_fraction", "2"},
+      {"hp", "branch_mult", "-2"},       {"hp", "attn_mult", "0"},          {"hp", "router_mult", "0"},
+      {"data", "val_fraction", "2"},
       {"data", "val_fraction", "-0.5"},  {"data", "val_fraction", "0"},     {"train", "batch_size", "2000000000"},
       {"data", "vocab", "0"},            {"model", "seq_len", "0"},         {"data", "markov_length", "0"},
   };
@@ -126,6 +127,8 @@ std::vector<BadCase> cases() {
     out.push_back({n, {{"c.toml", tiny("model", "kind = \"" + kind + "\"")}},
                    "train --config {D}/c.toml --set " + set, "{D}/c.toml", field});
   }
+  out.push_back({"router_mult_on_dense_model", {{"c.toml", tiny()}}, "train --config {D}/c.toml --set hp.router_mult=2",
+                 "{D}/c.toml", "hp.router_mult"});
   out.push_back({"moe_table_on_dense_model", {{"c.toml", tiny("param", "name = \"mup-moe\"")}},
                  "train --config {D}/c.toml", "{D}/c.toml", "param.name"});
   // --- parameterization tables -----------------------------------------------------------------
@@ -342,7 +345,7 @@ std::set<std::string> listing(const std::string& dir) {
 
 TEST(BadInput, EveryMistakeIsOneLineNamingFileFieldAndFixWithExitCode2AndNothingWritten) {
   const std::vector<BadCase> all = cases();
-  ASSERT_EQ(all.size(), 286u);  // the count docs/reliability.md (and README's results table) states: a new case updates all three
+  ASSERT_EQ(all.size(), 289u);  // the count docs/reliability.md (and README's results table) states: a new case updates all three
   std::printf("%zu bad inputs\n", all.size());  // the count docs/reliability.md states
   const std::string root = scaleinv::testing::temp_dir("bad_input");
   struct Outcome {

@@ -22,6 +22,7 @@
 #include "models/model_kinds.h"
 #include "optim/optimizer.h"
 #include "param/table.h"
+#include "train/config.h"
 
 using namespace scaleinv;
 using scaleinv::testing::user_error_of;
@@ -49,12 +50,15 @@ std::map<std::string, torch::Tensor> params_of(torch::nn::Module& m) {
 }  // namespace
 
 // Sorting the (token, expert) pairs by expert and running one matmul per expert gives, token by
-// token, sum over the k chosen experts of g_j SwiGLU_j(x) with g the renormalised top-k softmax.
+// token, sum over the k chosen experts of g_j SwiGLU_j(x) with g the renormalised top-k softmax of
+// the logits (the table's router multiplier times hp.router_mult times W_r x).
 TEST(Moe, DroplessDispatchMatchesThePerTokenSum) {
   torch::manual_seed(0);
   const ModelConfig mc = moe_config(6, 2);
   const ScaleContext ctx{load_param("mup-moe"), OptFamily::Adam, 64, 2};
-  auto ffn = make_moe_feed_forward(64, mc, ctx, Hyper{});
+  Hyper hp;
+  hp.router_mult = 1.7;  // a base-shape constant on the logits, on top of the table's multiplier
+  auto ffn = make_moe_feed_forward(64, mc, ctx, hp);
   auto p = params_of(*ffn);
   ASSERT_EQ(p.at("gate").sizes().vec(), (std::vector<int64_t>{6, expert_hidden(64, 16, 1), 64}));
   ASSERT_EQ(p.at("down").sizes().vec(), (std::vector<int64_t>{6, 64, expert_hidden(64, 16, 1)}));
@@ -63,7 +67,7 @@ TEST(Moe, DroplessDispatchMatchesThePerTokenSum) {
   const torch::Tensor x = torch::randn({3, 5, 64});
   const torch::Tensor y = ffn->forward(x).reshape({-1, 64});
   const torch::Tensor flat = x.reshape({-1, 64});
-  const double mr = ctx.scale(Role::Router, true).multiplier, me = ctx.scale(Role::Expert, true).multiplier;
+  const double mr = ctx.scale(Role::Router, true).multiplier * 1.7, me = ctx.scale(Role::Expert, true).multiplier;
   for (int64_t t = 0; t < flat.size(0); ++t) {
     const torch::Tensor xt = flat[t];
     const torch::Tensor probs = torch::softmax(torch::mv(p.at("router.weight"), xt) * mr, 0);
@@ -218,6 +222,23 @@ TEST(Moe, SelectionBiasBalancesTheLoadInTraining) {
   EXPECT_GT(none, 1.0);
   EXPECT_GE(biased, 0.0);
   EXPECT_LT(biased, none / 2) << "without " << none << ", with " << biased;
+}
+
+// hp.router_mult is written into a run's config only when it is not 1 (so every store id and
+// checkpoint from before it existed is unchanged), reads back, and is refused on a dense model.
+TEST(Moe, RouterMultIsWrittenOnlyWhenSetAndNeedsARouter) {
+  TrainConfig c = train_config_from_toml_text("[model]\nkind = \"moe\"\n", "t.toml");
+  EXPECT_FALSE(train_config_to_json(c).at("hp").contains("router_mult"));
+  c = train_config_from_toml_text("[model]\nkind = \"moe\"\n[hp]\nrouter_mult = 2.5\n", "t.toml");
+  const nlohmann::json j = train_config_to_json(c);
+  EXPECT_DOUBLE_EQ(j.at("hp").at("router_mult").get<double>(), 2.5);
+  EXPECT_DOUBLE_EQ(train_config_from_json(j).hp.router_mult, 2.5);
+  Hyper hp;
+  hp.router_mult = 2.5;
+  ModelConfig dense = moe_config(4, 2);
+  dense.kind = "llama";
+  const ScaleContext ctx{load_param("mup"), OptFamily::Adam, 64, 2};
+  EXPECT_NE(user_error_of([&] { build_model(dense, ctx, hp); }).find("'hp.router_mult'"), std::string::npos);
 }
 
 // The expert-count column (table.h RoleExponents::experts_lr): under mup-moe an expert's SGD LR

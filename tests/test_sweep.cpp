@@ -283,6 +283,23 @@ TEST(SweepSpec, EveryShippedExampleLoads) {
   EXPECT_GE(sweeps, 40u);
 }
 
+// A field that a config writes only under some settings (a mixture's bias_rate and hp.router_mult
+// when not at their defaults, wsd's decay_fraction, Muon's fields) is a grid key like any other,
+// and each point's config holds its value.
+TEST(SweepSpec, FieldsWrittenOnlyUnderSomeSettingsAreGridKeys) {
+  const SweepSpec s = sweep_from_toml_text(
+      "[model]\nkind = \"moe\"\nwidth = 64\nexperts = 4\n[data]\nsource = \"markov\"\n[optim]\nschedule = \"wsd\"\n"
+      "[grid]\n\"hp.router_mult\" = [1.0, 2.0]\n\"model.bias_rate\" = [0.0, 0.01]\n\"optim.decay_fraction\" = [0.2]\n",
+      "t.toml", ".");
+  ASSERT_EQ(s.points.size(), 4u);
+  std::set<std::pair<double, double>> seen;
+  for (const SweepPoint& p : s.points) {
+    seen.insert({p.config.hp.router_mult, p.config.model.bias_rate});
+    EXPECT_DOUBLE_EQ(p.config.optim.decay_fraction, 0.2);
+  }
+  EXPECT_EQ(seen, (std::set<std::pair<double, double>>{{1, 0}, {1, 0.01}, {2, 0}, {2, 0.01}}));
+}
+
 TEST(SweepSpec, MistakesNameTheFileAndTheField) {
   const std::string cfg = "[model]\nkind = \"bigram\"\n[data]\nsource = \"markov\"\n";
   EXPECT_NE(error_of(cfg + "[grid]\nmodel.widht = [32]\n").find("bad.toml: field 'grid.model.widht': unknown grid key"),

@@ -133,6 +133,10 @@ void check_batch_fits_in_memory(const ModelConfig& cfg, int64_t batch) {
 
 std::shared_ptr<Model> build_model(const ModelConfig& cfg, const ScaleContext& ctx, const Hyper& hp) {
   validate_model_config(cfg, ctx);
+  if (hp.router_mult != 1 && !model_kind(cfg.kind).experts)
+    throw UserError("config", "hp.router_mult", fmt::format("'{}' has no router", cfg.kind),
+                    "remove hp.router_mult, or use model.kind = one of " +
+                        model_kind_list([](const ModelKind& k) { return k.experts; }));
   check_fits_in_memory(cfg);
   if (ctx.width != cfg.width || ctx.depth != cfg.depth)
     throw std::invalid_argument(fmt::format("build_model: ScaleContext shape {}x{} differs from the model's {}x{}",

@@ -113,7 +113,8 @@ double expert_max_violation(const torch::Tensor& counts);
 // Builds and initialises a model (seeded by the caller through torch::manual_seed).
 // ctx.width and ctx.depth must equal cfg.width and cfg.depth (std::invalid_argument otherwise).
 // Throws UserError (file "config", field "model.*") on an unknown kind or inconsistent shapes,
-// e.g. width not divisible by head_dim / n_heads.
+// e.g. width not divisible by head_dim / n_heads, and (field "hp.router_mult") on a router
+// multiplier other than 1 for a model without a router.
 std::shared_ptr<Model> build_model(const ModelConfig& cfg, const ScaleContext& ctx, const Hyper& hp);
 // The checks build_model starts with, without building: the same UserErrors. For a command that
 // must reject a bad model before it loads data (which may fail on its own for another reason).

@@ -66,6 +66,7 @@ struct Hyper {
   double embed_mult = 1.0;    // embedding multiplier
   double branch_mult = 1.0;   // residual block multiplier a (seed 004 eq. 1)
   double attn_mult = 1.0;     // factor on the attention logit scale
+  double router_mult = 1.0;   // factor on a mixture's router logits (models/moe.cpp; 1 on dense models)
 };
 
 }  // namespace scaleinv

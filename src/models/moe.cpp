@@ -48,8 +48,9 @@ class MoeFeedForward : public FeedForward {
   MoeFeedForward(int64_t d, const ModelConfig& cfg, const ScaleContext& ctx, const Hyper& hp)
       : experts_(cfg.experts), top_k_(cfg.top_k), bias_rate_(cfg.bias_rate) {
     const int64_t n = expert_hidden(cfg.width, cfg.ffn_multiple, cfg.granularity);  // model_kinds.h
-    router_ = register_module(
-        "router", std::make_shared<Dense>(d, experts_, DenseOptions(Role::Router).in_block(true).base_std(width_fan_in_std(d, ctx)), ctx, hp));
+    // hp.router_mult: a base-shape constant on the logits, as hp.output_mult is on the readout's
+    const auto router = DenseOptions(Role::Router).in_block(true).base_std(width_fan_in_std(d, ctx)).extra_mult(hp.router_mult);
+    router_ = register_module("router", std::make_shared<Dense>(d, experts_, router, ctx, hp));
     auto expert = [&](const char* name, int64_t out, int64_t in) {
       const ParamTag tag{Role::Expert, true, width_fan_in_std(in, ctx)};
       return add_param(name, torch::randn({experts_, out, in}) * init_std(tag, ctx, hp), tag);

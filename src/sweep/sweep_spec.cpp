@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <vector>
 
 #include <fmt/format.h>
 #include <toml++/toml.h>
@@ -34,21 +35,28 @@ const char* kGridFix =
 
 // The config keys a grid may vary: every field of the training config (its JSON mirrors the TOML).
 const nlohmann::json& default_config_json() {
-  // Every field a grid may set: the defaults, plus the fields written only under some optimizer
-  // kinds (Muon's, train/config.h), with their default values.
+  // Every field a grid may set: the defaults, plus the fields a config writes only under some
+  // settings (train/config.cpp: Muon's under optim.kind = "muon", wsd's under schedule = "wsd", the
+  // Llama and mixture fields under their kinds, a mixture's bias_rate and hp.router_mult when they
+  // are not at their defaults), each with a value of its type (only the types are read).
   static const nlohmann::json j = [] {
     nlohmann::json d = train_config_to_json(TrainConfig{});
-    TrainConfig muon;
-    muon.optim.kind = "muon";
-    const nlohmann::json m = train_config_to_json(muon);  // named: items() must not outlive it
-    for (const auto& [k, v] : m.at("optim").items())
-      if (!d["optim"].contains(k)) d["optim"][k] = v;
-    TrainConfig llama;  // and the Llama model's fields (written only for a kind with grouped-query attention)
-    for (const ModelKind& k : model_kinds())
-      if (k.gqa) llama.model.kind = k.name;
-    const nlohmann::json l = train_config_to_json(llama);
-    for (const auto& [k, v] : l.at("model").items())
-      if (!d["model"].contains(k)) d["model"][k] = v;
+    std::vector<TrainConfig> variants(1);
+    variants[0].optim.kind = "muon";
+    variants[0].optim.schedule = "wsd";
+    for (const ModelKind& k : model_kinds()) {
+      TrainConfig m;
+      m.model.kind = k.name;
+      m.model.bias_rate = 1;
+      m.hp.router_mult = 2;
+      variants.push_back(m);
+    }
+    for (const TrainConfig& c : variants) {
+      const nlohmann::json x = train_config_to_json(c);  // named: items() must not outlive it
+      for (const auto& [section, fields] : x.items())
+        for (const auto& [key, value] : fields.items())
+          if (!d[section].contains(key)) d[section][key] = value;
+    }
     return d;
   }();
   return j;

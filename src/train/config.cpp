@@ -151,6 +151,14 @@ void hp_fields(X& x, F&& f) {
   f("attn_mult", x.attn_mult, Positive{"e.g. attn_mult = 1"});
 }
 
+// [hp], a mixture's router multiplier: read under any kind (build_model refuses it on a model
+// without a router), written only when it is not 1, so the configs of every run without it (a
+// store's point ids, which hash them, and a checkpoint's metadata) are as they were before it existed.
+template <class X, class F>
+void router_hp_fields(X& x, F&& f) {
+  f("router_mult", x.router_mult, Positive{"e.g. router_mult = 1"});
+}
+
 // [optim], every optimizer
 template <class X, class F>
 void optim_fields(X& x, F&& f) {
@@ -256,8 +264,10 @@ void read_model(const TomlReader& r, ModelConfig& m) {
 
 void read_hp(const TomlReader& r, Hyper& h) {
   hp_fields(h, read_from(r));
+  router_hp_fields(h, read_from(r));
   r.reject_unknown();
   hp_fields(h, check_with(r));
+  router_hp_fields(h, check_with(r));
 }
 
 void read_optim(const TomlReader& r, OptimConfig& o) {
@@ -348,6 +358,7 @@ nlohmann::json train_config_to_json(const TrainConfig& c) {
   if (writes_moe_fields(c.model) && c.model.bias_rate > 0) balance_fields(c.model, write_into(j["model"]));
   param_fields(c, write_into(j["param"]));
   hp_fields(c.hp, write_into(j["hp"]));
+  if (c.hp.router_mult != 1) router_hp_fields(c.hp, write_into(j["hp"]));
   optim_fields(c.optim, write_into(j["optim"]));
   if (c.optim.kind == "muon") muon_fields(c.optim, write_into(j["optim"]));
   if (c.optim.schedule == "wsd") wsd_fields(c.optim, write_into(j["optim"]));
