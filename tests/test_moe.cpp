@@ -241,6 +241,19 @@ TEST(Moe, RouterMultIsWrittenOnlyWhenSetAndNeedsARouter) {
   EXPECT_NE(user_error_of([&] { build_model(dense, ctx, hp); }).find("'hp.router_mult'"), std::string::npos);
 }
 
+// --resume compares the saved config with the new one over the fields either writes: a field that
+// is written only away from its default (hp.router_mult, model.bias_rate) and was set for the saved
+// run but left out now is named, as is one added now.
+TEST(Moe, ResumeNamesAFieldWrittenOnlyWhenSetThatWasRemovedOrAdded) {
+  const TrainConfig plain = train_config_from_toml_text("[model]\nkind = \"moe\"\n", "t.toml");
+  const TrainConfig set = train_config_from_toml_text(
+      "[model]\nkind = \"moe\"\nbias_rate = 0.01\n[hp]\nrouter_mult = 2.0\n", "t.toml");
+  const std::vector<std::string> both = {"hp.router_mult", "model.bias_rate"};
+  EXPECT_EQ(run_altering_differences(set, plain), both);
+  EXPECT_EQ(run_altering_differences(plain, set), both);
+  EXPECT_TRUE(run_altering_differences(set, set).empty());
+}
+
 // The expert-count column (table.h RoleExponents::experts_lr): under mup-moe an expert's SGD LR
 // grows like E / E_0 (its token share k/E shrinks its gradient), Adam's does not; a dense tensor's
 // LR does not see E at all.

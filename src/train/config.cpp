@@ -373,14 +373,18 @@ std::vector<std::string> run_altering_differences(const TrainConfig& saved, cons
                                               "train.cuda_graph",   "train.steps",            "param.name"};
   const bool constant = saved.optim.schedule == "constant" && now.optim.schedule == "constant";
   const nlohmann::json a = train_config_to_json(saved), b = train_config_to_json(now);
-  std::vector<std::string> out;
-  for (const auto& [section, fields] : b.items())
-    for (const auto& [key, value] : fields.items()) {
-      const std::string name = section + "." + key;
-      if (kFree.count(name) || (constant && name == "optim.total_steps")) continue;
-      if (!a.contains(section) || !a[section].contains(key) || a[section][key] != value) out.push_back(name);
-    }
-  return out;
+  // Over the fields either config writes: a field written only away from its default (bias_rate,
+  // hp.router_mult) is in one of them alone when it was set and then removed, or the other way.
+  std::set<std::string> out;
+  for (const nlohmann::json* x : {&a, &b})
+    for (const auto& [section, fields] : x->items())
+      for (const auto& [key, value] : fields.items()) {
+        const std::string name = section + "." + key;
+        if (kFree.count(name) || (constant && name == "optim.total_steps")) continue;
+        const bool both = a.contains(section) && a[section].contains(key) && b.contains(section) && b[section].contains(key);
+        if (!both || a[section][key] != b[section][key]) out.insert(name);
+      }
+  return {out.begin(), out.end()};
 }
 
 TrainConfig train_config_from_json(const nlohmann::json& j) {
