@@ -49,9 +49,10 @@
 #               then where the device time goes: ours per op (bench --profile on CUDA: CUDA events
 #               around every op) and the peer's kernels by class, eager and compiled
 #               (bench/peer_profile_gpu.py)
-#   moe         the MoE model on CUDA: its coordinate check with the expert axis to E = 64 (MOE_PARAMS,
-#               default mup-moe) and its step against bench/moe_peer.py on the same card
-#               (bench/compare_moe_peer.sh, DEVICE=cuda, widths 64 128 256, E 8, top-2)
+#   moe         the MoE model on CUDA: its step against bench/moe_peer.py on the same card
+#               (bench/compare_moe_peer.sh, DEVICE=cuda, widths 64 128 256, E 8, top-2), then its
+#               coordinate check with the expert axis to E = 64 (MOE_PARAMS, default mup-moe; each
+#               MOE_CHECK_CAP s at most, default 120)
 #   llama_width issue 37 run 1 for the Llama decoder: examples/sweeps/llama_kjv_width_gpu.toml (widths
 #               64, 512, 2048; 108 runs) and its transfer report (LLAMA_CAP s at most; resumes)
 #   moe_sweep   examples/sweeps/moe_kjv_width_experts_gpu.toml ((64, 4) -> (512, 64); 96 runs) and its
@@ -321,16 +322,17 @@ PY
   pack
 fi
 if stage moe; then
-  for p in ${MOE_PARAMS:-mup-moe}; do
-    bounded 120 $B coordcheck --model moe --param $p --widths 64,256 --experts 4,8,16,32,64 --seeds 3 --device cuda \
-      >"$W/moe_coordcheck_$p.txt" 2>&1
-    note "moe coordcheck ($p, widths 64,256 x E 4..64, CUDA): exit $?; $(tail -n 1 "$W/moe_coordcheck_$p.txt")"
-    cp "$W/moe_coordcheck_$p.txt" "$OUT/" 2>/dev/null
-  done
   BUILD=build-cuda DEVICE=cuda PY=python3 THREADS=4 STEPS=30 OUT="$W/moe_speed" bounded 150 bash bench/compare_moe_peer.sh "64 128 256" \
     >"$W/moe_speed.txt" 2>&1; note "moe speed vs peer on CUDA: exit $?"
   tail -n 5 "$W/moe_speed.txt" | tee -a "$summary"
   pack
+  for p in ${MOE_PARAMS:-mup-moe}; do
+    bounded "${MOE_CHECK_CAP:-120}" $B coordcheck --model moe --param $p --widths 64,256 --experts 4,8,16,32,64 --seeds 3 --device cuda \
+      >"$W/moe_coordcheck_$p.txt" 2>&1
+    note "moe coordcheck ($p, widths 64,256 x E 4..64, CUDA): exit $?; $(tail -n 1 "$W/moe_coordcheck_$p.txt")"
+    cp "$W/moe_coordcheck_$p.txt" "$OUT/" 2>/dev/null
+    pack
+  done
 fi
 stage llama_width && evidence llama_width_gpu examples/sweeps/llama_kjv_width_gpu.toml "${LLAMA_CAP:-200}"
 stage moe_sweep && evidence moe_width_experts_gpu examples/sweeps/moe_kjv_width_experts_gpu.toml "${MOE_CAP:-200}"

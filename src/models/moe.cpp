@@ -8,9 +8,10 @@
 //
 // W_gate, W_up: [E, n, d], W_down: [E, d, n], role Expert (E hidden matrices; forward multiplier
 // d^-a of the expert row), n = swiglu_hidden(d) / granularity rounded up to model.ffn_multiple.
-// Dispatch is dropless: the N k (token, expert) pairs are sorted by expert and each expert runs one
-// matmul on its contiguous slice (no capacity, no dropped token), the outputs are weighted by g and
-// added back to their tokens (index_add).
+// Dispatch is dropless: the N k (token, expert) pairs are sorted by expert and each expert runs its
+// SwiGLU on its contiguous slice (no capacity, no dropped token; models/expert_dispatch.h: one matmul
+// per expert on the CPU, batched matmuls over zero-padded slices on CUDA), the outputs are weighted
+// by g and added back to their tokens (index_add).
 //
 // Balance loss (Switch Transformer, ref. [switch] eq. 4): B = E sum_j f_j P_j, f_j the share of the
 // N k assignments that went to expert j, P_j the mean router probability of j; 1 when the routing
@@ -35,6 +36,7 @@
 #include <fmt/format.h>
 
 #include "core/errors.h"
+#include "models/expert_dispatch.h"
 #include "models/llama_layers.h"
 #include "models/model_kinds.h"
 #include "models/zoo.h"
@@ -79,30 +81,23 @@ class MoeFeedForward : public FeedForward {
     const torch::Tensor gates = top_p / top_p.sum(-1, true);
     // Balance loss: f_j from the (non-differentiable) assignment counts, P_j from the probabilities.
     const torch::Tensor flat_i = top_i.reshape({-1});      // [N k], pair p = token p / k
-    const torch::Tensor counts = torch::bincount(flat_i, {}, E);
+    // (a scatter, not bincount: CUDA's bincount reads the largest index back to the host first)
+    const torch::Tensor counts = torch::zeros({E}, flat_i.options()).scatter_add_(0, flat_i, torch::ones_like(flat_i));
     if (load_.defined() && load_.device() == counts.device()) load_.add_(counts);
     else load_ = counts.clone();
     balance_ = static_cast<double>(E) * (counts.to(probs.scalar_type()) / static_cast<double>(N * k) * probs.mean(0)).sum();
-    // Dropless dispatch: pairs sorted by expert, one matmul per expert on its slice.
-    const torch::Tensor order = std::get<1>(flat_i.sort(/*stable=*/c10::optional<bool>(true), 0, false));
+    // Dropless dispatch: pairs sorted by expert, each expert's SwiGLU on its slice
+    // (models/expert_dispatch.h): one matmul per expert on the CPU, batched over zero-padded slices
+    // on CUDA, where E launches per matrix rather than the arithmetic bound the step.
+    const auto [sorted_expert, order] = flat_i.sort(/*stable=*/c10::optional<bool>(true), 0, false);
     const torch::Tensor token = torch::div(order, k, "floor");
     const torch::Tensor xs = flat.index_select(0, token);  // [N k, d]
     const torch::Tensor per = counts.cpu();
-    const int64_t* c = per.data_ptr<int64_t>();
-    std::vector<torch::Tensor> ys;
-    int64_t off = 0;
-    // unbind, not gate_[j]: select's backward writes each expert's gradient into a zero tensor of the
-    // whole stack, E of them a step (E^2 n d work); unbind's stacks the E slices once.
-    const std::vector<torch::Tensor> gate = gate_.unbind(0), up = up_.unbind(0), down = down_.unbind(0);
-    for (int64_t j = 0; j < E; ++j) {
-      if (c[j] == 0) continue;
-      const torch::Tensor s = xs.narrow(0, off, c[j]);
-      const torch::Tensor h = torch::silu(torch::matmul(s, gate[j].t()) * mult_) * (torch::matmul(s, up[j].t()) * mult_);
-      ys.push_back(torch::matmul(h, down[j].t()) * mult_);
-      off += c[j];
-    }
+    const ExpertWeights weights{gate_, up_, down_, mult_};
+    const torch::Tensor ys = flat.is_cuda() ? experts_padded(xs, sorted_expert, counts, per.max().item<int64_t>(), weights)
+                                            : experts_looped(xs, per, weights);
     const torch::Tensor w = gates.reshape({-1}).index_select(0, order).unsqueeze(1);
-    torch::Tensor out = torch::zeros_like(flat).index_add(0, token, torch::cat(ys) * w);
+    torch::Tensor out = torch::zeros_like(flat).index_add(0, token, ys * w);
     if (shared_) out = out + shared_->forward(flat);
     return out.view(x.sizes());
   }
