@@ -14,6 +14,8 @@ the old one. Sections whose command is not `build/scaleinv` (a GPU build's `buil
 shell line of bench/gpu_check.sh) or that show no output (a list of commands) are left as they are;
 of those, the sweeps still run (in page order, before the reports that read their stores), also
 where a block lists plain `build/scaleinv sweep ...` lines without `$ `.
+A section `$ sqlite3 ... < examples/sweeps/NAME.sql` (a kept query over stores) runs too, and is
+cheap where every store the query ATTACHes is under docs/results/data/.
 Output lines starting with `wrote ` name the scratch files a command wrote, not figures: they are
 left out. The page is rewritten atomically (a temporary file renamed over it), and only when every
 command it ran exited 0.
@@ -22,7 +24,8 @@ command it ran exited 0.
 
 --check   regenerate in memory and compare: exit 1 and print a diff where the page differs
 --cheap   run only the sections that read stores kept in the repository (transfer-report and
-          predict whose every --db is under docs/results/data/): seconds, not hours
+          predict whose every --db is under docs/results/data/, and the kept SQL queries over
+          them): seconds, not hours
 --list    print each page's sections, whether cheap, and what each needs; run nothing
 
 Exit 2 on a user error (an unknown page, a command naming a missing file or subcommand), 1 on a
@@ -59,9 +62,19 @@ class Section:
     def ours(self):
         return self.command.startswith(EXE + " ")
 
+    def sql(self):
+        """A kept query: `sqlite3 [options] < FILE.sql`."""
+        return self.command.startswith("sqlite3 ")
+
+    def sql_file(self):
+        m = re.search(r"<\s*(\S+\.sql)\b", self.command)
+        return m.group(1) if m else None
+
     def runnable(self):
         """Run in a full regeneration: a command shown with its output, or a sweep (it makes a store)."""
         a = self.argv()
+        if self.sql():
+            return len(self.output) > 0
         return self.ours() and (len(self.output) > 0 or (len(a) > 1 and a[1] == "sweep"))
 
     def dbs(self):
@@ -69,6 +82,13 @@ class Section:
         return [a[i + 1] for i, x in enumerate(a[:-1]) if x == "--db"]
 
     def cheap(self):
+        if self.sql():
+            try:
+                text = open(os.path.join(ROOT, self.sql_file() or "")).read()
+            except OSError:
+                return False
+            stores = re.findall(r"ATTACH\s+'([^']+)'", text, re.I)
+            return self.runnable() and bool(stores) and all(d.startswith("docs/results/data/") for d in stores)
         a = self.argv()
         return (self.runnable() and len(a) > 1 and a[1] in CHEAP and self.dbs()
                 and all(d.startswith("docs/results/data/") for d in self.dbs()))
@@ -118,6 +138,12 @@ def subcommands():
 
 def check_needs(page, sec, subs, made):
     """A command names an existing subcommand and files that exist or that the page makes first."""
+    if sec.sql():
+        f = sec.sql_file()
+        if not f or not os.path.isfile(os.path.join(ROOT, f)):
+            fail(f"{page}:{sec.line_no + 1}: `{sec.command}` reads no existing .sql file "
+                 f"(fix: `sqlite3 -header -column < examples/sweeps/NAME.sql`, the file kept there)")
+        return
     a = sec.argv()
     if len(a) < 2 or a[1] not in subs:
         fail(f"{page}:{sec.line_no + 1}: `{sec.command}` names no scaleinv subcommand "
@@ -159,7 +185,7 @@ def exe():
 
 def run(sec, scratch):
     env = dict(os.environ, TMPDIR=scratch)
-    command = shlex.quote(exe()) + sec.command[len(EXE):]
+    command = sec.command if sec.sql() else shlex.quote(exe()) + sec.command[len(EXE):]
     p = subprocess.run(["bash", "-c", command], cwd=ROOT, env=env, capture_output=True, text=True)
     if p.returncode != 0:
         print(p.stderr[-2000:], file=sys.stderr)
@@ -182,7 +208,7 @@ def regenerate(name, check, cheap, listing, subs):
         if s.ours() and len(a) > 1 and a[1] == "sweep":
             made.update(sweep_outputs(a))
     for s in secs:
-        if s.ours():
+        if s.ours() or s.sql():
             check_needs(f"docs/results/{name}.md", s, subs, made)
     todo = [s for s in secs if s.runnable() and (s.cheap() or not cheap)]
     if listing:
