@@ -87,7 +87,7 @@ class Section:
                 text = open(os.path.join(ROOT, self.sql_file() or "")).read()
             except OSError:
                 return False
-            stores = re.findall(r"ATTACH\s+'([^']+)'", text, re.I)
+            stores = re.findall(r"ATTACH\s+'([^']+)'", text, re.I) + [a for a in self.argv() if a.endswith(".db")]
             return self.runnable() and bool(stores) and all(d.startswith("docs/results/data/") for d in stores)
         a = self.argv()
         return (self.runnable() and len(a) > 1 and a[1] in CHEAP and self.dbs()
