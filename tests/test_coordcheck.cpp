@@ -709,3 +709,28 @@ TEST(CoordCheck, SpectralNormIsALanczosLowerBoundExactAtLowRank) {
   EXPECT_TRUE(std::isnan(spectral_norm(torch::full({4, 4}, NAN))));
   EXPECT_TRUE(std::isnan(spectral_norm(torch::ones({5}))));
 }
+
+// spectral_norms: a stack of matrices at once (an expert stack), each as spectral_norm finds it
+// alone, with a zero matrix (rank 0), a low-rank one (its recursion ends early while the others go
+// on) and a non-finite one (NaN for it alone) in the same batch.
+TEST(CoordCheck, SpectralNormsOfAStackMatchEachMatrixAlone) {
+  torch::manual_seed(5);
+  const torch::Tensor s = torch::stack({torch::randn({48, 32}), torch::zeros({48, 32}),
+                                        torch::randn({48, 2}).mm(torch::randn({2, 32})), torch::full({48, 32}, NAN),
+                                        torch::randn({48, 32}) * 100});
+  const torch::Tensor each = spectral_norms(s);
+  ASSERT_EQ(each.size(0), 5);
+  for (int64_t e = 0; e < 5; ++e) {
+    const double alone = spectral_norm(s[e]);
+    if (e == 3) {
+      EXPECT_TRUE(std::isnan(each[e].item<double>()) && std::isnan(alone));
+      continue;
+    }
+    const double exact = torch::linalg_svdvals(s[e].to(torch::kDouble))[0].item<double>();
+    EXPECT_NEAR(each[e].item<double>(), alone, 1e-5 * (1 + exact)) << "matrix " << e;
+    EXPECT_LE(each[e].item<double>(), exact * (1 + 1e-5) + 1e-12) << "matrix " << e;
+    EXPECT_GE(each[e].item<double>(), exact * (1 - 0.01)) << "matrix " << e;
+  }
+  EXPECT_EQ(each[1].item<double>(), 0.0);
+  EXPECT_NEAR(each[2].item<double>() / torch::linalg_svdvals(s[2].to(torch::kDouble))[0].item<double>(), 1.0, 1e-5);
+}

@@ -21,6 +21,17 @@ from ._tensors import rms
 from ._apply import apply
 
 
+def _orthogonalise(x, basis):
+    """x minus its projection on the basis vectors, twice (classical Gram-Schmidt repeated, as the
+    CLI's spectral_norms does it)."""
+    if not basis:
+        return x
+    q = torch.stack(basis)
+    for _ in range(2):
+        x = x - q.t().mv(q.mv(x))
+    return x
+
+
 def spectral_norm(w, steps=16):
     """Largest singular value by Golub-Kahan-Lanczos bidiagonalisation (fully reorthogonalised) from
     the fixed start cos(0.7 i + 0.3), as the CLI's coordinate check (src/measure/coordcheck.h
@@ -36,8 +47,7 @@ def spectral_norm(w, steps=16):
     u = torch.mv(m, v)
     for j in range(k):
         vs.append(v)
-        for b in us:
-            u = u - torch.dot(b, u) * b
+        u = _orthogonalise(u, us)
         a = float(u.norm())
         if not math.isfinite(a):
             return None
@@ -48,9 +58,7 @@ def spectral_norm(w, steps=16):
         us.append(u)
         if j + 1 == k:
             break
-        r = torch.mv(m.t(), u)
-        for b in vs:
-            r = r - torch.dot(b, r) * b
+        r = _orthogonalise(torch.mv(m.t(), u), vs)
         bn = float(r.norm())
         if not math.isfinite(bn):
             return None

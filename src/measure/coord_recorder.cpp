@@ -57,12 +57,8 @@ void CoordRecorder::record(int t, const NamedTensors& activations, const NamedTe
       const bool stack = p.dim() == 3 && stacks_.count(name) > 0;
       auto norm = [stack](const torch::Tensor& w) {
         if (!stack) return spectral_norm(w);
-        double worst = 0;  // the largest of the stacked matrices' norms (NaN if any is)
-        for (int64_t e = 0; e < w.size(0); ++e) {
-          const double n = spectral_norm(w[e]);
-          if (!(n <= worst)) worst = n;
-        }
-        return worst;
+        const torch::Tensor each = spectral_norms(w);  // the largest of the stack's norms (NaN if any is)
+        return torch::isnan(each).any().item<bool>() ? kNaN : each.max().item<double>();
       };
       if (wants(CoordQuantity::WSpec))
         put(CoordQuantity::WSpec, name, t, norm(p.detach()))->shape =

@@ -18,6 +18,9 @@ namespace scaleinv {
 // values crowd together, the slow case) and exact for a matrix of rank < steps. NaN for a
 // non-finite matrix.
 double spectral_norm(const torch::Tensor& w, int steps = 16);
+// The same for each matrix of a stack [B, rows, cols] (an expert stack), all B at once: [B] double
+// on the CPU. spectral_norm is this with B = 1.
+torch::Tensor spectral_norms(const torch::Tensor& stack, int steps = 16);
 
 // Validates the configuration (UserError, exit 2: no widths, a width or depth < 1, a width that
 // does not split into heads, fewer than 2 widths and 2 depths, unknown model/param/optimizer,
