@@ -139,7 +139,7 @@ ctest_stage() {  # NAME CTEST-ARGS...
     [ $? -ne 124 ] || note "$name: cut (STAGE_TIMEOUT or BUDGET); the log ends at the test that was running"
   note "$name: $(grep -E "tests passed|tests failed" "$W/ctest_$name.log") ($(( $(date +%s) - t0 )) s)"
   grep -E "^\s+[0-9]+ - " "$W/ctest_$name.log" | head -40 | tee -a "$summary"
-  grep -E "(CUDA fp32 vs|bf16 vs fp32|CUDA graph vs|vs 1 process on CUDA|coordcheck on CUDA vs|sweep on CUDA|out of memory on CUDA|demo on CUDA)" "$W/ctest_$name.log" | head -20 | tee -a "$summary"
+  grep -E "(CUDA fp32 vs|moe on CUDA vs CPU|bf16 vs fp32|CUDA graph vs|vs 1 process on CUDA|coordcheck on CUDA vs|sweep on CUDA|out of memory on CUDA|demo on CUDA)" "$W/ctest_$name.log" | head -20 | tee -a "$summary"
   pack
 }
 if stage curves; then
