@@ -52,6 +52,7 @@ torch::Tensor spectral_norms(const torch::Tensor& stack, int steps) {
   torch::Tensor v = torch::cos(torch::arange(cols, m.options()) * 0.7 + 0.3);
   v = (v / v.norm()).expand({B, cols});
   std::vector<torch::Tensor> alpha, beta;
+  torch::Tensor finite_b = torch::ones({B}, m.options().dtype(torch::kBool));  // every raw beta finite
   torch::Tensor u = bmv(m, v);
   for (int j = 0; j < k; ++j) {
     V.select(1, j).copy_(v);
@@ -64,13 +65,14 @@ torch::Tensor spectral_norms(const torch::Tensor& stack, int steps) {
     const torch::Tensor r = orthogonalise(bmv(m.transpose(1, 2), u), V, j + 1);
     const torch::Tensor b = r.norm(2, {1});
     const torch::Tensor ok = b > a * 1e-30;
+    finite_b = finite_b & torch::isfinite(b);
     beta.push_back(torch::where(ok, b, torch::zeros_like(b)));
     v = divide(r, b, ok);
     u = bmv(m, v) - beta.back().unsqueeze(-1) * u;
   }
   // The k x k bidiagonal of each matrix, in double on the CPU: one read back.
   const torch::Tensor al = torch::stack(alpha, 1).to(torch::kCPU, torch::kDouble);
-  torch::Tensor bd = torch::diag_embed(al), finite = torch::isfinite(al).all(1);
+  torch::Tensor bd = torch::diag_embed(al), finite = torch::isfinite(al).all(1) & finite_b.cpu();
   if (!beta.empty()) {
     const torch::Tensor be = torch::stack(beta, 1).to(torch::kCPU, torch::kDouble);
     bd = bd + torch::diag_embed(be, 1);
