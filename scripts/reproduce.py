@@ -15,7 +15,8 @@ shell line of bench/gpu_check.sh) or that show no output (a list of commands) ar
 of those, the sweeps still run (in page order, before the reports that read their stores), also
 where a block lists plain `build/scaleinv sweep ...` lines without `$ `.
 A section `$ sqlite3 ... < examples/sweeps/NAME.sql` (a kept query over stores) runs too, and is
-cheap where every store the query ATTACHes is under docs/results/data/.
+cheap where every store it reads (ATTACHed in the file, or named on its command line) is under
+docs/results/data/.
 Output lines starting with `wrote ` name the scratch files a command wrote, not figures: they are
 left out. The page is rewritten atomically (a temporary file renamed over it), and only when every
 command it ran exited 0.
