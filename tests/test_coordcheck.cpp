@@ -12,6 +12,7 @@
 #include "cli_util.h"
 #include "core/atomic_file.h"
 #include "core/errors.h"
+#include "measure/coord_recorder.h"
 #include "measure/coordcheck.h"
 #include "measure/slope_fit.h"
 #include "param/table.h"
@@ -733,4 +734,26 @@ TEST(CoordCheck, SpectralNormsOfAStackMatchEachMatrixAlone) {
   }
   EXPECT_EQ(each[1].item<double>(), 0.0);
   EXPECT_NEAR(each[2].item<double>() / torch::linalg_svdvals(s[2].to(torch::kDouble))[0].item<double>(), 1.0, 1e-5);
+}
+
+// The recorder's ||W|| of an expert stack is the largest of its matrices' norms, read back once; a
+// matrix that is NaN makes the row NaN (a diverged expert is not hidden behind a finite maximum).
+TEST(CoordCheck, StackNormIsTheLargestMatrixAndNaNWhereAnyMatrixIs) {
+  torch::manual_seed(6);
+  const torch::Tensor finite = torch::stack({torch::randn({24, 16}), torch::randn({24, 16}) * 3});
+  torch::Tensor broken = finite.clone();
+  broken[0].fill_(NAN);
+  for (const bool nan : {false, true}) {
+    CoordRecorder rec(0, 1u << static_cast<int>(CoordQuantity::WSpec), {"experts"});
+    rec.record(0, {}, {{"experts", nan ? broken : finite}});
+    ASSERT_EQ(rec.run().series.size(), 1u);
+    const CoordSeries& s = rec.run().series[0];
+    EXPECT_EQ(s.shape, (std::vector<int64_t>{24, 16}));
+    if (nan) {
+      EXPECT_TRUE(std::isnan(s.rms[0]));
+    } else {
+      const double exact = torch::linalg_svdvals(finite.to(torch::kDouble)).max().item<double>();
+      EXPECT_NEAR(s.rms[0], exact, 1e-4 * exact);
+    }
+  }
 }

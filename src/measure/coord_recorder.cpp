@@ -57,8 +57,8 @@ void CoordRecorder::record(int t, const NamedTensors& activations, const NamedTe
       const bool stack = p.dim() == 3 && stacks_.count(name) > 0;
       auto norm = [stack](const torch::Tensor& w) {
         if (!stack) return spectral_norm(w);
-        const torch::Tensor each = spectral_norms(w);  // the largest of the stack's norms (NaN if any is)
-        return torch::isnan(each).any().item<bool>() ? kNaN : each.max().item<double>();
+        // The largest of the stack's norms, one read-back; max propagates NaN, so a NaN norm stays NaN.
+        return spectral_norms(w).max().item<double>();
       };
       if (wants(CoordQuantity::WSpec))
         put(CoordQuantity::WSpec, name, t, norm(p.detach()))->shape =
