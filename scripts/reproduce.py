@@ -21,13 +21,17 @@ Output lines starting with `wrote ` name the scratch files a command wrote, not 
 left out. The page is rewritten atomically (a temporary file renamed over it), and only when every
 command it ran exited 0.
 
-    scripts/reproduce.sh NAME|all [--check] [--cheap] [--list]
+    scripts/reproduce.sh NAME|all [--check] [--cheap] [--list] [--resume]
 
 --check   regenerate in memory and compare: exit 1 and print a diff where the page differs
 --cheap   run only the sections that read stores kept in the repository (transfer-report and
           predict whose every --db is under docs/results/data/, and the kept SQL queries over
           them): seconds, not hours
 --list    print each page's sections, whether cheap, and what each needs; run nothing
+--resume  continue a reproduction cut short: a sweep whose store is already there runs with
+          `--resume` (its finished points are kept, the rest run). Without it such a store is
+          refused before anything runs, since a page regenerated over old stores would show their
+          figures, not today's (fix: delete the store for a fresh run)
 
 Exit 2 on a user error (an unknown page, a command naming a missing file or subcommand), 1 on a
 check that differs or a command that failed.
@@ -184,9 +188,32 @@ def exe():
     return os.environ.get("SCALEINV_BIN") or os.path.join(ROOT, EXE)
 
 
-def run(sec, scratch):
+def is_sweep(sec):
+    a = sec.argv()
+    return sec.ours() and len(a) > 1 and a[1] == "sweep"
+
+
+def stores_in_the_way(page, todo, resume):
+    """The sweeps to run whose store is already there: refused (exit 2) unless --resume, where those
+    sweeps get `--resume` appended. Returns the set of line numbers to run with it."""
+    resumed = set()
+    for s in todo:
+        if not is_sweep(s) or "--resume" in s.argv():
+            continue
+        there = sorted(d for d in sweep_outputs(s.argv()) if os.path.exists(os.path.join(ROOT, d)))
+        if there and not resume:
+            fail(f"{page}:{s.line_no + 1}: {there[0]} is already there, and this sweep would refuse it "
+                 f"(fix: delete it for a fresh run, or pass --resume to continue a reproduction cut short)")
+        if there:
+            resumed.add(s.line_no)
+    return resumed
+
+
+def run(sec, scratch, resume=False):
     env = dict(os.environ, TMPDIR=scratch)
     command = sec.command if sec.sql() else shlex.quote(exe()) + sec.command[len(EXE):]
+    if resume:  # (from the parsed words: a trailing comment would swallow an appended flag)
+        command = shlex.join([exe()] + sec.argv()[1:] + ["--resume"])
     p = subprocess.run(["bash", "-c", command], cwd=ROOT, env=env, capture_output=True, text=True)
     if p.returncode != 0:
         print(p.stderr[-2000:], file=sys.stderr)
@@ -197,7 +224,7 @@ def run(sec, scratch):
     return lines
 
 
-def regenerate(name, check, cheap, listing, subs):
+def regenerate(name, check, cheap, listing, subs, resume=False):
     path = os.path.join(RESULTS, name + ".md")
     if not os.path.isfile(path):
         fail(f"docs/results/{name}.md: no such page (fix: one of {', '.join(pages())}, or all)")
@@ -219,6 +246,7 @@ def regenerate(name, check, cheap, listing, subs):
         return 0
     if not todo:
         return 0
+    resumed = stores_in_the_way(f"docs/results/{name}.md", todo, resume)
     new = list(lines)
     with tempfile.TemporaryDirectory(prefix="scaleinv_reproduce.") as scratch:
         # Bottom up, so that earlier sections' line numbers stay valid while later ones change size.
@@ -227,7 +255,7 @@ def regenerate(name, check, cheap, listing, subs):
         for s in todo:  # run in page order (a sweep before the report that reads its store)
             key = tuple(s.argv())
             if key not in ran:
-                ran[key] = run(s, scratch)
+                ran[key] = run(s, scratch, s.line_no in resumed)
             outputs[s.line_no] = ran[key]
         for s in sorted(todo, key=lambda s: -s.line_no):
             if s.output:  # (a sweep shown without its output only makes its store)
@@ -257,15 +285,16 @@ def main():
     args = sys.argv[1:]
     flags = {a for a in args if a.startswith("--")}
     names = [a for a in args if not a.startswith("--")]
-    unknown = flags - {"--check", "--cheap", "--list"}
+    unknown = flags - {"--check", "--cheap", "--list", "--resume"}
     if unknown or len(names) != 1:
-        fail(f"usage: scripts/reproduce.sh NAME|all [--check] [--cheap] [--list] "
+        fail(f"usage: scripts/reproduce.sh NAME|all [--check] [--cheap] [--list] [--resume] "
              f"(pages: {', '.join(pages())}){'; unknown ' + ', '.join(sorted(unknown)) if unknown else ''}")
     subs = subcommands()
     todo = pages() if names[0] == "all" else [names[0]]
     worst = 0
     for n in todo:
-        worst = max(worst, regenerate(n, "--check" in flags, "--cheap" in flags, "--list" in flags, subs))
+        worst = max(worst, regenerate(n, "--check" in flags, "--cheap" in flags, "--list" in flags, subs,
+                                      "--resume" in flags))
     return worst
 
 

@@ -146,6 +146,11 @@ ParamTable unit_scaled(const std::string& name) {
 //    so its gradient, a mean over the batch, shrinks like e^-1. SGD's update follows the gradient:
 //    its LR grows like e (experts_lr_sgd = -1); Adam, Adafactor and Muon normalise the update per
 //    entry, so their LR does not move with E (experts_lr = 0): "tune dense once".
+//  Against [completep-moe] (2601.20205 Table 1, Sec. 3.3, as secondary notes cite it; docs/references.md):
+//  its router init n^-1 and Adam LR n^-1 are this router row's effective weight (seed 000 eq. (28));
+//  its Sec. 3.2 holds k/E fixed, so no rule carries an E factor (experts_lr = 0 for Adam); its
+//  expert up-projection is the hidden row. Its down-projection init sits a constant below fan-in
+//  (the same width exponent), and its bias rate is Theta(1) (Scaling Rule 2, eq. (2)) as bias_rate is.
 ParamTable moe_rows(ParamTable t, const std::string& name) {
   const std::string dense = t.name;
   t.name = name;

@@ -1,0 +1,59 @@
+"""scripts/reproduce.py's handling of a sweep whose store is already there.
+
+    /usr/bin/python3 tests/check_reproduce.py
+
+A page's sweep whose store exists is refused before anything runs (exit 2, one line naming the page
+line, the store and the fix), unless --resume, where that sweep's command gets `--resume` appended
+(after any trailing comment is dropped) and a sweep whose store is absent runs as written. Nothing
+is run: the command that would run is read back through a stand-in for subprocess.run. Standard
+library only; exits 1 naming the first expectation that fails.
+"""
+import contextlib
+import io
+import os
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts"))
+import reproduce  # noqa: E402
+
+
+def expect(ok, what):
+    if not ok:
+        print(f"check_reproduce: {what}", file=sys.stderr)
+        sys.exit(1)
+
+
+def main():
+    with tempfile.TemporaryDirectory() as tmp:
+        store = os.path.join(tmp, "x.db")
+        there = reproduce.Section(6, f"build/scaleinv sweep --config examples/sweeps/tiny_markov.toml --out {store}  # note", [])
+        absent = reproduce.Section(9, f"build/scaleinv sweep --config examples/sweeps/tiny_markov.toml --out {store}.new", [])
+        report = reproduce.Section(12, f"build/scaleinv transfer-report --db {store}", ["| a |"])
+        todo = [there, absent, report]
+        expect(reproduce.stores_in_the_way("p.md", todo, False) == set(), "no store there: nothing refused")
+        open(store, "w").close()
+        try:
+            with contextlib.redirect_stderr(io.StringIO()):
+                reproduce.stores_in_the_way("p.md", todo, False)
+            expect(False, "a store already there was not refused")
+        except SystemExit as e:
+            expect(e.code == 2, f"the refusal exited {e.code}, not 2")
+        expect(reproduce.stores_in_the_way("p.md", todo, True) == {6}, "--resume: only the sweep whose store is there resumes")
+
+        ran = []
+        real = subprocess.run
+        subprocess.run = lambda argv, **kw: (ran.append(argv[-1]), subprocess.CompletedProcess(argv, 0, "ok\n", ""))[1]
+        try:
+            reproduce.run(there, tmp, True)
+            reproduce.run(absent, tmp, False)
+        finally:
+            subprocess.run = real
+        expect(ran[0].endswith(f"--out {store} --resume"), f"the resumed command reads {ran[0]!r}")
+        expect(not ran[1].endswith("--resume"), f"a fresh sweep got --resume: {ran[1]!r}")
+    print("reproduce: a store already there is refused, or resumed with --resume")
+
+
+if __name__ == "__main__":
+    main()
