@@ -14,6 +14,8 @@ the old one. Sections whose command is not `build/scaleinv` (a GPU build's `buil
 shell line of bench/gpu_check.sh) or that show no output (a list of commands) are left as they are;
 of those, the sweeps still run (in page order, before the reports that read their stores), also
 where a block lists plain `build/scaleinv sweep ...` lines without `$ `.
+A line `cp runs/sweeps/A.db runs/sweeps/B.db` (a store copied for a later sweep to `--resume`, as a
+hyperband resumes a halving search) runs in its place, in a list or as a `$ ` section.
 A section `$ sqlite3 ... < examples/sweeps/NAME.sql` (a kept query over stores) runs too, and is
 cheap where every store it reads (ATTACHed in the file, or named on its command line) is under
 docs/results/data/.
@@ -40,6 +42,7 @@ import difflib
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -75,11 +78,19 @@ class Section:
         m = re.search(r"<\s*(\S+\.sql)\b", self.command)
         return m.group(1) if m else None
 
+    def copy(self):
+        """A store copied for a later sweep to resume: `cp runs/sweeps/A.db runs/sweeps/B.db`."""
+        a = self.argv()
+        return (len(a) == 3 and a[0] == "cp" and all(x.startswith("runs/sweeps/") and x.endswith(".db") for x in a[1:]))
+
     def runnable(self):
-        """Run in a full regeneration: a command shown with its output, or a sweep (it makes a store)."""
+        """Run in a full regeneration: a command shown with its output, a sweep (it makes a store), or
+        the copy of a store a later sweep resumes."""
         a = self.argv()
         if self.sql():
             return len(self.output) > 0
+        if self.copy():
+            return True
         return self.ours() and (len(self.output) > 0 or (len(a) > 1 and a[1] == "sweep"))
 
     def dbs(self):
@@ -114,9 +125,9 @@ def sections(lines):
             if current:
                 out.append(current)
             current = Section(i, line[2:], [])
-        elif (current is None or current.listed) and line.startswith(EXE + " "):
+        elif (current is None or current.listed) and (line.startswith(EXE + " ") or line.startswith("cp runs/sweeps/")):
             # A block that lists commands without "$ " and without output ("Commands" at the top of
-            # a page): each line is a command to run (a sweep) or only shown (a report).
+            # a page): each line is a command to run (a sweep, a store's copy) or only shown (a report).
             if current:
                 out.append(current)
             current = Section(i, line, [])
@@ -143,6 +154,12 @@ def subcommands():
 
 def check_needs(page, sec, subs, made):
     """A command names an existing subcommand and files that exist or that the page makes first."""
+    if sec.copy():
+        src = sec.argv()[1]
+        if not os.path.exists(os.path.join(ROOT, src)) and src not in made:
+            fail(f"{page}:{sec.line_no + 1}: `{sec.command}` copies {src}, which no sweep earlier on the page "
+                 f"makes (fix: show that sweep first)")
+        return
     if sec.sql():
         f = sec.sql_file()
         if not f or not os.path.isfile(os.path.join(ROOT, f)):
@@ -194,8 +211,9 @@ def is_sweep(sec):
 
 
 def stores_in_the_way(page, todo, resume):
-    """The sweeps to run whose store is already there: refused (exit 2) unless --resume, where those
-    sweeps get `--resume` appended. Returns the set of line numbers to run with it."""
+    """The sweeps to run whose store is already there, and the copies whose target is: refused (exit 2)
+    unless --resume, where those sweeps get `--resume` appended and those copies are skipped (the
+    store holds the sweep's progress). Returns the set of line numbers so marked."""
     resumed = set()
     for s in todo:
         if not is_sweep(s) or "--resume" in s.argv():
@@ -206,10 +224,20 @@ def stores_in_the_way(page, todo, resume):
                  f"(fix: delete it for a fresh run, or pass --resume to continue a reproduction cut short)")
         if there:
             resumed.add(s.line_no)
+    for s in todo:  # a copy made for a later sweep to resume: under --resume that sweep's store is kept
+        if s.copy() and os.path.exists(os.path.join(ROOT, s.argv()[2])):
+            if not resume:
+                fail(f"{page}:{s.line_no + 1}: {s.argv()[2]} is already there, and this copy would overwrite it "
+                     f"(fix: delete it for a fresh run, or pass --resume to continue a reproduction cut short)")
+            resumed.add(s.line_no)
     return resumed
 
 
 def run(sec, scratch, resume=False):
+    if sec.copy():
+        if not resume:
+            shutil.copyfile(os.path.join(ROOT, sec.argv()[1]), os.path.join(ROOT, sec.argv()[2]))
+        return []
     env = dict(os.environ, TMPDIR=scratch)
     command = sec.command if sec.sql() else shlex.quote(exe()) + sec.command[len(EXE):]
     if resume:  # (from the parsed words: a trailing comment would swallow an appended flag)
@@ -235,8 +263,10 @@ def regenerate(name, check, cheap, listing, subs, resume=False):
         a = s.argv()
         if s.ours() and len(a) > 1 and a[1] == "sweep":
             made.update(sweep_outputs(a))
+        if s.copy():
+            made.add(a[2])
     for s in secs:
-        if s.ours() or s.sql():
+        if s.ours() or s.sql() or s.copy():
             check_needs(f"docs/results/{name}.md", s, subs, made)
     todo = [s for s in secs if s.runnable() and (s.cheap() or not cheap)]
     if listing:

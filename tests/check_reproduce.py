@@ -4,8 +4,9 @@
 
 A page's sweep whose store exists is refused before anything runs (exit 2, one line naming the page
 line, the store and the fix), unless --resume, where that sweep's command gets `--resume` appended
-(after any trailing comment is dropped) and a sweep whose store is absent runs as written. Nothing
-is run: the command that would run is read back through a stand-in for subprocess.run. Standard
+(after any trailing comment is dropped) and a sweep whose store is absent runs as written. A store's
+copy for a later sweep to resume is made, refused over a store already there, or skipped under --resume. No
+scaleinv is run: the command that would run is read back through a stand-in for subprocess.run. Standard
 library only; exits 1 naming the first expectation that fails.
 """
 import contextlib
@@ -52,7 +53,32 @@ def main():
             subprocess.run = real
         expect(ran[0].endswith(f"--out {store} --resume"), f"the resumed command reads {ran[0]!r}")
         expect(not ran[1].endswith("--resume"), f"a fresh sweep got --resume: {ran[1]!r}")
-    print("reproduce: a store already there is refused, or resumed with --resume")
+    # A store's copy for a later sweep to resume (`cp runs/sweeps/A.db runs/sweeps/B.db`): made on a
+    # fresh run; where B is already there, refused, or under --resume left alone (B holds that sweep's
+    # progress). Paths are under the page's root, here a scratch one.
+    with tempfile.TemporaryDirectory() as tmp:
+        reproduce.ROOT = tmp
+        os.makedirs(os.path.join(tmp, "runs", "sweeps"))
+        src, dst = (os.path.join(tmp, "runs", "sweeps", n) for n in ("a.db", "b.db"))
+        with open(src, "w") as f:
+            f.write("search")
+        cp = reproduce.Section(20, "cp runs/sweeps/a.db runs/sweeps/b.db", [])
+        expect(cp.copy() and cp.runnable(), "a store's copy is not run")
+        expect(reproduce.stores_in_the_way("p.md", [cp], False) == set(), "no copy there: nothing refused")
+        reproduce.run(cp, tmp, False)
+        expect(open(dst).read() == "search", "the copy was not made")
+        with open(dst, "w") as f:
+            f.write("progress")
+        try:
+            with contextlib.redirect_stderr(io.StringIO()):
+                reproduce.stores_in_the_way("p.md", [cp], False)
+            expect(False, "a copy over a store already there was not refused")
+        except SystemExit as e:
+            expect(e.code == 2, f"the copy's refusal exited {e.code}, not 2")
+        expect(reproduce.stores_in_the_way("p.md", [cp], True) == {20}, "--resume: the copy is not skipped")
+        reproduce.run(cp, tmp, True)
+        expect(open(dst).read() == "progress", "--resume: the copy overwrote the resumed sweep's store")
+    print("reproduce: a store already there is refused, or resumed with --resume; a store's copy likewise")
 
 
 if __name__ == "__main__":
