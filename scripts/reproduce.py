@@ -78,6 +78,10 @@ class Section:
         m = re.search(r"<\s*(\S+\.sql)\b", self.command)
         return m.group(1) if m else None
 
+    def sweep(self):
+        a = self.argv()
+        return self.ours() and len(a) > 1 and a[1] == "sweep"
+
     def copy(self):
         """A store copied for a later sweep to resume: `cp runs/sweeps/A.db runs/sweeps/B.db`."""
         a = self.argv()
@@ -86,12 +90,11 @@ class Section:
     def runnable(self):
         """Run in a full regeneration: a command shown with its output, a sweep (it makes a store), or
         the copy of a store a later sweep resumes."""
-        a = self.argv()
         if self.sql():
             return len(self.output) > 0
         if self.copy():
             return True
-        return self.ours() and (len(self.output) > 0 or (len(a) > 1 and a[1] == "sweep"))
+        return self.ours() and (len(self.output) > 0 or self.sweep())
 
     def dbs(self):
         a = self.argv()
@@ -205,18 +208,13 @@ def exe():
     return os.environ.get("SCALEINV_BIN") or os.path.join(ROOT, EXE)
 
 
-def is_sweep(sec):
-    a = sec.argv()
-    return sec.ours() and len(a) > 1 and a[1] == "sweep"
-
-
 def stores_in_the_way(page, todo, resume):
     """The sweeps to run whose store is already there, and the copies whose target is: refused (exit 2)
     unless --resume, where those sweeps get `--resume` appended and those copies are skipped (the
     store holds the sweep's progress). Returns the set of line numbers so marked."""
     resumed = set()
     for s in todo:
-        if not is_sweep(s) or "--resume" in s.argv():
+        if not s.sweep() or "--resume" in s.argv():
             continue
         there = sorted(d for d in sweep_outputs(s.argv()) if os.path.exists(os.path.join(ROOT, d)))
         if there and not resume:
@@ -261,7 +259,7 @@ def regenerate(name, check, cheap, listing, subs, resume=False):
     made = set()  # the stores the page's sweeps write (a listing at the top names them before use)
     for s in secs:
         a = s.argv()
-        if s.ours() and len(a) > 1 and a[1] == "sweep":
+        if s.sweep():
             made.update(sweep_outputs(a))
         if s.copy():
             made.add(a[2])
