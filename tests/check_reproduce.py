@@ -38,9 +38,10 @@ def main():
         try:
             with contextlib.redirect_stderr(io.StringIO()):
                 reproduce.stores_in_the_way("p.md", todo, False)
-            expect(False, "a store already there was not refused")
         except SystemExit as e:
             expect(e.code == 2, f"the refusal exited {e.code}, not 2")
+        else:
+            expect(False, "a store already there was not refused")
         expect(reproduce.stores_in_the_way("p.md", todo, True) == {6}, "--resume: only the sweep whose store is there resumes")
 
         ran = []
@@ -72,9 +73,10 @@ def main():
         try:
             with contextlib.redirect_stderr(io.StringIO()):
                 reproduce.stores_in_the_way("p.md", [cp], False)
-            expect(False, "a copy over a store already there was not refused")
         except SystemExit as e:
             expect(e.code == 2, f"the copy's refusal exited {e.code}, not 2")
+        else:
+            expect(False, "a copy over a store already there was not refused")
         expect(reproduce.stores_in_the_way("p.md", [cp], True) == {20}, "--resume: the copy is not skipped")
         reproduce.run(cp, tmp, True)
         expect(open(dst).read() == "progress", "--resume: the copy overwrote the resumed sweep's store")

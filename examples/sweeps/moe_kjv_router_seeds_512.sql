@@ -24,12 +24,12 @@ per_seed AS (
   JOIN pts r ON r.seed = c.seed AND r.param = 'mup-moe' AND r.lr_log2 = -8
   JOIN pts st ON st.seed = c.seed AND st.param = 'standard' AND st.lr_log2 = -10
   WHERE c.param = 'mup-moe' AND c.lr_log2 = -7),
-stats AS (
+stats AS (  -- the sample standard deviation from sums: (sum x^2 - (sum x)^2 / n) / (n - 1)
   SELECT count(*) AS n, avg(vs_standard) AS a, avg(vs_self) AS b, avg(retuned_vs_standard) AS c,
-         sqrt(sum((vs_standard - (SELECT avg(vs_standard) FROM per_seed)) * (vs_standard - (SELECT avg(vs_standard) FROM per_seed))) / (count(*) - 1)) AS sa,
-         sqrt(sum((vs_self - (SELECT avg(vs_self) FROM per_seed)) * (vs_self - (SELECT avg(vs_self) FROM per_seed))) / (count(*) - 1)) AS sb,
-         sqrt(sum((retuned_vs_standard - (SELECT avg(retuned_vs_standard) FROM per_seed)) *
-                  (retuned_vs_standard - (SELECT avg(retuned_vs_standard) FROM per_seed))) / (count(*) - 1)) AS sc
+         sqrt((sum(vs_standard * vs_standard) - sum(vs_standard) * sum(vs_standard) / count(*)) / (count(*) - 1)) AS sa,
+         sqrt((sum(vs_self * vs_self) - sum(vs_self) * sum(vs_self) / count(*)) / (count(*) - 1)) AS sb,
+         sqrt((sum(retuned_vs_standard * retuned_vs_standard) - sum(retuned_vs_standard) * sum(retuned_vs_standard) / count(*))
+              / (count(*) - 1)) AS sc
   FROM per_seed),
 t AS (SELECT CASE n WHEN 2 THEN 12.706 WHEN 3 THEN 4.303 WHEN 4 THEN 3.182 WHEN 5 THEN 2.776 WHEN 6 THEN 2.571 END AS t FROM stats)
 SELECT * FROM (
