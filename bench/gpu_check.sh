@@ -44,7 +44,7 @@
 #   seeds2048   seeds 2 and 3 at widths 1024 and 2048 (examples/sweeps/gpt_kjv_width_gpu_seeds.toml,
 #               72 runs; SEEDS_CAP), reported with docs/results/data/width_gpu_h100.db as one
 #   llama       the Llama decoder's coordinate check at widths 64..2048 on CUDA, mup and standard
-#   peak        issue 37 run 5: GPT training at width 2048, depth 8, seq 1024, batch 16, bf16: ours,
+#   peak        docs/results/peak_speed_gpu.md: GPT training at width 2048, depth 8, seq 1024, batch 16, bf16: ours,
 #               the peer eager + SDPA and the peer under torch.compile, ours again, in this run;
 #               then where the device time goes: ours per op (bench --profile on CUDA: CUDA events
 #               around every op) and the peer's kernels by class, eager and compiled
@@ -53,7 +53,7 @@
 #               (bench/compare_moe_peer.sh, DEVICE=cuda, widths 64 128 256, E 8, top-2), then its
 #               coordinate check with the expert axis to E = 64 (MOE_PARAMS, default mup-moe; each
 #               MOE_CHECK_CAP s at most, default 120)
-#   llama_width issue 37 run 1 for the Llama decoder: examples/sweeps/llama_kjv_width_gpu.toml (widths
+#   llama_width docs/results/llama_width_gpu.md, the Llama decoder: examples/sweeps/llama_kjv_width_gpu.toml (widths
 #               64, 512, 2048; 108 runs) and its transfer report (LLAMA_CAP s at most; resumes)
 #   moe_sweep   examples/sweeps/moe_kjv_width_experts_gpu.toml ((64, 4) -> (512, 64); 96 runs) and its
 #               report (MOE_CAP s at most; resumes)
@@ -292,7 +292,7 @@ if stage llama; then
     cp "$W/llama_coordcheck_$p.txt" "$OUT/" 2>/dev/null
   done
 fi
-# Issue 37 run 5: peak speed against torch.compile, and where the time goes on each side.
+# Peak speed against torch.compile (docs/results/peak_speed_gpu.md), and where the time goes on each side.
 if stage peak; then
   run_pair 2048 8 1024 16 20 bf16 1
   AMP=1 bounded 200 python3 bench/peer_profile_gpu.py "$peer" 2048 8 1024 16 20 "$PEAK" sdpa compile >"$W/peer_profile.txt" 2>&1

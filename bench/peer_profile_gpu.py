@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Where the GPU peer's training step spends its device time (issue 37, run 5): runs the plain-PyTorch
+"""Where the GPU peer's training step spends its device time (docs/results/peak_speed_gpu.md): runs the plain-PyTorch
 GPU peer (gpt_peer_gpu.py, eager + SDPA and torch.compile) as its own script does, timing included,
 then profiles 10 more of its steps with torch.profiler and sums the CUDA kernels' time by
 class: matrix products, attention, norms, activations, the optimizer, the loss, casts and copies, and

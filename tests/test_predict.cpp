@@ -173,7 +173,7 @@ TEST(Predict, HeldOutCheckOfAnExactLawHasNoErrorAndNoRegret) {
   for (const auto& q : more) EXPECT_NEAR(q.error, 0.0, 1e-9);
 }
 
-// The issue's criterion: on noisy replicates the 90% interval covers the truth in >= 85 of 100.
+// The criterion (issue 41's `predict`): on noisy replicates the 90% interval covers the truth in >= 85 of 100.
 // Noise sd 0.01 per run against a curvature of 0.05 per doubling^2 (the optimum of one seed then
 // moves ~0.1-0.2 doublings), four seeds, fitted on widths 64..512, read at 1024 (one doubling out).
 TEST(Predict, NinetyPercentIntervalCoversThePlantedOptimumInAtLeast85Of100NoisyReplicates) {

@@ -19,7 +19,7 @@ namespace {
 // pthread pool beside libtorch's OpenMP pool. With both pools at the core count, a 2-core machine
 // runs 3-4 busy threads (OpenMP workers spin after each parallel region while OpenBLAS's workers
 // want the same cores). Two ways out were measured (docs/speed.md; bench at the peer's shapes):
-//   torch 2 threads, BLAS 1 (session 2's policy): width 64 27.5k tok/s, width 512 1067 tok/s;
+//   torch 2 threads, BLAS 1 (the earlier policy): width 64 27.5k tok/s, width 512 1067 tok/s;
 //   torch 1 thread,  BLAS 2 (this policy):        width 64 47.2k tok/s, width 512 1999 tok/s.
 // The matmuls are most of the step and OpenBLAS splits them well; the elementwise ops are small
 // enough that libtorch's pool costs more in wake-ups than it gains. Looked up at run time, so other

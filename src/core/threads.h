@@ -3,7 +3,7 @@
 // softmax) and OpenBLAS's own pthread pool (every matmul). Measured on 2 cores (docs/speed.md):
 // matmuls on all cores through OpenBLAS and the elementwise ops on the calling thread beat the
 // other splits at GPT widths 64, 256 and 512 and tied at 128 (width 512: 1999 vs 1067 tokens/s
-// for session 2's split).
+// for the torch-2, BLAS-1 split this replaced).
 namespace scaleinv {
 
 struct ThreadPlan {
