@@ -21,7 +21,11 @@ cheap where every store it reads (ATTACHed in the file, or named on its command 
 docs/results/data/.
 Output lines starting with `wrote ` name the scratch files a command wrote, not figures: they are
 left out. The page is rewritten atomically (a temporary file renamed over it), and only when every
-command it ran exited 0.
+command it ran exited 0. The outputs go into the page as it is when the last command ends, matched by
+command, so edits made to its prose while its sweeps ran are kept.
+
+Progress: each command is announced on stderr (`reproduce: [i/n] page:line: command`) with its
+wall time when it ends, and the commands' own stderr (the sweeps' progress bars) passes through.
 
     scripts/reproduce.sh NAME|all [--check] [--cheap] [--list] [--resume]
 
@@ -46,6 +50,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "docs", "results")
@@ -141,6 +146,11 @@ def sections(lines):
         elif current and not current.listed:
             current.output.append(line)
     return out
+
+
+def clock(seconds):
+    m, s = divmod(int(seconds + 0.5), 60)
+    return f"{m // 60}:{m % 60:02d}:{s:02d}"
 
 
 def fail(msg, code=2):
@@ -240,9 +250,9 @@ def run(sec, scratch, resume=False):
     command = sec.command if sec.sql() else shlex.quote(exe()) + sec.command[len(EXE):]
     if resume:  # (from the parsed words: a trailing comment would swallow an appended flag)
         command = shlex.join([exe()] + sec.argv()[1:] + ["--resume"])
-    p = subprocess.run(["bash", "-c", command], cwd=ROOT, env=env, capture_output=True, text=True)
+    # stdout is the figures; stderr (progress bars, errors) goes to the user as it comes.
+    p = subprocess.run(["bash", "-c", command], cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
     if p.returncode != 0:
-        print(p.stderr[-2000:], file=sys.stderr)
         fail(f"`{sec.command}` exited {p.returncode}", 1)
     lines = [l for l in p.stdout.rstrip("\n").split("\n") if not l.startswith("wrote ")]
     while lines and not lines[-1].strip():
@@ -275,20 +285,25 @@ def regenerate(name, check, cheap, listing, subs, resume=False):
     if not todo:
         return 0
     resumed = stores_in_the_way(f"docs/results/{name}.md", todo, resume)
-    new = list(lines)
+    ran = {}  # the same command listed at the top and shown with its output below runs once
     with tempfile.TemporaryDirectory(prefix="scaleinv_reproduce.") as scratch:
-        # Bottom up, so that earlier sections' line numbers stay valid while later ones change size.
-        outputs = {}
-        ran = {}  # the same command listed at the top and shown with its output below runs once
         for s in todo:  # run in page order (a sweep before the report that reads its store)
             key = tuple(s.argv())
             if key not in ran:
+                print(f"reproduce: [{len(ran) + 1}/{len({tuple(t.argv()) for t in todo})}] "
+                      f"docs/results/{name}.md:{s.line_no + 1}: {s.command}", file=sys.stderr, flush=True)
+                t0 = time.monotonic()
                 ran[key] = run(s, scratch, s.line_no in resumed)
-            outputs[s.line_no] = ran[key]
-        for s in sorted(todo, key=lambda s: -s.line_no):
-            if s.output:  # (a sweep shown without its output only makes its store)
-                at = s.line_no + s.cmd_lines
-                new[at:at + len(s.output)] = outputs[s.line_no]
+                print(f"reproduce: done in {clock(time.monotonic() - t0)}", file=sys.stderr, flush=True)
+    # The page as it is now (hours may have passed): its sections matched by command, bottom up so
+    # that earlier sections' line numbers stay valid while later ones change size.
+    lines = open(path).read().split("\n")
+    new = list(lines)
+    for s in sorted(sections(lines), key=lambda s: -s.line_no):
+        key = tuple(s.argv())
+        if s.output and key in ran:  # (a sweep shown without its output only makes its store)
+            at = s.line_no + s.cmd_lines
+            new[at:at + len(s.output)] = ran[key]
     if new == lines:
         print(f"docs/results/{name}.md: {len(todo)} section(s) regenerated, unchanged")
         return 0

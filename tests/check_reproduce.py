@@ -7,7 +7,8 @@ line, the store and the fix), unless --resume, where that sweep's command gets `
 (after any trailing comment is dropped) and a sweep whose store is absent runs as written. A store's
 copy for a later sweep to resume is made, refused over a store already there, or skipped under --resume. No
 scaleinv is run: the command that would run is read back through a stand-in for subprocess.run. Standard
-library only; exits 1 naming the first expectation that fails.
+library only; exits 1 naming the first expectation that fails. An edit made to the page while its
+commands run is kept, and the new output lands in the section where it is when they end.
 """
 import contextlib
 import io
@@ -80,7 +81,36 @@ def main():
         expect(reproduce.stores_in_the_way("p.md", [cp], True) == {20}, "--resume: the copy is not skipped")
         reproduce.run(cp, tmp, True)
         expect(open(dst).read() == "progress", "--resume: the copy overwrote the resumed sweep's store")
-    print("reproduce: a store already there is refused, or resumed with --resume; a store's copy likewise")
+    # The page is edited while its commands run (hours, for a sweep): the outputs go into the page as
+    # it is when they end, matched by command, so the edit is kept and the new output lands where
+    # the section is now, not at its old line.
+    with tempfile.TemporaryDirectory() as tmp:
+        reproduce.ROOT, reproduce.RESULTS = tmp, os.path.join(tmp, "docs", "results")
+        os.makedirs(os.path.join(reproduce.RESULTS, "data"))
+        open(os.path.join(reproduce.RESULTS, "data", "x.db"), "w").close()
+        page = os.path.join(reproduce.RESULTS, "p.md")
+        with open(page, "w") as f:
+            f.write("# p\n\n```\n$ build/scaleinv transfer-report --db docs/results/data/x.db\nold figure\n```\n")
+
+        def edit_then_print(argv, **kw):
+            with open(page) as f:
+                text = f.read()
+            with open(page, "w") as f:
+                f.write(text.replace("# p\n", "# p\n\nA paragraph written while the command ran.\n"))
+            return subprocess.CompletedProcess(argv, 0, "new figure\n", None)
+        subprocess.run = edit_then_print
+        try:
+            with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+                code = reproduce.regenerate("p", False, True, False, {"transfer-report"})
+        finally:
+            subprocess.run = real
+        text = open(page).read()
+        expect(code == 0, f"regenerate exited {code}")
+        expect("A paragraph written while the command ran." in text, "an edit made while the command ran was lost")
+        expect("x.db\nnew figure\n```" in text and "old figure" not in text,
+               f"the new output is not in the section where it now is: {text!r}")
+    print("reproduce: a store already there is refused, or resumed with --resume; a store's copy likewise; "
+          "an edit made while the commands ran is kept")
 
 
 if __name__ == "__main__":
