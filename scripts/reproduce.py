@@ -286,11 +286,12 @@ def regenerate(name, check, cheap, listing, subs, resume=False):
         return 0
     resumed = stores_in_the_way(f"docs/results/{name}.md", todo, resume)
     ran = {}  # the same command listed at the top and shown with its output below runs once
+    commands = len({tuple(s.argv()) for s in todo})
     with tempfile.TemporaryDirectory(prefix="scaleinv_reproduce.") as scratch:
         for s in todo:  # run in page order (a sweep before the report that reads its store)
             key = tuple(s.argv())
             if key not in ran:
-                print(f"reproduce: [{len(ran) + 1}/{len({tuple(t.argv()) for t in todo})}] "
+                print(f"reproduce: [{len(ran) + 1}/{commands}] "
                       f"docs/results/{name}.md:{s.line_no + 1}: {s.command}", file=sys.stderr, flush=True)
                 t0 = time.monotonic()
                 ran[key] = run(s, scratch, s.line_no in resumed)
