@@ -786,6 +786,10 @@ TEST(ModelKinds, EveryKindBuildsAndItsEstimateHolds) {
   const std::string e = user_error_of([] { model_kind("llamma"); });
   EXPECT_NE(e.find("'model.kind'"), std::string::npos) << e;
   EXPECT_NE(e.find("llama"), std::string::npos) << e;  // the fix names the kinds
+  // The lists the fixes print: every kind in the registry's order, or the rows a trait selects.
+  EXPECT_EQ(model_kind_list(), "bigram, mlp, resmlp, gpt, vit, llama, moe");
+  EXPECT_EQ(model_kind_list([](const ModelKind& k) { return k.gqa; }), "llama, moe");
+  EXPECT_EQ(model_kind_list([](const ModelKind&) { return false; }), "");
 }
 
 // Llama: GQA's key/value projections keep the base width's ratio of query heads per key/value

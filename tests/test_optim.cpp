@@ -78,6 +78,7 @@ TEST(OptimConfig, FamiliesAndValidation) {
   c = OptimConfig();
   c.schedule = "cyclic";
   expect_user_error([&] { make_optimizer(c, {}); }, "optim.schedule");
+  expect_user_error([&] { make_optimizer(c, {}); }, "(fix: use one of constant, cosine, linear, wsd)");
 }
 
 // Optimizer kinds are one table (optim/optim_config.h): every row builds, under its own kind, and

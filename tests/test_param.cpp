@@ -212,7 +212,8 @@ TEST(ParamCli, ShowShiftAndErrors) {
   r = run_cli("param show nosuch");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("unknown preset 'nosuch'"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("fix:"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("(fix: use one of standard, sp, ntk, mup, "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(", spectral or a path to a .toml file)"), std::string::npos) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 
   r = run_cli("param shift mup --theta hiddn=1");

@@ -219,6 +219,9 @@ TEST(SearchSpace, MistakesNameTheFileAndTheField) {
   // Random search takes no rung settings.
   const std::string e = error_of(replace(kSearch, "method = \"halving\"", "method = \"random\""));
   EXPECT_NE(e.find("search.eta"), std::string::npos) << e;
+  // The fix lists the methods, quoted as TOML strings.
+  const std::string m = error_of(replace(kSearch, "method = \"halving\"", "method = \"grid\""));
+  EXPECT_NE(m.find("(fix: use one of \"random\", \"halving\", \"hyperband\")"), std::string::npos) << m;
 }
 
 TEST(SearchCli, HalvingKeepsTheBestTrialsResumesAndRanks) {
@@ -283,6 +286,23 @@ TEST(SearchCli, HalvingKeepsTheBestTrialsResumesAndRanks) {
   auto sh = run_cli("sweep --quiet --config " + f + " --out " + dir + "/x.db --shard 0/2");
   EXPECT_EQ(sh.code, 2);
   EXPECT_NE(sh.err.find("--shard"), std::string::npos) << sh.err;
+}
+
+// A grid with axes besides the seed is one search per group (the grid point without its seed):
+// each group is named by its axes in the grid's order, "k=v, k=v", in the JSON and the table.
+TEST(SearchCli, EachGridGroupIsSearchedAndNamedByItsAxes) {
+  const std::string dir = temp_dir("search_groups");
+  const std::string f = dir + "/s.toml";
+  std::ofstream(f) << replace(kSearch, "seed = [0, 1]\n", "param = [\"mup\"]\n\"model.width\" = [16, 32]\nseed = [0, 1]\n");
+  auto r = run_cli("--threads 1 sweep --quiet --config " + f + " --out " + dir + "/s.db");
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::ifstream in(dir + "/s-search.json");
+  const nlohmann::json j = nlohmann::json::parse(in);
+  std::set<std::string> groups;
+  for (const auto& [k, v] : j["groups"].items()) groups.insert(k);
+  EXPECT_EQ(groups, (std::set<std::string>{"param=mup, model.width=16", "param=mup, model.width=32"}));
+  EXPECT_NE(r.out.find("\nparam=mup, model.width=16: trials by the rung reached"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\nparam=mup, model.width=32: trials by the rung reached"), std::string::npos) << r.out;
 }
 
 // Random search has one rung and shards like a grid: two shards, merged, hold every trial once and

@@ -109,9 +109,7 @@ void TomlReader::reject_unknown() const {
   for (auto&& [k, v] : *table_) {
     std::string key(k.str());
     if (seen_.count(key)) continue;
-    std::string known;
-    for (const auto& s : seen_) known += (known.empty() ? "" : ", ") + s;
-    throw UserError(where_, prefix_ + key, "unknown field", "known fields here: " + known);
+    throw UserError(where_, prefix_ + key, "unknown field", fmt::format("known fields here: {}", fmt::join(seen_, ", ")));
   }
 }
 

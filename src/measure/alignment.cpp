@@ -323,7 +323,7 @@ std::string alignment_table(const AlignmentResult& r) {
   s += fmt::format("alignment (seed 000 eqs. 18-20): model {} (L = {}{}), optimizer {} lr {} beta1 {}, {} step(s) on "
                    "one fixed batch ({} x {} markov tokens, vocab {}), widths {}, {} seed(s)\n",
                    o.model, o.depth, o.model == kChain ? fmt::format(", {}{}", o.activation, o.rmsnorm ? ", rmsnorm" : "") : "",
-                   o.optimizer, o.lr, o.beta1, o.steps, o.batch, o.seq_len, o.vocab, detail::join(o.widths), o.seeds);
+                   o.optimizer, o.lr, o.beta1, o.steps, o.batch, o.seq_len, o.vocab, fmt::join(o.widths, ", "), o.seeds);
   s += "exponent of d of each ratio (log-log slope over widths) [95% interval over seeds]; the seed's range is [1/2, 1]\n";
   s += fmt::format("distinct inputs in the fixed batch: {:.0f} (a one-step update has at most that rank: alpha -> 1 "
                    "only for d well above it)\n",

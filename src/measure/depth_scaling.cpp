@@ -175,7 +175,7 @@ std::string depth_scaling_table(const DepthScalingResult& r) {
       "depth scaling (seed 000 eqs. 29-31; seed 004): resmlp width {}, {}{}, mean subtraction, branch a = {}, base "
       "depth {}, {} lr {} one step on one fixed batch of {} ({}){}, depths {}, {} seed(s)\n",
       o.width, o.activation, o.pre_ln ? ", pre-LN" : ", no LN", o.branch_mult, o.base_depth, o.optimizer, o.lr,
-      o.batch, o.data, o.train_io ? "" : ", only W_l train", detail::join(o.depths), o.seeds);
+      o.batch, o.data, o.train_io ? "" : ", only W_l train", fmt::join(o.depths, ", "), o.seeds);
   s += "log-log slopes in L [95% interval over seeds]; finite-width allowance sqrt(2/n)/ln(Lmax/Lmin) added to the "
        "interval for the verdicts\n";
   for (const auto& p : r.params) {

@@ -64,8 +64,4 @@ class Bar {
   long done_ = 0;
 };
 
-// Comma list of numbers for messages: "64, 128, 256".
-std::string join(const std::vector<int>& v);
-std::string join(const std::vector<double>& v);
-
 }  // namespace scaleinv::diag::detail

@@ -74,24 +74,12 @@ void require(bool ok, const std::string& option, const std::string& problem, con
   if (!ok) throw UserError("command line", option, problem, fix);
 }
 
-std::string join(const std::vector<int>& v) {
-  std::string s;
-  for (int x : v) s += (s.empty() ? "" : ", ") + std::to_string(x);
-  return s;
-}
-
-std::string join(const std::vector<double>& v) {
-  std::string s;
-  for (double x : v) s += (s.empty() ? "" : ", ") + fmt::format("{}", x);
-  return s;
-}
-
 void require_grid(const std::vector<int>& v, const std::string& option, size_t min_count) {
   for (int x : v)
     require(x > 0, option, fmt::format("{} is not a positive size", x), "give positive integers, e.g. 64,128,256");
   std::set<int> distinct(v.begin(), v.end());
   require(distinct.size() >= min_count, option,
-          fmt::format("{} distinct value(s) given ({}), a slope needs at least {}", distinct.size(), join(v), min_count),
+          fmt::format("{} distinct value(s) given ({}), a slope needs at least {}", distinct.size(), fmt::join(v, ", "), min_count),
           "give a comma-separated list of at least two sizes, e.g. 64,128,256");
 }
 

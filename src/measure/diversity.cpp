@@ -180,7 +180,7 @@ std::string diversity_table(const DiversityResult& r) {
       o.train_io ? "" : " (only W_l train)", o.seeds);
   s += fmt::format("d(eps) = n^-1/2 |x^floor((lambda+eps)L) - x^floor(lambda L)|, lambda in {{{}}}, eps = k/L; "
                    "kappa = 1 - slope(log d, log eps) [95% interval over seeds]\n\n",
-                   detail::join(o.lambdas));
+                   fmt::join(o.lambdas, ", "));
   s += fmt::format("{:<12}{:>7}{:>7}{:>10}{:>28}{:>28}{:>12}\n", "param", "alpha", "gamma", "theory", "kappa at init",
                    "kappa trained", "final loss");
   for (const auto& p : r.params) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <ranges>
 
 #include <fmt/format.h>
 
@@ -300,10 +301,7 @@ std::string model_kind_list() {
 }
 
 std::string model_kind_list(bool (*pred)(const ModelKind&)) {
-  std::string s;
-  for (const ModelKind& k : model_kinds())
-    if (pred(k)) s += (s.empty() ? "" : ", ") + k.name;
-  return s;
+  return fmt::format("{}", fmt::join(model_kinds() | std::views::filter(pred) | std::views::transform(&ModelKind::name), ", "));
 }
 
 std::string data_fit_fix() {

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <limits>
+#include <ranges>
 #include <string>
 
 #include <fmt/format.h>
@@ -34,11 +35,8 @@ OptFamily optimizer_family(const std::string& kind) {
 }
 
 const char* optimizer_kinds() {
-  static const std::string list = [] {
-    std::string s;
-    for (const OptimizerKind& k : optimizer_kind_rows()) s += (s.empty() ? "" : ", ") + k.kind;
-    return s;
-  }();
+  static const std::string list =
+      fmt::format("{}", fmt::join(optimizer_kind_rows() | std::views::transform(&OptimizerKind::kind), ", "));
   return list.c_str();
 }
 

@@ -1,6 +1,7 @@
 // LR schedules: linear warmup, then a decay shape from a table (constant, cosine, linear, wsd) to min_lr_ratio.
 #include <algorithm>
 #include <cmath>
+#include <ranges>
 
 #include <fmt/format.h>
 
@@ -40,9 +41,8 @@ const Shape* find_shape(const std::string& name) {
 
 void validate_schedule(const OptimConfig& cfg) {
   if (!find_shape(cfg.schedule)) {
-    std::string names;
-    for (const Shape& s : kShapes) names += (names.empty() ? "" : ", ") + std::string(s.name);
-    throw UserError("config", "optim.schedule", "unknown schedule '" + cfg.schedule + "'", "use one of " + names);
+    throw UserError("config", "optim.schedule", "unknown schedule '" + cfg.schedule + "'",
+                    fmt::format("use one of {}", fmt::join(kShapes | std::views::transform(&Shape::name), ", ")));
   }
   if (cfg.warmup_steps < 0)
     throw UserError("config", "optim.warmup_steps", fmt::format("value {} is negative", cfg.warmup_steps),

@@ -286,10 +286,8 @@ ParamTable build(const std::string& name) {
         if (t.row(r) == RoleExponents{}) t.row(r) = default_row(t, r);
       return t;
     }
-  std::string known;
-  for (const auto& n : preset_names()) known += (known.empty() ? "" : ", ") + n;
   const std::string problem = fmt::format("unknown preset '{}'", name);
-  const std::string fix = fmt::format("use one of {} or a path to a .toml file", known);
+  const std::string fix = fmt::format("use one of {} or a path to a .toml file", fmt::join(preset_names(), ", "));
   // Inside a config (a ConfigSource is active, core/errors.h) the error names that file and
   // param.name; from a command's --param flag, the command line.
   UserError in_config("config", "param.name", problem, fix);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <map>
 #include <optional>
+#include <ranges>
 #include <set>
 #include <tuple>
 
@@ -37,10 +38,8 @@ std::string condition(const SweepRow& r) {
 
 // The hyperparameter axes of a row, "k=v, k=v" ("" when none).
 std::string tuned_context(const SweepRow& r) {
-  std::string s;
-  for (const auto& [k, v] : r.axes)
-    if (tunable(k)) s += (s.empty() ? "" : ", ") + k + "=" + v;
-  return s;
+  auto tuned = r.axes | std::views::filter([](const auto& kv) { return tunable(kv.first); });
+  return fmt::format("{}", fmt::join(tuned | std::views::transform([](const auto& kv) { return kv.first + "=" + kv.second; }), ", "));
 }
 
 struct Where {

@@ -53,8 +53,7 @@ std::vector<std::string> swept_hparams(const SweepTable& t) {
 HparamProfile profile_over_lr(const SweepTable& t, const std::string& key) {
   const std::vector<std::string> swept = swept_hparams(t);
   if (std::find(swept.begin(), swept.end(), key) == swept.end()) {
-    std::string known;
-    for (const auto& k : swept) known += (known.empty() ? "" : ", ") + k;
+    const std::string known = fmt::format("{}", fmt::join(swept, ", "));
     throw UserError("command line", "--hparam",
                     fmt::format("'{}' is no swept hyperparameter of {} ({})", key, t.db,
                                 known.empty() ? "it sweeps none beside the LR" : "it sweeps " + known),

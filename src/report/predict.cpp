@@ -337,9 +337,8 @@ void check_options(const SweepTable& table, const PredictOptions& opts, std::map
   for (const auto& [raw, v] : opts.at) {
     const std::string a = canonical_axis(raw);
     if (std::find(axes.begin(), axes.end(), a) == axes.end()) {
-      std::string known;
-      for (const auto& k : axes) known += (known.empty() ? "" : ", ") + k;
-      throw UserError("command line", "--at", fmt::format("'{}' is no axis of {} (its axes: {})", raw, table.db, known),
+      throw UserError("command line", "--at",
+                      fmt::format("'{}' is no axis of {} (its axes: {})", raw, table.db, fmt::join(axes, ", ")),
                       "name one of them, e.g. --at width=2048");
     }
     at[a] = v;
@@ -348,9 +347,8 @@ void check_options(const SweepTable& table, const PredictOptions& opts, std::map
       std::none_of(table.rows.begin(), table.rows.end(), [&](const SweepRow& r) { return r.param == opts.param; })) {
     std::set<std::string> ps;
     for (const auto& r : table.rows) ps.insert(r.param);
-    std::string known;
-    for (const auto& k : ps) known += (known.empty() ? "" : ", ") + k;
-    throw UserError("command line", "--param", fmt::format("'{}' is not in {} (it holds {})", opts.param, table.db, known),
+    throw UserError("command line", "--param",
+                    fmt::format("'{}' is not in {} (it holds {})", opts.param, table.db, fmt::join(ps, ", ")),
                     "name one of them");
   }
 }

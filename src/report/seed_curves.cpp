@@ -3,9 +3,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <iterator>
 #include <limits>
-#include <cstdlib>
+#include <ranges>
 #include <set>
 #include <tuple>
 
@@ -151,10 +152,8 @@ std::string fixed_scales(const SweepRow& r, const std::string& axis) {
 }
 
 std::string other_axes(const SweepRow& r, const std::string& axis) {
-  std::string s;
-  for (const auto& [k, v] : r.axes)
-    if (k != axis) s += (s.empty() ? "" : ", ") + k + "=" + v;
-  return s;
+  auto others = r.axes | std::views::filter([&](const auto& kv) { return kv.first != axis; });
+  return fmt::format("{}", fmt::join(others | std::views::transform([](const auto& kv) { return kv.first + "=" + kv.second; }), ", "));
 }
 
 std::string held_text(const std::string& fixed, const std::string& context) {

@@ -10,6 +10,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <ranges>
 #include <set>
 
 #include <fmt/format.h>
@@ -29,13 +30,12 @@ bool is_seed_key(const std::string& k) { return k == "seed" || k == "train.seed"
 
 // The group of a point: its grid axes without the seed.
 std::string group_of(const SweepSpec& spec, const SweepPoint& p) {
-  std::string g;
-  for (const GridAxis& a : spec.axes) {
-    if (is_seed_key(a.key)) continue;
+  auto text = [&](const GridAxis& a) {
     const nlohmann::json& v = p.axes.at(a.key);
-    g += (g.empty() ? "" : ", ") + a.key + "=" + (v.is_string() ? v.get<std::string>() : v.dump());
-  }
-  return g;
+    return a.key + "=" + (v.is_string() ? v.get<std::string>() : v.dump());
+  };
+  auto grid = spec.axes | std::views::filter([](const GridAxis& a) { return !is_seed_key(a.key); });
+  return fmt::format("{}", fmt::join(grid | std::views::transform(text), ", "));
 }
 
 struct Stored {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <ranges>
 #include <sstream>
 #include <stdexcept>
 
@@ -130,9 +131,8 @@ SearchSpec parse_search(const toml::table& t, const std::string& where, const Se
   r.get("eta", &s.eta);
   r.get("min_steps", &s.min_steps);
   if (!find_method(s.method)) {
-    std::string names;
-    for (const Method& m : kMethods) names += fmt::format("{}\"{}\"", names.empty() ? "" : ", ", m.name);
-    r.fail("method", fmt::format("unknown method '{}'", s.method), "use one of " + names);
+    auto quoted = kMethods | std::views::transform([](const Method& m) { return fmt::format("\"{}\"", m.name); });
+    r.fail("method", fmt::format("unknown method '{}'", s.method), fmt::format("use one of {}", fmt::join(quoted, ", ")));
   }
   if (s.trials < 1 || s.trials > kMaxTrials)
     r.fail("trials", fmt::format("{} is not in 1..{}", s.trials, kMaxTrials), "e.g. trials = 27");
