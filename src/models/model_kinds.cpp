@@ -301,7 +301,8 @@ std::string model_kind_list() {
 }
 
 std::string model_kind_list(bool (*pred)(const ModelKind&)) {
-  return fmt::format("{}", fmt::join(model_kinds() | std::views::filter(pred) | std::views::transform(&ModelKind::name), ", "));
+  auto names = model_kinds() | std::views::filter(pred) | std::views::transform(&ModelKind::name);
+  return fmt::format("{}", fmt::join(names, ", "));
 }
 
 std::string data_fit_fix() {

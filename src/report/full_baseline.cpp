@@ -38,8 +38,9 @@ std::string condition(const SweepRow& r) {
 
 // The hyperparameter axes of a row, "k=v, k=v" ("" when none).
 std::string tuned_context(const SweepRow& r) {
-  auto tuned = r.axes | std::views::filter([](const auto& kv) { return tunable(kv.first); });
-  return fmt::format("{}", fmt::join(tuned | std::views::transform([](const auto& kv) { return kv.first + "=" + kv.second; }), ", "));
+  auto tuned = r.axes | std::views::filter([](const auto& kv) { return tunable(kv.first); }) |
+               std::views::transform([](const auto& kv) { return kv.first + "=" + kv.second; });
+  return fmt::format("{}", fmt::join(tuned, ", "));
 }
 
 struct Where {

@@ -152,8 +152,9 @@ std::string fixed_scales(const SweepRow& r, const std::string& axis) {
 }
 
 std::string other_axes(const SweepRow& r, const std::string& axis) {
-  auto others = r.axes | std::views::filter([&](const auto& kv) { return kv.first != axis; });
-  return fmt::format("{}", fmt::join(others | std::views::transform([](const auto& kv) { return kv.first + "=" + kv.second; }), ", "));
+  auto others = r.axes | std::views::filter([&](const auto& kv) { return kv.first != axis; }) |
+                std::views::transform([](const auto& kv) { return kv.first + "=" + kv.second; });
+  return fmt::format("{}", fmt::join(others, ", "));
 }
 
 std::string held_text(const std::string& fixed, const std::string& context) {

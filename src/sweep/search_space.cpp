@@ -132,7 +132,8 @@ SearchSpec parse_search(const toml::table& t, const std::string& where, const Se
   r.get("min_steps", &s.min_steps);
   if (!find_method(s.method)) {
     auto quoted = kMethods | std::views::transform([](const Method& m) { return fmt::format("\"{}\"", m.name); });
-    r.fail("method", fmt::format("unknown method '{}'", s.method), fmt::format("use one of {}", fmt::join(quoted, ", ")));
+    r.fail("method", fmt::format("unknown method '{}'", s.method),
+           fmt::format("use one of {}", fmt::join(quoted, ", ")));
   }
   if (s.trials < 1 || s.trials > kMaxTrials)
     r.fail("trials", fmt::format("{} is not in 1..{}", s.trials, kMaxTrials), "e.g. trials = 27");
