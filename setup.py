@@ -1,8 +1,9 @@
 """Builds the _scaleinv extension for `pip install .` / `pip wheel .` with CMake (the project's one
 build description): the torch-free core only (SCALEINV_CORE_ONLY=ON), for the Python running pip.
-Needs cmake, a C++20 compiler and the core's Debian packages (pybind11-dev, libfmt-dev,
-nlohmann-json3-dev, libtomlplusplus-dev, libsqlite3-dev, libre2-dev); scripts/setup.sh installs them. Metadata
-is in pyproject.toml."""
+Needs cmake, a C++20 compiler and the core's Debian packages (libfmt-dev, nlohmann-json3-dev,
+libtomlplusplus-dev, libsqlite3-dev, libre2-dev); scripts/setup.sh installs them. pybind11 comes from
+the build environment (PyPI's, through pyproject.toml) or, where that has none, Debian's pybind11-dev.
+Metadata is in pyproject.toml."""
 import glob
 import os
 import shutil
@@ -31,6 +32,11 @@ class CMakeBuild(build_ext):
         build_dir = os.path.join(HERE, "build", f"pip-{abi}")
         args = [cmake, "-S", HERE, "-B", build_dir, "-DSCALEINV_CORE_ONLY=ON", "-DCMAKE_BUILD_TYPE=Release",
                 f"-DSCALEINV_PYTHON={sys.executable}"]
+        try:  # the build environment's pybind11 (PyPI's); else CMake finds Debian's pybind11-dev
+            import pybind11
+            args.append(f"-Dpybind11_DIR={pybind11.get_cmake_dir()}")
+        except ImportError:
+            pass
         if shutil.which("ninja") and not os.path.exists(os.path.join(build_dir, "CMakeCache.txt")):
             args += ["-G", "Ninja"]
         subprocess.check_call(args)

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Speed against the Python peer (docs/design.md "Speed"): runs `scaleinv bench --json`, then the peer
-# (../shared/peer/gpt_peer.py, plain PyTorch on Debian's python3-torch, the same libtorch 1.13) at
-# the same shapes right after, and prints the tokens/s ratio per width and the share of the sgemm
-# peak. Ratios, not absolute times, are what count (the machine is shared).
+# (../shared/peer/gpt_peer.py, plain PyTorch) at the same shapes right after, on the same torch: the
+# peer runs in build/venv (scripts/setup.sh), whose pip torch's libtorch the CLI links. Prints the
+# tokens/s ratio per width and the share of the sgemm peak. Ratios, not absolute times, are what
+# count (the machine is shared).
 #
 #   bash bench/compare_peer.sh [extra bench options, e.g. --quick or --widths 64,512]
 # Environment: BUILD (build directory, default build), PEER (peer script), THREADS (cores for
 # both sides: ours --threads, the peer's torch.set_num_threads; default the machine's cores),
-# PEER_STEPS (default 20), OUT (default out/bench).
+# PEER_STEPS (default 20), OUT (default out/bench), PY (the peer's Python; default build/venv/bin/python).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -15,16 +16,17 @@ PEER=${PEER:-../shared/peer/gpt_peer.py}
 THREADS=${THREADS:-$(nproc)}
 PEER_STEPS=${PEER_STEPS:-20}
 OUT=${OUT:-out/bench}
-PY=/usr/bin/python3   # Debian's Python (dist-packages); a pyenv `python3` on PATH may lack torch
+PY=${PY:-$BUILD/venv/bin/python}
 
-if ! "$PY" -c 'import torch' 2>/dev/null; then
-  echo "installing Debian's python3-torch (the peer's PyTorch)" >&2
-  if [ "$(id -u)" = 0 ]; then apt-get install -y python3-torch >&2; else sudo apt-get install -y python3-torch >&2; fi
-fi
+"$PY" -c 'import torch' 2>/dev/null || { echo "error: $PY has no torch (fix: bash scripts/setup.sh, or set PY)" >&2; exit 2; }
 [ -x "$BUILD/scaleinv" ] || { echo "error: $BUILD/scaleinv not built (fix: bash scripts/setup.sh, or set BUILD)" >&2; exit 2; }
 [ -f "$PEER" ] || { echo "error: peer script $PEER not found (fix: set PEER=path/to/gpt_peer.py)" >&2; exit 2; }
 mkdir -p "$OUT"
 
+# Both sides' libtorch: the CLI's (its RPATH) and the peer's, so a ratio names its torch.
+ours_lib=$(ldd "$BUILD/scaleinv" | awk '/libtorch_cpu/ { print $3 }')
+peer_lib=$("$PY" -c 'import torch, os; print(os.path.join(os.path.dirname(torch.__file__), "lib", "libtorch_cpu.so"))')
+echo "ours: $(realpath "$ours_lib"); peer: $(realpath "$peer_lib") (torch $("$PY" -c 'import torch; print(torch.__version__)'))"
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 "$BUILD/scaleinv" --threads "$THREADS" bench --json "$OUT/bench.json" "$@"
 

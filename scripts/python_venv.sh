@@ -1,14 +1,49 @@
 #!/usr/bin/env bash
-# The Python package as a user gets it: a venv (build/venv, seeing Debian's python3-torch and
-# python3-torchvision through --system-site-packages) with `pip install .` of this checkout, offline
-# (--no-build-isolation: the venv's own setuptools builds it; setup.py runs CMake on the torch-free
-# core). The Python tests (CTest's Python.*) run from that venv, outside the checkout.
+# The Python package as users get it, on the two torches the tests run against (CTest's Python.*
+# and PythonOldest.*, from scripts/python_tests.sh):
+#   build/venv-torch-newest  the newest torch on the project's machines: pip's torch 2.14.1 with
+#                            torchvision 0.29.1 (SCALEINV_TORCH_NEWEST / SCALEINV_TORCHVISION_NEWEST),
+#                            in a venv of PYTHON (default the first python3 on PATH); `pip install .`
+#                            with build isolation (setuptools and pybind11 from PyPI)
+#   build/venv-torch-oldest  the oldest torch the package claims: Debian's python3-torch (1.13 on
+#                            Debian 12; 2.6 on Debian 13, whose archive has no older one) through
+#                            /usr/bin/python3 -m venv --system-site-packages; `pip install .` offline
+#                            (--no-build-isolation --no-index: Debian's setuptools, wheel, pybind11-dev)
+# Each install is --force-reinstall of this checkout; the core's CMake build folder is kept between
+# installs (setup.py), so a second run rebuilds only what changed.
+#   bash scripts/python_venv.sh [newest|oldest|both]      (default both)
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
-venv="${SCALEINV_VENV:-build/venv}"
-if [ ! -x "$venv/bin/python" ]; then
-  /usr/bin/python3 -m venv --system-site-packages "$venv"
-fi
-"$venv/bin/python" -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps --no-index \
-  --force-reinstall .
+which="${1:-both}"
+pipq=(-q --disable-pip-version-check)
+
+newest() {
+  local venv=build/venv-torch-newest torch="${SCALEINV_TORCH_NEWEST:-2.14.1}" tv="${SCALEINV_TORCHVISION_NEWEST:-0.29.1}"
+  local py="${PYTHON:-$(command -v python3)}"
+  [ -x "$venv/bin/python" ] || "$py" -m venv "$venv"
+  local have
+  have=$("$venv/bin/python" -c 'import torch, torchvision; print(torch.__version__.split("+")[0], torchvision.__version__.split("+")[0])' 2>/dev/null || true)
+  if [ "$have" != "$torch $tv" ]; then
+    echo "[python_venv] pip install torch==$torch torchvision==$tv into $venv"
+    "$venv/bin/python" -m pip install "${pipq[@]}" "torch==$torch" "torchvision==$tv" numpy
+  fi
+  "$venv/bin/python" -m pip install "${pipq[@]}" --no-deps --force-reinstall .
+}
+
+oldest() {
+  local venv=build/venv-torch-oldest
+  if [ ! -x /usr/bin/python3 ] || ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+    echo "[python_venv] error: /usr/bin/python3 has no torch (fix: run scripts/setup.sh, which installs python3-torch)" >&2
+    exit 2
+  fi
+  [ -x "$venv/bin/python" ] || /usr/bin/python3 -m venv --system-site-packages "$venv"
+  "$venv/bin/python" -m pip install "${pipq[@]}" --no-build-isolation --no-deps --no-index --force-reinstall .
+}
+
+case "$which" in
+  newest) newest ;;
+  oldest) oldest ;;
+  both) newest; oldest ;;
+  *) echo "python_venv.sh: unknown leg '$which' (fix: newest, oldest or both)" >&2; exit 2 ;;
+esac

@@ -1,21 +1,32 @@
 #!/usr/bin/env bash
-# Idempotent set-up: installs the Debian packages scaleinv needs (only those missing),
-# then configures and builds Release into build/. Fast when nothing changed.
+# Idempotent set-up on Debian 12 or 13: installs the Debian packages scaleinv needs (only those
+# missing), makes the project's venv build/venv with pip's torch (SCALEINV_TORCH, default 2.13.0),
+# configures and builds Release into build/ against that torch's own libtorch (the way PyTorch's C++
+# extensions build: torch.utils.cmake_prefix_path), and makes build/venv import scaleinv from this
+# checkout. Fast when nothing changed. docs/speed.md#which-libtorch says why pip's libtorch and not
+# Debian's (1.13 on Debian 12, 2.6 on 13): one libtorch on both bases, the one our users' Python has.
+#
+# Environment: SCALEINV_TORCH (pip's torch for the CLI and build/venv; default 2.13.0, the CPU build
+# that lies on this project's machines), PYTHON (the interpreter the venv is made from; default the
+# first python3 on PATH, which must have venv and pip), BUILD_TYPE, CMAKE_ARGS.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"
 
-# chromium: the tests render the HTML reports headless and check every image loads; procps:
-# pgrep, which the launch fault test uses to find a rank. python3-*, pybind11-dev: the Python module
-# (python/): pybind11-dev builds it, python3-venv, python3-setuptools and python3-wheel let `pip install .`
-# run offline into a venv (scripts/python_venv.sh), python3-torch and python3-torchvision are what the
-# Python tests run beside; binutils: readelf, which checks the extension links no torch.
+# chromium: the tests render the HTML reports headless and check every image loads; procps: pgrep,
+# which the launch fault test uses to find a rank. libgloo-dev: gloo's headers only, which c10d's
+# ProcessGroupGloo.hpp includes and pip's libtorch does not ship (its gloo is inside libtorch_cpu).
+# pybind11-dev, python3-dev: the Python module built by CMake beside the CLI. python3-venv,
+# python3-setuptools, python3-wheel (offline `pip install --no-build-isolation .`),
+# python3-torch, python3-torchvision, python3-numpy: the oldest-torch leg of the Python tests
+# (Debian's python3-torch: 1.13 on Debian 12, 2.6 on 13; scripts/python_venv.sh). binutils: readelf,
+# which checks the extension links no torch.
 PKGS=(build-essential cmake ninja-build pkg-config
-      libtorch-dev libopenblas0-pthread libgloo-dev
-      libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libfmt-dev
+      libgloo-dev libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libfmt-dev
       libsqlite3-dev sqlite3 zlib1g-dev libre2-dev libgtest-dev libgmock-dev libbenchmark-dev
       gnuplot-nox bible-kjv dataset-fashion-mnist chromium procps
-      python3-dev pybind11-dev python3-venv python3-setuptools python3-wheel python3-torch python3-torchvision python3-numpy
+      python3 python3-dev pybind11-dev python3-venv python3-setuptools python3-wheel
+      python3-torch python3-torchvision python3-numpy
       binutils)
 
 missing=()
@@ -30,32 +41,54 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-# libtorch must use OpenBLAS (pthread) rather than the reference BLAS: ~30x faster sgemm here.
-if command -v update-alternatives >/dev/null; then
-  for alt in libblas.so.3-x86_64-linux-gnu liblapack.so.3-x86_64-linux-gnu; do
-    target=$(update-alternatives --list "$alt" 2>/dev/null | grep openblas-pthread | head -n1 || true)
-    if [ -n "$target" ]; then
-      cur=$(update-alternatives --query "$alt" 2>/dev/null | awk '/^Value:/{print $2}')
-      [ "$cur" = "$target" ] || { SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"; $SUDO update-alternatives --set "$alt" "$target" >/dev/null; }
-    fi
-  done
+# The project's venv: pip's torch, whose libtorch the CLI links, and the Python package's build
+# requirements (so `pip install --no-build-isolation .` works offline from here on).
+TORCH="${SCALEINV_TORCH:-2.13.0}"
+PY="${PYTHON:-$(command -v python3)}"
+venv=build/venv
+if [ -x "$venv/bin/python" ] && ! "$venv/bin/python" -c 'import torch' 2>/dev/null; then
+  rm -rf "$venv"  # an older set-up's venv (Debian's torch through --system-site-packages): made anew
 fi
+if [ ! -x "$venv/bin/python" ]; then
+  "$PY" -m venv "$venv" || { echo "[setup] error: $PY -m venv failed (fix: install python3-venv, or set PYTHON to a Python with venv)" >&2; exit 2; }
+fi
+have=$("$venv/bin/python" -c 'import torch; print(torch.__version__.split("+")[0])' 2>/dev/null || true)
+if [ "$have" != "$TORCH" ]; then
+  echo "[setup] pip install torch==$TORCH into $venv"
+  "$venv/bin/python" -m pip install -q "torch==$TORCH" numpy "setuptools>=70.1" "pybind11>=2.10"
+fi
+torch_cmake=$("$venv/bin/python" -c 'import torch; print(torch.utils.cmake_prefix_path)')
 
 BUILD_TYPE="${BUILD_TYPE:-Release}"
-if [ ! -f build/CMakeCache.txt ]; then
-  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE="$BUILD_TYPE" ${CMAKE_ARGS:-}
+# A build configured against another libtorch (an older set-up's Debian one, or another venv torch)
+# is configured anew: CMake would otherwise keep the cached Torch_DIR.
+if [ -f build/CMakeCache.txt ] && ! grep -q "^Torch_DIR:PATH=$torch_cmake/Torch\$" build/CMakeCache.txt; then
+  echo "[setup] build/ was configured against another libtorch: configuring anew"
+  rm -rf build/CMakeCache.txt build/CMakeFiles
 fi
-cmake --build build -j "$(nproc)"
+# GCC 12 crashes now and then (a general protection fault in cc1plus, at one address every time)
+# while loading libtorch 2.x's 750 MB precompiled header, which it then has to relocate: seen here on
+# 2026-11-28, 75 files in one burst and 2 in another, each compiling cleanly when run again. Without
+# address-space randomization (setarch -R) the header maps where it was written. A failed build
+# is retried once as well; a real error fails the second time too.
+launcher=()
+if command -v setarch >/dev/null && setarch -R true 2>/dev/null; then
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER="setarch;-R")
+fi
+if [ ! -f build/CMakeCache.txt ]; then
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE="$BUILD_TYPE" -DCMAKE_PREFIX_PATH="$torch_cmake" \
+    -DSCALEINV_PYTHON="$here/$venv/bin/python" "${launcher[@]}" ${CMAKE_ARGS:-}
+fi
+if ! cmake --build build -j "$(nproc)"; then
+  echo "[setup] the build failed; retrying once (see the comment above this line in scripts/setup.sh)" >&2
+  cmake --build build -j "$(nproc)"
+fi
 
-# /usr/bin/python3 imports scaleinv from this checkout without PYTHONPATH: a .pth file in its
-# site-packages names python/ (the package) and build/python/ (the C++ half, _scaleinv).
-if [ -x /usr/bin/python3 ] && compgen -G "build/python/_scaleinv*.so" >/dev/null; then
-  site=$(/usr/bin/python3 -c 'import site; print(site.getsitepackages()[0])')
-  want=$(printf '%s\n%s' "$here/python" "$here/build/python")
-  if [ "$(cat "$site/scaleinv.pth" 2>/dev/null)" != "$want" ]; then
-    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-    $SUDO mkdir -p "$site"
-    printf '%s\n' "$want" | $SUDO tee "$site/scaleinv.pth.tmp" >/dev/null
-    $SUDO mv "$site/scaleinv.pth.tmp" "$site/scaleinv.pth"
-  fi
+# build/venv imports scaleinv from this checkout: a .pth file in its site-packages names python/
+# (the package) and build/python/ (the C++ half, _scaleinv, built above for this venv's Python).
+site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+want=$(printf '%s\n%s' "$here/python" "$here/build/python")
+if [ "$(cat "$site/scaleinv.pth" 2>/dev/null)" != "$want" ]; then
+  printf '%s\n' "$want" > "$site/scaleinv.pth.tmp"
+  mv "$site/scaleinv.pth.tmp" "$site/scaleinv.pth"
 fi

@@ -3,9 +3,16 @@
 The row (a, b, c) is shifted to a' = 0 (seed 000 eq. 28), so the model's forward stays as written:
 every tensor's init is rescaled in place and the optimizer gets one parameter group per tensor with
 its own learning rate, weight decay and epsilon.
+
+torch 2.x (docs/python.md#torch-2x-compile-ddp-fsdp2): a model wrapped by torch.compile or
+DistributedDataParallel is planned through the module it wraps, under the same names. FSDP2's
+fully_shard, called after apply, replaces every parameter by a sharded DTensor; the optimizer apply
+returned follows its tensors there by name at its next step (before any state exists), so the
+groups, their LRs and weight decays survive sharding. A model sharded before apply is refused.
 """
 import json
 import math
+import weakref
 
 import torch
 from torch import nn
@@ -15,6 +22,49 @@ from ._core import UserError, _name, _number
 from ._tensors import rms
 
 OPTIMIZERS = ("sgd", "adam", "adamw")
+MIN_TORCH = (1, 13)  # the oldest torch the package claims (pyproject.toml; CI's PythonOldest.* tests)
+
+
+def _torch_version():
+    parts = []
+    for piece in torch.__version__.split("+")[0].split(".")[:2]:
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        parts.append(int(digits) if digits else 0)
+    return tuple(parts)
+
+
+def _check_torch():
+    if _torch_version() < MIN_TORCH:
+        raise UserError(f"python: torch: {torch.__version__} is older than {MIN_TORCH[0]}.{MIN_TORCH[1]}, the oldest "
+                        "torch scaleinv is tested on (fix: pip install 'torch>=1.13')")
+
+
+def unwrap(model):
+    """The module a torch.compile (OptimizedModule._orig_mod) or DistributedDataParallel (.module)
+    wrapper runs, wrappers within wrappers included; any other module as it is. Its parameters are the
+    wrapper's, under the names the user wrote."""
+    seen = 0
+    while seen < 8:
+        inner = getattr(model, "_orig_mod", None)
+        if not isinstance(inner, nn.Module):
+            ddp = getattr(torch.nn.parallel, "DistributedDataParallel", None)
+            inner = model.module if ddp is not None and isinstance(model, ddp) else None
+        if not isinstance(inner, nn.Module):
+            return model
+        model, seen = inner, seen + 1
+    return model
+
+
+def _sharded_kind(p):
+    """'a DTensor (FSDP2's fully_shard or tensor parallel)' or 'FSDP1's FlatParameter' for a sharded
+    parameter, else None."""
+    cls = type(p)
+    names = {c.__name__ for c in cls.__mro__}
+    if "DTensor" in names:
+        return "a DTensor (FSDP2's fully_shard, or tensor parallel)"
+    if "FlatParameter" in names or getattr(p, "_is_flat_param", False):
+        return "a FlatParameter (FullyShardedDataParallel)"
+    return None
 
 
 def _layout(module, pname, p):
@@ -59,6 +109,11 @@ def _has_attention(model):
 def _spec(model):
     tensors, seen, tied = [], {}, []
     for name, mod, pname, p in named_tensors(model):
+        kind = _sharded_kind(p)
+        if kind is not None:
+            raise UserError(f"python: model: {name} is {kind}, sharded before scaleinv saw it: its shape and init are "
+                            "one rank's piece (fix: call scaleinv.apply on the unsharded model first, then fully_shard; "
+                            "the optimizer apply returns follows the sharded tensors)")
         if p.is_complex():
             raise UserError(f"python: {name}: a complex tensor ({p.dtype}) has no role in the table "
                             "(fix: keep it out of the model's parameters, or split it into real and imaginary parts)")
@@ -72,6 +127,7 @@ def _spec(model):
 
 
 def _check_plan_args(model, base, delta, param, optimizer, weight_decay, overrides):
+    _check_torch()
     for field, m in (("model", model), ("base", base), ("delta", delta)):
         if not isinstance(m, nn.Module):
             raise UserError(f"python: {field}: a {type(m).__name__}, not a torch.nn.Module (fix: pass the model "
@@ -106,8 +162,10 @@ def plan(model, base, delta, param="mup", optimizer="adamw", weight_decay=0.0, o
     [{name, role, in_block, why, init, lr, wd, eps, fan_in, fan_out, m}], ties [{tensor, use,
     tensor_role, use_role, readout, exponent, multiplier}] (a tied embedding's readout multiplier,
     which apply installs as a forward hook), notes (what your forward must do itself: residual branch
-    multipliers, the attention logit scale)."""
+    multipliers, the attention logit scale). A compiled or DDP-wrapped module is planned through the
+    module it wraps (unwrap)."""
     _check_plan_args(model, base, delta, param, optimizer, weight_decay, overrides)
+    model, base, delta = unwrap(model), unwrap(base), unwrap(delta)
     target, tied = _spec(model)
     spec = {"base": _spec(base)[0], "delta": _spec(delta)[0], "target": target, "tied": tied,
             "attention": _has_attention(model),
@@ -128,7 +186,13 @@ def apply(model, base, delta, param="mup", optimizer="adamw", lr=1e-3, weight_de
     and LR, and the layer reading it as the readout gets a forward hook multiplying its output by
     the plan's ties[i]["multiplier"] (m^-1 under mup); the handles are `model.scaleinv_hooks`
     (h.remove() takes a hook off). A model apply has already rescaled is refused.
+    torch.compile and DDP wrappers are planned through the module they wrap (apply before or after
+    wrapping). For FSDP2, apply before fully_shard: at each step the optimizer checks that its
+    tensors are still the model's, and takes the sharded ones in their place (same groups) while it
+    holds no state; a replacement after its first step raises UserError.
     """
+    _check_torch()
+    model = unwrap(model)
     if getattr(model, "scaleinv_plan", None) is not None:
         raise UserError("python: model: apply has already rescaled this model (its init and hooks are applied) "
                         "(fix: build a fresh model and apply once)")
@@ -166,7 +230,41 @@ def apply(model, base, delta, param="mup", optimizer="adamw", lr=1e-3, weight_de
     opt.scaleinv_plan = p
     object.__setattr__(model, "scaleinv_plan", p)
     object.__setattr__(model, "scaleinv_hooks", hooks)
+    if hasattr(opt, "register_step_pre_hook"):  # torch >= 2.0
+        opt.scaleinv_rebind = opt.register_step_pre_hook(_follow_replaced_tensors(model, p))
     return opt
+
+
+def _follow_replaced_tensors(model, p):
+    """An optimizer step pre-hook: where the model now holds another tensor under a group's name
+    (FSDP2's fully_shard registers a sharded DTensor in each parameter's place; to_empty after meta
+    init does the same), the group takes it, keeping its LR, weight decay and eps. Once the optimizer
+    holds state for the old tensor the swap would lose it: UserError instead."""
+    ref = weakref.ref(model)
+    owners = {}
+    for name, mod, pname, _ in named_tensors(model):
+        owners.setdefault(name, (mod, pname))
+    names = {t["name"] for t in p["tensors"]}
+    owners = {k: v for k, v in owners.items() if k in names}
+
+    def hook(opt, args, kwargs):
+        if ref() is None:
+            return None
+        for g in opt.param_groups:
+            owner = owners.get(g.get("name"))
+            if owner is None or len(g["params"]) != 1:
+                continue
+            now = getattr(owner[0], owner[1], None)
+            old = g["params"][0]
+            if now is None or now is old:
+                continue
+            if opt.state.get(old):
+                raise UserError(f"python: optimizer: the model's tensor {g['name']} was replaced after the optimizer's "
+                                "first step (fully_shard or to_empty after training began), so its state would be lost "
+                                "(fix: shard the model before the first step, right after scaleinv.apply)")
+            g["params"] = [now]
+        return None
+    return hook
 
 
 def _multiply_output(factor):

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 import _scaleinv
 from ._core import UserError, _integer, _name, _number
 from ._tensors import rms
-from ._apply import apply
+from ._apply import apply, unwrap
 
 
 def _orthogonalise(x, basis):
@@ -234,6 +234,9 @@ def coordcheck(make_model, widths, batches, param="mup", optimizer="adamw", lr=1
     loss: loss(output, y) (default cross-entropy); base_width: where lr counts as tuned (default
     the smallest width); plot: a directory for the CLI's plots (gnuplot); quantities: what to
     measure, e.g. ["h", "dh"] (default all seven: the spectral norms cost most at large widths).
+    A make_model returning a torch.compile'd (or DDP-wrapped) model is checked through the module it
+    wraps, eagerly: the check records every module's output through forward hooks, which would break
+    the compiled graph at each module and recompile at each width. Same function, same verdicts.
     Returns a CoordCheckResult.
     """
     wanted = _quantity_set(quantities)
@@ -242,8 +245,8 @@ def coordcheck(make_model, widths, batches, param="mup", optimizer="adamw", lr=1
     loss_fn = loss or F.cross_entropy
     state = torch.random.get_rng_state()
     torch.manual_seed(0)
-    base = make_model(base_width)
-    delta = make_model(delta_width)
+    base = unwrap(make_model(base_width))
+    delta = unwrap(make_model(delta_width))
     runs, layers, plan = [], None, None
     n_out = None
     act_shapes = {}
@@ -252,7 +255,7 @@ def coordcheck(make_model, widths, batches, param="mup", optimizer="adamw", lr=1
         for w in widths:
             for s in seed_list:
                 torch.manual_seed(s)
-                model = make_model(w)
+                model = unwrap(make_model(w))
                 opt = apply(model, base, delta, param=param, optimizer=optimizer, lr=lr,
                             weight_decay=weight_decay, momentum=momentum, overrides=overrides)
                 run, order, n_out, shapes = _measure(model, opt, batches, steps, loss_fn, wanted)

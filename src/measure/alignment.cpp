@@ -22,6 +22,7 @@
 #include <utility>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>  // fmt::join (in ranges.h since fmt 11, which pip's libtorch ships)
 
 #include "core/errors.h"
 #include "core/fraction.h"

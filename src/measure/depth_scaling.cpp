@@ -24,6 +24,7 @@
 #include <map>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>  // fmt::join (in ranges.h since fmt 11, which pip's libtorch ships)
 
 #include "core/tensor_rms.h"
 #include "core/fraction.h"

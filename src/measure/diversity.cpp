@@ -16,6 +16,7 @@
 #include <map>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>  // fmt::join (in ranges.h since fmt 11, which pip's libtorch ships)
 
 #include "core/fraction.h"
 #include "measure/diag_detail.h"

@@ -7,6 +7,7 @@
 #include <ranges>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>  // fmt::join (in ranges.h since fmt 11, which pip's libtorch ships)
 
 #include "core/errors.h"
 

@@ -21,6 +21,7 @@
 //  * Depth exponents apply to tensors inside residual blocks (hidden, attention and vector roles);
 //    embedding and readout are never depth-scaled.
 #include <fmt/format.h>
+#include <fmt/ranges.h>  // fmt::join (in ranges.h since fmt 11, which pip's libtorch ships)
 
 #include "core/errors.h"
 #include "param/table.h"

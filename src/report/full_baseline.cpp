@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>  // fmt::join (in ranges.h since fmt 11, which pip's libtorch ships)
 
 #include "report/seed_curves.h"
 #include "report/transfer.h"

@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>  // fmt::join (in ranges.h since fmt 11, which pip's libtorch ships)
 
 #include "core/errors.h"
 #include "report/seed_curves.h"

@@ -9,6 +9,7 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>  // fmt::join (in ranges.h since fmt 11, which pip's libtorch ships)
 #include <nlohmann/json.hpp>
 
 #include "core/errors.h"

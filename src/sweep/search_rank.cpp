@@ -14,6 +14,7 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>  // fmt::join (in ranges.h since fmt 11, which pip's libtorch ships)
 
 #include "core/atomic_file.h"
 #include "core/errors.h"
