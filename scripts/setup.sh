@@ -66,23 +66,11 @@ if [ -f build/CMakeCache.txt ] && ! grep -q "^Torch_DIR:PATH=$torch_cmake/Torch\
   echo "[setup] build/ was configured against another libtorch: configuring anew"
   rm -rf build/CMakeCache.txt build/CMakeFiles
 fi
-# GCC 12 crashes now and then (a general protection fault in cc1plus, at one address every time)
-# while loading libtorch 2.x's 750 MB precompiled header, which it then has to relocate: seen here on
-# 2026-11-28, 75 files in one burst and 2 in another, each compiling cleanly when run again. Without
-# address-space randomization (setarch -R) the header maps where it was written. A failed build
-# is retried once as well; a real error fails the second time too.
-launcher=()
-if command -v setarch >/dev/null && setarch -R true 2>/dev/null; then
-  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER="setarch;-R")
-fi
 if [ ! -f build/CMakeCache.txt ]; then
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE="$BUILD_TYPE" -DCMAKE_PREFIX_PATH="$torch_cmake" \
-    -DSCALEINV_PYTHON="$here/$venv/bin/python" "${launcher[@]}" ${CMAKE_ARGS:-}
+    -DSCALEINV_PYTHON="$here/$venv/bin/python" ${CMAKE_ARGS:-}
 fi
-if ! cmake --build build -j "$(nproc)"; then
-  echo "[setup] the build failed; retrying once (see the comment above this line in scripts/setup.sh)" >&2
-  cmake --build build -j "$(nproc)"
-fi
+cmake --build build -j "$(nproc)"
 
 # build/venv imports scaleinv from this checkout: a .pth file in its site-packages names python/
 # (the package) and build/python/ (the C++ half, _scaleinv, built above for this venv's Python).

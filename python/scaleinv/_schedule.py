@@ -16,7 +16,7 @@ import warnings
 
 import torch
 
-from ._core import UserError
+from ._core import UserError, _integer, _number
 
 
 def lr_schedule(optimizer, factor):
@@ -31,18 +31,32 @@ def _ratios(groups):
     return [g["lr"] / lr0 if lr0 > 0 else math.nan for g in groups]
 
 
-def check_schedule(scheduler, steps=1000, rtol=1e-6):
-    """Steps a copy of the scheduler (and its optimizer) `steps` times and raises UserError, one line
-    naming the scheduler, the step and the group, where the groups' LR ratios move by more than
-    rtol: the schedule flattens the parameterization's per-tensor LRs. ReduceLROnPlateau is fed a
-    metric that never improves, so that every reduction happens. Returns None where the ratios hold
-    (the user's scheduler and optimizer are not touched)."""
+def _default_steps(sched):
+    """1000, or fewer where the scheduler has a last step of its own (OneCycleLR's total_steps)."""
+    total = getattr(sched, "total_steps", None)
+    return int(total) - 1 if isinstance(total, int) and total > 1 else 1000
+
+
+def check_schedule(scheduler, steps=None, rtol=1e-6):
+    """Steps a copy of the scheduler (and its optimizer) `steps` times (default 1000, or up to the
+    scheduler's own last step: OneCycleLR's total_steps) and raises UserError, one line naming the
+    scheduler, the step and the group, where the groups' LR ratios move by more than rtol: the
+    schedule flattens the parameterization's per-tensor LRs; or where a group's LR is not a finite
+    number >= 0. ReduceLROnPlateau is fed a metric that never improves, so that every reduction
+    happens. A scheduler that ends before `steps` (torch's "Tried to step N times") is checked up to
+    its end. Returns None where the ratios hold (the user's scheduler and optimizer are not
+    touched)."""
+    if steps is not None:
+        steps = _integer("steps", steps, "steps=1000, the number of scheduler steps to check (>= 1)", 1, 10_000_000)
+    _number("rtol", rtol, "rtol=1e-6, a finite relative tolerance > 0", lo=0, lo_open=True)
     name = type(scheduler).__name__
     opt = getattr(scheduler, "optimizer", None)
     if opt is None or not getattr(opt, "param_groups", None):
         raise UserError(f"python: scheduler: {name} has no optimizer with parameter groups "
                         "(fix: pass the scheduler built on the optimizer apply returned)")
     sched = copy.deepcopy(scheduler)  # deep-copies its optimizer with it, references kept
+    if steps is None:
+        steps = _default_steps(sched)
     groups = sched.optimizer.param_groups
     # The LRs apply gave each group (kept in the group as scaleinv_lr: a scheduler may already have
     # overwritten lr and initial_lr when it was built, as OneCycleLR does); else initial_lr.
@@ -53,7 +67,19 @@ def check_schedule(scheduler, steps=1000, rtol=1e-6):
         if step:
             with warnings.catch_warnings():  # torch's "optimizer.step() before lr_scheduler.step()": no training here
                 warnings.simplefilter("ignore")
-                sched.step(1.0) if plateau else sched.step()
+                try:
+                    sched.step(1.0) if plateau else sched.step()
+                except ValueError as e:
+                    if "Tried to step" in str(e):  # the scheduler's own end (OneCycleLR): checked up to it
+                        return None
+                    raise
+        for g in groups:
+            lr = g["lr"]
+            if isinstance(lr, torch.Tensor):
+                lr = float(lr)
+            if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr >= 0):
+                raise UserError(f"python: scheduler: {name} sets group '{g.get('name', '?')}' to lr {lr!r} at step "
+                                f"{step} (fix: a schedule factor that stays a finite number >= 0)")
         got = _ratios(groups)
         for g, w, r in zip(groups, want, got):
             if math.isfinite(w) and math.isfinite(r) and abs(r - w) > rtol * abs(w):

@@ -15,6 +15,7 @@ grid expansion, Halton trials, halving rungs and hyperband brackets, point ids a
 calls back for each point not yet in the store, and writes each result in its own transaction
 (src/sweep/user_sweep.h). This module builds each point's model and optimizer and calls `train`.
 """
+import inspect
 import json
 import math
 import os
@@ -97,6 +98,9 @@ def _result(out, wall_s):
     """What train returned as the store's JSON: a number (the final loss), a list of losses (the
     curve), or a dict {"loss" or "losses", "val_loss", "items_per_s"}."""
     def num(v, what):
+        if isinstance(v, bool):  # float(True) is 1.0: a flag is no loss
+            raise UserError(f"python: train: returned {what} bool ({v}), not a number (fix: return the final loss as a "
+                            "float, or the loss curve as a list of floats)")
         try:
             v = float(v)  # a number, a 0-d tensor, numpy's scalars
         except (TypeError, ValueError):
@@ -125,6 +129,15 @@ def _result(out, wall_s):
         raise UserError("python: train: returned no loss (fix: return the final loss, or the loss curve)")
     res["losses"] = [num(v, "a loss of") for v in losses]
     return res
+
+
+def _describe(e):
+    """'Type: message' of an exception, also where its __str__ itself raises."""
+    try:
+        msg = str(e)
+    except Exception as inner:  # noqa: BLE001 (the user's __str__ may raise anything)
+        msg = f"<its message could not be read: {type(inner).__name__}>"
+    return f"{type(e).__name__}: {msg}"
 
 
 def sweep(make_model, train, space, db, *, optimizer="adamw", base=None, overrides=None, shard=None,
@@ -178,6 +191,15 @@ def sweep(make_model, train, space, db, *, optimizer="adamw", base=None, overrid
     def build(width, depth):
         return make_model(width=width, depth=depth) if has_depth else make_model(width=width)
 
+    try:  # make_model is called with keywords: one that cannot take them is refused before any run
+        inspect.signature(make_model).bind(**({"width": 1, "depth": 1} if has_depth else {"width": 1}))
+    except TypeError:
+        keys = "width= and depth=" if has_depth else "width="
+        raise UserError(f"python: make_model: cannot be called with {keys} as keywords (fix: def make_model(width"
+                        f"{', depth' if has_depth else ''}): ...; the space's scale axes are passed by name)") from None
+    except ValueError:
+        pass  # a builtin or C callable without a signature: called as it is
+
     shapes = {}
     train_s = []
 
@@ -201,7 +223,7 @@ def sweep(make_model, train, space, db, *, optimizer="adamw", base=None, overrid
             out = train(model, opt, hp, hp["steps"])
         except Exception as e:  # recorded, the sweep goes on (KeyboardInterrupt is no Exception: it stops)
             train_s.append(time.perf_counter() - t0)
-            return json.dumps({"error": f"{type(e).__name__}: {e}"[:2000], "wall_s": train_s[-1]})
+            return json.dumps({"error": _describe(e)[:2000], "wall_s": train_s[-1]})
         train_s.append(time.perf_counter() - t0)
         return json.dumps(dict(_result(out, train_s[-1]), steps=hp["steps"]))
 

@@ -265,6 +265,21 @@ class Sweep(unittest.TestCase):
             scaleinv.search(make_model, train, GRID, db=self.path("bad.db"), progress=False)
         with self.assertRaisesRegex(scaleinv.UserError, "not a number"):
             scaleinv.sweep(make_model, lambda *a: "low", GRID, db=self.path("s.db"), progress=False)
+        with self.assertRaisesRegex(scaleinv.UserError, "bool"):  # float(True) would store a loss of 1.0
+            scaleinv.sweep(make_model, lambda *a: True, GRID, db=self.path("b.db"), progress=False)
+        with self.assertRaisesRegex(scaleinv.UserError, "make_model: cannot be called with width="):
+            scaleinv.sweep(lambda w: make_model(w), train, GRID, db=self.path("w.db"), progress=False)
+        self.assertFalse(os.path.exists(self.path("w.db")))
+
+        class Unprintable(Exception):
+            def __str__(self):
+                raise RuntimeError("no")
+
+        def bad_train(*a):
+            raise Unprintable()
+        scaleinv.sweep(make_model, bad_train, GRID, db=self.path("u.db"), progress=False)  # recorded, not raised
+        errs = rows(self.path("u.db"), "SELECT message FROM failures")
+        self.assertTrue(errs and all(e[0].startswith("Unprintable: <its message could not be read") for e in errs), errs)
         # A Python sweep file is refused by `scaleinv sweep` with the pointer to scaleinv.sweep.
         toml = self.path("mine.toml")
         with open(toml, "w") as f:

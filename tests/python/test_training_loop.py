@@ -109,6 +109,26 @@ class Loop(unittest.TestCase):
         with self.assertRaises(scaleinv.UserError):
             scaleinv.check_schedule(flat, steps=100)
 
+    def test_check_schedule_refuses_what_would_check_nothing_and_stops_at_the_schedulers_end(self):
+        model, opt = applied(lr=1e-2)
+        flat = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=1e-2, total_steps=100)  # one max_lr: flattens
+        for bad, words in (({"steps": -5}, "steps"), ({"steps": 0}, "steps"), ({"rtol": float("nan")}, "rtol"),
+                           ({"rtol": -1.0}, "rtol")):
+            with self.assertRaises(scaleinv.UserError) as e:
+                scaleinv.check_schedule(flat, **bad)
+            self.assertIn(words, str(e.exception))
+        with self.assertRaises(scaleinv.UserError):
+            scaleinv.check_schedule(flat)
+        model, opt = applied(lr=1e-2)
+        per_group = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=[g["lr"] for g in opt.param_groups],
+                                                        total_steps=100)
+        self.assertIsNone(scaleinv.check_schedule(per_group))  # the default stops at total_steps
+        self.assertIsNone(scaleinv.check_schedule(per_group, steps=500))  # and so does a longer check
+        model, opt = applied(lr=1e-2)
+        with self.assertRaises(scaleinv.UserError) as e:
+            scaleinv.check_schedule(scaleinv.lr_schedule(opt, lambda k: float("nan")))
+        self.assertIn("finite", str(e.exception))
+
     def test_a_torch_older_than_the_claim_is_refused_and_nothing_changes(self):
         from scaleinv import _apply
         torch.manual_seed(0)
