@@ -8,8 +8,9 @@
 #   bash bench/compare_moe_peer.sh [WIDTHS (default "64 128 256")]
 # Environment: BUILD (default build), STEPS (measured steps, default 20), EXPERTS (8), TOP_K (2),
 # THREADS (both sides, default all cores), OUT (default out/bench_moe), DEVICE (cpu, or cuda: both
-# sides on the GPU; the peer then attends through SDPA), PY (default Debian's /usr/bin/python3; on a
-# GPU machine the python3 that holds its torch).
+# sides on the GPU; the peer then attends through SDPA), PY (default $BUILD/venv/bin/python, the venv
+# whose pip torch the CLI links, so both sides run one libtorch; on a GPU machine the python3 that
+# holds its torch).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -19,9 +20,9 @@ TOP_K=${TOP_K:-2}
 THREADS=${THREADS:-$(nproc)}
 OUT=${OUT:-out/bench_moe}
 WIDTHS=${1:-"64 128 256"}
-PY=${PY:-/usr/bin/python3}
+PY=${PY:-$BUILD/venv/bin/python}
 DEVICE=${DEVICE:-cpu}
-"$PY" -c 'import torch' 2>/dev/null || { echo "error: $PY has no torch (fix: apt-get install python3-torch, or set PY)" >&2; exit 2; }
+"$PY" -c 'import torch' 2>/dev/null || { echo "error: $PY has no torch (fix: bash scripts/setup.sh, or set PY)" >&2; exit 2; }
 [ -x "$BUILD/scaleinv" ] || { echo "error: $BUILD/scaleinv not built (fix: bash scripts/setup.sh, or set BUILD)" >&2; exit 2; }
 rm -rf "$OUT"; mkdir -p "$OUT"
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -10,7 +10,7 @@ forward/backward passes and 3 Adam steps each (steps 0..3), batch 64. Two floors
   2. a plain PyTorch loop over the grid (nn.Linear, torch.optim.Adam, cross-entropy), measuring
      nothing: what microsoft/mup's get_coord_data and any hook-based check sit on.
 
-    /usr/bin/python3 bench/coordcheck_floor.py [--threads 2] [--widths 128,...,8192] [--seeds 5]
+    build/venv/bin/python bench/coordcheck_floor.py [--threads 2] [--widths 128,...,8192] [--seeds 5]
 """
 import argparse
 import time

@@ -13,7 +13,7 @@ The muP paper's MLP (784 -> w -> w -> 10, ReLU, no bias) at widths 2^7..2^13, Ad
      grid.
 
     apt-get install python3-pandas          # mup's get_coord_data returns a DataFrame
-    /usr/bin/python3 bench/mup_peer.py --mup-src PATH/TO/mup [--widths 128,...,8192] [--seeds 5]
+    build/venv/bin/python bench/mup_peer.py --mup-src PATH/TO/mup [--widths 128,...,8192] [--seeds 5]
 """
 import argparse
 import math

@@ -1,7 +1,7 @@
 """What scaleinv.search costs beside the user's training function (issue 41's targets: < 50 ms a
 run, and a 100-trial halving search within 1.3x the sum of its training calls).
 
-    PYTHONPATH=python:build/python /usr/bin/python3 bench/python_search_overhead.py [--trials 100] [--steps 270]
+    build/venv/bin/python bench/python_search_overhead.py [--trials 100] [--steps 270]
 
 A tiny MLP (widths 32) on a fixed batch stream; the search is halving with eta 3 from min_steps
 10, so 100 trials train at 10 steps, 33 at 30, 11 at 90 and 3 at 270 (a few ms to ~0.1 s each).

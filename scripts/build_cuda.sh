@@ -13,7 +13,7 @@
 #   --nccl-include  the folder holding the nccl.h of libtorch's NCCL (default: the first of pip's
 #             nvidia/*/include beside torch, /usr/local/cuda/include and /usr/include whose version
 #             is torch's own torch.cuda.nccl.version(); none: no NCCL, data parallel through Gloo)
-#   --python  also build the Python module (off here: it is built for Debian's python3-torch 1.13)
+#   --python  also build the Python module (off by default: scripts/setup.sh builds it for build/venv)
 # The CPU build (scripts/setup.sh, Debian's libtorch 1.13) is unaffected: the same sources, the
 # version differences behind src/core/torch_compat.h.
 set -euo pipefail

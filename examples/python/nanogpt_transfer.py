@@ -20,7 +20,7 @@ step; runs whose loss becomes nan/inf are recorded as diverged. The best log2 LR
 is the vertex of a parabola in log2 LR through the best grid point and its two neighbours (the grid
 argmin, flagged, when it sits at an edge or a neighbour diverged). Run after `bash scripts/setup.sh`:
 
-    /usr/bin/python3 examples/python/nanogpt_transfer.py [--widths 64,128,256] [--lrs=-10:-5]
+    build/venv/bin/python examples/python/nanogpt_transfer.py [--widths 64,128,256] [--lrs=-10:-5]
         [--steps 1000] [--params mup,standard] [--json out.json] [--threads 1]
 """
 import argparse

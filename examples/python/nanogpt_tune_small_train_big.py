@@ -13,7 +13,7 @@ The model is examples/python/nanogpt_transfer.py's nanoGPT-style GPT (plain PyTo
   4. check    runs at the target width at the predicted LR and one doubling either side
               (scaleinv.sweep -> check.db): is the predicted LR the best of the three?
 
-    PYTHONPATH=python:build/python /usr/bin/python3 examples/python/nanogpt_tune_small_train_big.py \\
+    build/venv/bin/python examples/python/nanogpt_tune_small_train_big.py \\
         [--out runs/nanogpt_loop] [--widths 64,128,256] [--target 512] [--steps 300] [--trials 27]
 
 `scaleinv transfer-report --db OUT/width.db` and `scaleinv sweep rank --db OUT/search.db` read the

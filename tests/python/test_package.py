@@ -38,9 +38,15 @@ class InstalledPackage(unittest.TestCase):
                 self.assertNotIn(banned, lib, f"_scaleinv needs {lib}: {needed}")
 
     def test_core_works_in_a_python_without_torch(self):
-        # -S: no site-packages (where torch lives); only the folder holding the installed package.
-        pkg_dir = os.path.dirname(os.path.dirname(os.path.realpath(scaleinv.__file__)))
-        ext_dir = os.path.dirname(os.path.realpath(_scaleinv.__file__))
+        # -S: no site-packages (where torch lives); only a copy of the installed package and its
+        # extension (the venv's site-packages holds torch beside them, so it cannot be put on the path).
+        import shutil
+        import tempfile
+        tmp = tempfile.mkdtemp(prefix="scaleinv-notorch-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        shutil.copytree(os.path.dirname(os.path.realpath(scaleinv.__file__)), os.path.join(tmp, "scaleinv"))
+        shutil.copy2(os.path.realpath(_scaleinv.__file__), tmp)
+        pkg_dir = ext_dir = tmp
         code = ("import sys, json\n"
                 f"sys.path[:0] = [{pkg_dir!r}, {ext_dir!r}]\n"
                 "try:\n    import torch\n    print('TORCH'); sys.exit(3)\nexcept ImportError:\n    pass\n"
