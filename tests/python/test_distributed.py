@@ -46,14 +46,32 @@ def free_port():
         return s.getsockname()[1]
 
 
+# torch.distributed.run's elastic agent fails on torch 1.13 under Python 3.11 (its redirect map is
+# None: "'NoneType' object has no attribute 'get'"); there the two ranks are started directly with
+# the variables torchrun would set (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT).
+TORCHRUN_WORKS = int(torch.__version__.split(".")[0]) >= 2
+
+
 def torchrun(mode, out, what=""):
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--nnodes", "1",
-           "--master_addr", "127.0.0.1", "--master_port", str(free_port()),
-           os.path.join(HERE, "dist_worker.py"), mode, out] + (["--break", what] if what else [])
+    port = str(free_port())
+    args = [os.path.join(HERE, "dist_worker.py"), mode, out] + (["--break", what] if what else [])
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
-    if r.returncode != 0:
-        raise AssertionError(f"torchrun {mode} {what} exited {r.returncode}:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
+    if TORCHRUN_WORKS:
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--nnodes", "1",
+               "--master_addr", "127.0.0.1", "--master_port", port] + args
+        results = [subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)]
+    else:
+        procs = [subprocess.Popen([sys.executable] + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                  env=dict(env, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE="2",
+                                           MASTER_ADDR="127.0.0.1", MASTER_PORT=port))
+                 for r in range(2)]
+        results = []
+        for p in procs:
+            o, e = p.communicate(timeout=300)
+            results.append(subprocess.CompletedProcess(p.args, p.returncode, o, e))
+    for r in results:
+        if r.returncode != 0:
+            raise AssertionError(f"rank(s) of {mode} {what} exited {r.returncode}:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")
 
 
 def reference(steps):
