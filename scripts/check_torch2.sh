@@ -4,8 +4,8 @@
 # 2.6's headers (Debian trixie's libtorch-cuda-dev, 2.4 MB, with NCCL's process group and CUDA
 # graphs), fmt 10 header-only
 # (as libtorch 2.x's bundled fmt is used), and the CUDA toolkit's headers. Catches what the CPU build
-# against Debian's 1.13 cannot: a call whose signature changed in 2.x, a `#if` branch for 2.x that
-# no longer compiles. It proves nothing about running; docs/gpu.md says what only a GPU checks.
+# (pip's CPU torch 2.13, scripts/setup.sh) cannot: the CUDA-only and NCCL branches (SCALEINV_CUDA,
+# USE_C10D_NCCL) and a call that differs between libtorch 2.6 and 2.13. It proves nothing about running; docs/gpu.md says what only a GPU checks.
 #
 #   bash scripts/check_torch2.sh [FILE.cpp ...]
 # Needs build/generated/ (the demo's embedded files), which scripts/setup.sh's build writes.
