@@ -137,16 +137,16 @@ py::tuple judge_coordcheck(const std::string& input_json) {
 
 // (predictions JSON, printed tables) of `scaleinv predict` (report/predict.h).
 py::tuple predict_py(const std::vector<std::string>& dbs, const std::map<std::string, double>& at, bool holdout,
-                     double fit_upto, const std::string& param, double max_extrapolation, int bootstrap,
+                     double fit_upto, const std::string& param, double max_extrapolation, int64_t bootstrap,
                      double near_optimal, const std::string& hparam) {
-  if (bootstrap < 0) throw UserError("predict", "bootstrap", "must be >= 0", "e.g. bootstrap=200");
+  check_bootstrap(bootstrap, "predict", "bootstrap", "bootstrap=200");
   PredictOptions o;
   o.at = at;
   o.holdout = holdout;
   o.fit_upto = fit_upto;
   o.param = param;
   o.max_extrapolation = max_extrapolation;
-  o.transfer.bootstrap = bootstrap;
+  o.transfer.bootstrap = static_cast<int>(bootstrap);
   o.near_optimal_pct = near_optimal;
   o.hparam = hparam;
   check_predict_request(o);
@@ -155,10 +155,10 @@ py::tuple predict_py(const std::vector<std::string>& dbs, const std::map<std::st
 }
 
 // transfer-report's analysis as JSON (report/transfer.h), the tables as markdown.
-std::string report_py(const std::vector<std::string>& dbs, int bootstrap) {
-  if (bootstrap < 0) throw UserError("report", "bootstrap", "must be >= 0", "e.g. bootstrap=200");
+std::string report_py(const std::vector<std::string>& dbs, int64_t bootstrap) {
+  check_bootstrap(bootstrap, "report", "bootstrap", "bootstrap=200");
   TransferOptions o;
-  o.bootstrap = bootstrap;
+  o.bootstrap = static_cast<int>(bootstrap);
   return transfer_to_json(analyze_transfer(read_sweep_rows(dbs), o)).dump();
 }
 

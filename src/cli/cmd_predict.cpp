@@ -74,7 +74,7 @@ void add_predict_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--bootstrap", o->bootstrap, "bootstrap resamples over seeds (default 200)");
   cmd->add_option("--json", o->json, "also write the predictions as JSON to FILE");
   cmd->callback([o, &exit_code] {
-    if (o->bootstrap < 0) throw UserError("command line", "--bootstrap", "must be >= 0", "e.g. --bootstrap 200");
+    check_bootstrap(o->bootstrap, "command line", "--bootstrap", "--bootstrap 200");
     PredictOptions popts;
     popts.at = parse_targets(o->at);
     popts.holdout = o->holdout;

@@ -28,8 +28,7 @@ void add_transfer_report_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--out", o->out, "output directory (default: DB's directory / NAME-report)");
   cmd->add_option("--bootstrap", o->bootstrap, "bootstrap resamples over seeds (default 200)");
   cmd->callback([o, &exit_code] {
-    if (o->bootstrap < 0)
-      throw UserError("command line", "--bootstrap", "must be >= 0", "e.g. --bootstrap 200");
+    check_bootstrap(o->bootstrap, "command line", "--bootstrap", "--bootstrap 200");
     const SweepTable t = read_sweep_rows(o->dbs);
     TransferOptions topts;
     topts.bootstrap = o->bootstrap;

@@ -623,6 +623,12 @@ std::optional<TransferGroup> analyze_group(const std::string& axis, const AxisIn
 
 std::vector<std::string> analysis_axes(const SweepTable& table) { return analysis_axes_of(table); }
 
+void check_bootstrap(int64_t n, const std::string& where, const std::string& field, const std::string& example) {
+  if (n < 0 || n > kMaxBootstrap)
+    throw UserError(where, field, fmt::format("{} resamples: must be from 0 to {}", n, kMaxBootstrap),
+                    fmt::format("e.g. {} (the default; 2000 for tighter intervals)", example));
+}
+
 TransferAnalysis analyze_transfer(const SweepTable& table, const TransferOptions& opts) {
   TransferAnalysis A;
   A.db = table.db;

@@ -217,6 +217,15 @@ struct FullBaseline {
   bool holds = false;                             // worst <= TransferOptions::choice_tolerance_pct
 };
 
+// The most bootstrap resamples a report or prediction takes. The interval's Monte Carlo error falls as
+// 1/sqrt(N): at 100,000 it is about 0.3% of the interval's width, and each resample holds every
+// point's losses (--bootstrap 100000000 took 4 GB in 15 s before running out of memory).
+inline constexpr int kMaxBootstrap = 100000;
+
+// UserError (file `where`, field `field`) unless 0 <= n <= kMaxBootstrap; `example` shows the fix's
+// spelling ("--bootstrap 200" on the command line, "bootstrap=200" in Python).
+void check_bootstrap(int64_t n, const std::string& where, const std::string& field, const std::string& example);
+
 struct TransferOptions {
   int bootstrap = 200;
   uint64_t rng_seed = 20240611;

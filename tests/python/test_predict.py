@@ -91,6 +91,33 @@ class PredictTest(unittest.TestCase):
                 with self.assertRaises(scaleinv.UserError):
                     scaleinv.report(db)
 
+    def test_bootstrap_is_capped_before_any_work(self):
+        """Issue 63 class 3: --bootstrap 100000000 took 4 GB, then blamed model.width. Refused at once
+        from Python and from both commands, naming the field and the cap; nothing written."""
+        import subprocess
+        import tempfile
+        for n in (-1, 100001, 10 ** 8, 2 ** 40):
+            with self.subTest(n=n):
+                for call in (lambda: scaleinv.predict(DB, at={"width": 1024}, bootstrap=n),
+                             lambda: scaleinv.report(DB, bootstrap=n)):
+                    with self.assertRaises(scaleinv.UserError) as cm:
+                        call()
+                    self.assertIn("bootstrap", str(cm.exception))
+                    self.assertIn("from 0 to 100000", str(cm.exception))
+        self.assertEqual(scaleinv.predict(DB, at={"width": 1024}, param="mup", bootstrap=0).predictions[0]["status"],
+                         "predicted")
+        binary = os.environ.get("SCALEINV_BIN")
+        if not binary:
+            return
+        out = tempfile.mkdtemp(prefix="scaleinv-boot-")
+        for args in (["predict", "--db", DB, "--at", "width=1024", "--bootstrap", "100000000",
+                      "--json", os.path.join(out, "p.json")],
+                     ["transfer-report", "--db", DB, "--bootstrap", "100001", "--out", os.path.join(out, "r")]):
+            r = subprocess.run([binary] + args, capture_output=True, text=True, timeout=60)
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn("field '--bootstrap'", r.stderr)
+            self.assertEqual(os.listdir(out), [])
+
 
 if __name__ == "__main__":
     unittest.main()
