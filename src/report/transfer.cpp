@@ -123,9 +123,21 @@ SweepTable read_sweep_rows(const std::string& db_path) {
     SweepRow s;
     s.id = sql_text(r[0], db_path, "points.id");
     s.param = std::holds_alternative<std::string>(r[1]) ? std::get<std::string>(r[1]) : "?";
-    s.width = static_cast<int64_t>(num(r[2]));
+    // No fit can use a width that is not a positive whole number, or a log2 LR that is missing or
+    // not finite (a NULL became a predicted log2 LR of -4.6e12; 1e30 read back as -9.2e18).
+    const double width = num(r[2]), lr_log2 = num(r[4]);
+    if (!(width >= 1 && width <= 9.007199254740992e15 && width == std::floor(width)))
+      throw UserError(db_path, "points.width",
+                      fmt::format("point '{}' has width {}, not a whole number from 1 to 2^53", s.id,
+                                  std::isfinite(width) ? fmt::format("{:g}", width) : std::string("NULL or not finite")),
+                      "delete the point or run it again with scaleinv sweep --resume");
+    if (!std::isfinite(lr_log2))
+      throw UserError(db_path, "points.lr_log2",
+                      fmt::format("point '{}' has no finite log2 LR (NULL or not finite)", s.id),
+                      "delete the point or run it again with scaleinv sweep --resume");
+    s.width = static_cast<int64_t>(width);
     s.depth = static_cast<int64_t>(num(r[3]));
-    s.lr_log2 = num(r[4]);
+    s.lr_log2 = lr_log2;
     s.seed = static_cast<int64_t>(num(r[5]));
     s.final_loss = num(r[6]);
     s.diverged = num(r[7]) != 0;

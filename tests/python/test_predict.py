@@ -91,6 +91,33 @@ class PredictTest(unittest.TestCase):
                 with self.assertRaises(scaleinv.UserError):
                     scaleinv.report(db)
 
+    def test_rows_no_fit_can_use_are_refused_naming_the_point(self):
+        """Issue 63 class 3: a NULL log2 LR was fitted as -4.6e12; a width of 0 or 1e30 (read back as
+        -9.2e18) was declined without naming the value. Each is refused naming the point and field."""
+        import shutil
+        import sqlite3
+        import tempfile
+        tmp = tempfile.mkdtemp(prefix="scaleinv-rows-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        for sql, field, words in (("UPDATE points SET lr_log2 = NULL WHERE rowid = 3", "points.lr_log2", "no finite log2 LR"),
+                                  ("UPDATE points SET width = 0 WHERE rowid = 3", "points.width", "width 0"),
+                                  ("UPDATE points SET width = 1e30 WHERE rowid = 3", "points.width", "width 1e+30"),
+                                  ("UPDATE points SET width = 64.5 WHERE rowid = 3", "points.width", "width 64.5")):
+            with self.subTest(sql=sql):
+                db = os.path.join(tmp, "s.db")
+                shutil.copyfile(DB, db)
+                with sqlite3.connect(db) as c:
+                    c.execute(sql)
+                    point = c.execute("SELECT id FROM points WHERE rowid = 3").fetchone()[0]
+                for call in (lambda: scaleinv.predict(db, at={"width": 1024}), lambda: scaleinv.report(db)):
+                    with self.assertRaises(scaleinv.UserError) as cm:
+                        call()
+                    msg = str(cm.exception)
+                    self.assertIn(field, msg)
+                    self.assertIn(words, msg)
+                    self.assertIn(point, msg)
+                    self.assertIn("fix:", msg)
+
     def test_bootstrap_is_capped_before_any_work(self):
         """Issue 63 class 3: --bootstrap 100000000 took 4 GB, then blamed model.width. Refused at once
         from Python and from both commands, naming the field and the cap; nothing written."""
