@@ -47,7 +47,7 @@ TORCH="${SCALEINV_TORCH:-2.13.0}"
 PY="${PYTHON:-$(command -v python3)}"
 venv=build/venv
 if [ -x "$venv/bin/python" ] && ! "$venv/bin/python" -c 'import torch' 2>/dev/null; then
-  rm -rf "$venv"  # an older set-up's venv (Debian's torch through --system-site-packages): made anew
+  rm -rf "$venv"  # a venv without torch (a set-up stopped half-way): made anew
 fi
 if [ ! -x "$venv/bin/python" ]; then
   "$PY" -m venv "$venv" || { echo "[setup] error: $PY -m venv failed (fix: install python3-venv, or set PYTHON to a Python with venv)" >&2; exit 2; }
