@@ -21,7 +21,7 @@ import torch.distributed as dist
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import scaleinv  # noqa: E402
-from test_real_modules import TiedGPT, lm_loss, tokens  # noqa: E402
+from test_real_modules import TiedGPT, lm_steps, tokens  # noqa: E402
 
 WIDTH, BASE, DELTA, LR, WD, GLOBAL_BATCH = 64, 16, 32, 1e-2, 0.1, 8
 
@@ -40,6 +40,16 @@ def local_batch(rank, world):
     return x[rank * per:(rank + 1) * per], y[rank * per:(rank + 1) * per]
 
 
+def global_means(local_losses, world):
+    """Each step's loss averaged over the ranks (each rank's is the mean over its half of the batch)."""
+    out = []
+    for t in local_losses:
+        t = t.clone()
+        dist.all_reduce(t)
+        out.append(float(t) / world)
+    return out
+
+
 def breaks(opt, what):
     if what == "groups":
         for g in opt.param_groups:
@@ -53,15 +63,7 @@ def run_ddp(out, what, rank, world, steps=5):
     breaks(opt, what)
     ddp = torch.nn.parallel.DistributedDataParallel(model)
     x, y = local_batch(rank, world)
-    losses = []
-    for _ in range(steps):
-        opt.zero_grad(set_to_none=True)
-        loss = lm_loss(ddp(x), y)
-        loss.backward()
-        opt.step()
-        t = loss.detach().clone()
-        dist.all_reduce(t)
-        losses.append(float(t) / world)
+    losses = global_means(lm_steps(ddp, opt, x, y, steps), world)
     if rank == 0:
         torch.save({"losses": losses, "params": {k: v.detach().clone() for k, v in model.named_parameters()}},
                    os.path.join(out, "ddp.pt"))
@@ -87,16 +89,10 @@ def run_fsdp2(out, what, rank, world, steps=3):
         fully_shard(b)
     fully_shard(model)
     x, y = local_batch(rank, world)
-    snaps, losses = [], []
-    for _ in range(steps):
-        opt.zero_grad(set_to_none=True)
-        loss = lm_loss(model(x), y)
-        loss.backward()
-        opt.step()
-        t = loss.detach().clone()
-        dist.all_reduce(t)
-        losses.append(float(t) / world)
-        snaps.append({k: full(v).detach().clone() for k, v in model.named_parameters()})
+    snaps = []
+    losses = global_means(lm_steps(model, opt, x, y, steps,
+                                   lambda: snaps.append({k: full(v).detach().clone() for k, v in model.named_parameters()})),
+                          world)
     groups = [(g["name"], g["lr"], g["weight_decay"], type(g["params"][0]).__name__) for g in opt.param_groups]
     exp_avg = {}
     for g in opt.param_groups:

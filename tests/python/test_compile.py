@@ -10,7 +10,7 @@ import unittest
 import torch
 
 import scaleinv
-from test_real_modules import TiedGPT, lm_loss, tokens
+from test_real_modules import TiedGPT, lm_loss, lm_steps, tokens
 
 HAS_COMPILE = hasattr(torch, "compile") and hasattr(torch, "_dynamo")
 EXAMPLES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "python")
@@ -33,14 +33,7 @@ def applied(width=64, seed=0, tied=True):
 
 def train(model, opt, steps, batch_seed=1):
     x, y = tokens(n=8, seed=batch_seed)
-    losses = []
-    for _ in range(steps):
-        opt.zero_grad(set_to_none=True)
-        loss = lm_loss(model(x), y)
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-    return losses
+    return [loss.item() for loss in lm_steps(model, opt, x, y, steps)]
 
 
 @unittest.skipUnless(HAS_COMPILE, f"torch {torch.__version__} has no torch.compile")

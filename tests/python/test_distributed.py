@@ -20,7 +20,7 @@ import unittest
 import torch
 
 import scaleinv
-from test_real_modules import TiedGPT, lm_loss, tokens
+from test_real_modules import TiedGPT, lm_loss, lm_steps, tokens
 import dist_worker as W
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -79,15 +79,9 @@ def reference(steps):
     model, opt = W.build()
     x, y = tokens(n=W.GLOBAL_BATCH, seed=1)
     snaps = [{k: v.detach().clone() for k, v in model.named_parameters()}]
-    losses = []
-    for _ in range(steps):
-        opt.zero_grad(set_to_none=True)
-        loss = lm_loss(model(x), y)
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
-        snaps.append({k: v.detach().clone() for k, v in model.named_parameters()})
-    return snaps, losses, model, opt
+    losses = lm_steps(model, opt, x, y, steps,
+                      lambda: snaps.append({k: v.detach().clone() for k, v in model.named_parameters()}))
+    return snaps, [loss.item() for loss in losses], model, opt
 
 
 def update_error(have, want):

@@ -87,6 +87,21 @@ def lm_loss(out, y):
     return F.cross_entropy(out.reshape(-1, out.shape[-1]), y.reshape(-1))
 
 
+def lm_steps(model, opt, x, y, steps, after_step=None):
+    """`steps` optimizer steps of the LM on one batch (x, y); each step's loss, detached; after_step()
+    runs after each step (a snapshot, say)."""
+    losses = []
+    for _ in range(steps):
+        opt.zero_grad(set_to_none=True)
+        loss = lm_loss(model(x), y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.detach())
+        if after_step is not None:
+            after_step()
+    return losses
+
+
 def tokens(n=4, seq=16, vocab=64, seed=0):
     g = torch.Generator().manual_seed(seed)
     x = torch.randint(0, vocab, (n, seq + 1), generator=g)
