@@ -130,11 +130,13 @@ SweepTable read_sweep_rows(const std::string& db_path) {
       throw UserError(db_path, "points.width",
                       fmt::format("point '{}' has width {}, not a whole number from 1 to 2^53", s.id,
                                   std::isfinite(width) ? fmt::format("{:g}", width) : std::string("NULL or not finite")),
-                      "delete the point or run it again with scaleinv sweep --resume");
+                      fmt::format("delete the point (DELETE FROM points WHERE id = '{}'), then rerun it with scaleinv "
+                                  "sweep --resume", s.id));
     if (!std::isfinite(lr_log2))
       throw UserError(db_path, "points.lr_log2",
                       fmt::format("point '{}' has no finite log2 LR (NULL or not finite)", s.id),
-                      "delete the point or run it again with scaleinv sweep --resume");
+                      fmt::format("delete the point (DELETE FROM points WHERE id = '{}'), then rerun it with scaleinv "
+                                  "sweep --resume", s.id));
     s.width = static_cast<int64_t>(width);
     s.depth = static_cast<int64_t>(num(r[3]));
     s.lr_log2 = lr_log2;
