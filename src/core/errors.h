@@ -2,6 +2,7 @@
 // Errors a user can cause. Each carries one line naming the file, the field and the fix;
 // the CLI prints it and exits with UserError::kExitCode. Nothing a user can cause should
 // surface as a libtorch stack trace.
+#include <map>
 #include <stdexcept>
 #include <string>
 
@@ -31,6 +32,31 @@ class ConfigSource {
   const std::string* prev_;
   std::string file_;
 };
+
+// Who an error speaks to. The library names its inputs as the CLI spells them ("--out",
+// "--resume"); the Python module calls the same code with keyword arguments ("db=",
+// "resume=True"). While an InputNames scope is alive on the thread, a UserError whose where is
+// "command line" names the scope's caller instead (e.g. "scaleinv.predict"), its field is looked up
+// in the names, and message sites spell a flag inside their text through input_name().
+class InputNames {
+ public:
+  InputNames(std::string caller, std::map<std::string, std::string> names);
+  ~InputNames();
+  InputNames(const InputNames&) = delete;
+  InputNames& operator=(const InputNames&) = delete;
+
+ private:
+  friend std::string input_name(const std::string& cli_flag);
+  friend std::string input_caller();
+  const InputNames* prev_;
+  std::string caller_;
+  std::map<std::string, std::string> names_;
+};
+
+// cli_flag ("--out") as the current caller spells it: the InputNames entry, else the flag itself.
+std::string input_name(const std::string& cli_flag);
+// "command line", or the InputNames scope's caller.
+std::string input_caller();
 
 // A training run whose loss became NaN/inf. Recorded, never a crash (exit code 3 from `train`).
 class Diverged : public std::runtime_error {
