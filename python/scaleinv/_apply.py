@@ -12,6 +12,7 @@ groups, their LRs and weight decays survive sharding. A model sharded before app
 """
 import json
 import math
+import warnings
 import weakref
 
 import torch
@@ -232,7 +233,41 @@ def apply(model, base, delta, param="mup", optimizer="adamw", lr=1e-3, weight_de
     object.__setattr__(model, "scaleinv_hooks", hooks)
     if hasattr(opt, "register_step_pre_hook"):  # torch >= 2.0
         opt.scaleinv_rebind = opt.register_step_pre_hook(_follow_replaced_tensors(model, p))
+        opt.scaleinv_ratio_check = opt.register_step_pre_hook(_warn_when_ratios_move)
     return opt
+
+
+RATIO_RTOL = 1e-6  # check_schedule's default: a schedule's common factor keeps the ratios to ~1e-13
+
+
+def _warn_when_ratios_move(opt, args, kwargs):
+    """An optimizer step pre-hook (torch >= 2.0): once the groups' LRs are no longer apply's LRs
+    times one common factor (a CosineAnnealingLR with a float eta_min, OneCycleLR(max_lr=float),
+    ReduceLROnPlateau at its min_lr, a trainer that sets every group to one LR), warn, once per
+    optimizer, naming the step and a group: the schedule is flattening the parameterization."""
+    if getattr(opt, "scaleinv_ratio_warned", False):
+        return None
+    step = getattr(opt, "scaleinv_steps", 0) + 1  # the step about to be taken
+    opt.scaleinv_steps = step
+    first = None
+    for g in opt.param_groups:
+        want, lr = g.get("scaleinv_lr"), g.get("lr")
+        if not isinstance(want, float) or not want > 0 or isinstance(lr, bool) or not isinstance(lr, (int, float)):
+            continue  # a group apply did not make, or a tensor LR (not read: no sync in a compiled step)
+        if first is None:
+            first = lr / want
+            continue
+        factor = lr / want
+        if abs(factor - first) > RATIO_RTOL * abs(first):
+            opt.scaleinv_ratio_warned = True
+            warnings.warn(f"scaleinv: the LR schedule changes the per-tensor LR ratios apply set (group "
+                          f"'{g.get('name', '?')}' at {factor / first:.6g}x its ratio to the first group"
+                          f" at optimizer step {step}): it flattens the "
+                          "parameterization (fix: scaleinv.lr_schedule(opt, fn) or LambdaLR; CosineAnnealingLR with "
+                          "eta_min=0; no float floor or peak such as eta_min, min_lr, max_lr or base_lr; "
+                          "scaleinv.check_schedule(sched) raises where a schedule does this)", UserWarning, stacklevel=3)
+            return None
+    return None
 
 
 def _follow_replaced_tensors(model, p):

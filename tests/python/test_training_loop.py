@@ -129,6 +129,41 @@ class Loop(unittest.TestCase):
             scaleinv.check_schedule(scaleinv.lr_schedule(opt, lambda k: float("nan")))
         self.assertIn("finite", str(e.exception))
 
+    @unittest.skipUnless(hasattr(torch.optim.Optimizer, "register_step_pre_hook"),
+                         f"torch {torch.__version__} has no optimizer step hooks (check_schedule is the check there)")
+    def test_training_under_a_flattening_schedule_warns_once_and_a_safe_one_is_silent(self):
+        import warnings
+        x, y = tokens(n=4, seed=2)
+        S = torch.optim.lr_scheduler
+        cases = [("CosineAnnealingLR(eta_min=1e-3)", lambda o: S.CosineAnnealingLR(o, T_max=50, eta_min=1e-3), True),
+                 ("OneCycleLR(max_lr=1e-2)", lambda o: S.OneCycleLR(o, max_lr=1e-2, total_steps=50), True),
+                 ("every group set to one LR", None, True),
+                 ("CosineAnnealingLR(eta_min=0)", lambda o: S.CosineAnnealingLR(o, T_max=50), False),
+                 ("lr_schedule warmup", lambda o: scaleinv.lr_schedule(o, lambda k: min(1.0, (k + 1) / 10)), False),
+                 ("per-group OneCycleLR",
+                  lambda o: S.OneCycleLR(o, max_lr=[g["lr"] for g in o.param_groups], total_steps=50), False)]
+        for name, make, flattens in cases:
+            with self.subTest(schedule=name):
+                model, opt = applied(lr=1e-2)
+                sched = make(opt) if make else None
+                with warnings.catch_warnings(record=True) as got:
+                    warnings.simplefilter("always")
+                    for step in range(20):
+                        if sched is None and step == 3:
+                            for g in opt.param_groups:
+                                g["lr"] = 1e-3
+                        loss = lm_loss(model(x), y)
+                        opt.zero_grad()
+                        loss.backward()
+                        opt.step()
+                        if sched is not None:
+                            sched.step()
+                mine = [str(w.message) for w in got if "per-tensor LR ratios" in str(w.message)]
+                self.assertEqual(len(mine), 1 if flattens else 0, mine)
+                if flattens:
+                    self.assertIn("fix: scaleinv.lr_schedule", mine[0])
+                    self.assertIn("optimizer step", mine[0])
+
     def test_a_torch_older_than_the_claim_is_refused_and_nothing_changes(self):
         from scaleinv import _apply
         torch.manual_seed(0)
