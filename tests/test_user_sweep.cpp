@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <string>
 
@@ -15,6 +16,7 @@
 #include "core/toml_json.h"
 #include "sweep/search_rank.h"
 #include "sweep/search_space.h"
+#include "sweep/sweep_spec.h"
 #include "sweep/user_space.h"
 #include "sweep/user_sweep.h"
 
@@ -107,6 +109,56 @@ TEST(UserSpace, BadSpacesAreOneLineNamingTheField) {
   }
   EXPECT_THROW(json_to_toml_table(nlohmann::json::parse(R"({"grid": {"x": [null]}})")), std::invalid_argument);
   EXPECT_EQ(json_to_toml_table(nlohmann::json::parse(R"({"a": {"b": 2}})"))["a"]["b"].value_exact<int64_t>(), 2);
+}
+
+// Integers past what the core holds (issue 63 class 5): a float for an integer name past int64
+// (cast to -9223372036854775808, or run silently as a seed), a JSON integer past int64 (2^63, which
+// the TOML conversion wrapped), a width past the config's int; the zoo's grid the same. Each one
+// line naming the field, without the wrapped value.
+TEST(UserSpace, IntegersPastInt64AreRefusedNamingTheField) {
+  const std::string rest = "[grid]\nwidth = [16]\nlr_log2 = [-6]\n";
+  const std::vector<std::pair<std::string, std::string>> toml = {
+      {"[fixed]\nparam = \"mup\"\nsteps = 1e30\n" + rest, "fixed.steps"},
+      {"[fixed]\nparam = \"mup\"\nsteps = 3\nseed = 1e19\n" + rest, "fixed.seed"},
+      {"[fixed]\nparam = \"mup\"\nsteps = 3\n[grid]\nwidth = [3000000000]\nlr_log2 = [-6]\n", "grid.width"},
+      {"[fixed]\nparam = \"mup\"\nsteps = 3\ndepth = 1e12\n" + rest, "fixed.depth"},
+      {"[fixed]\nparam = \"mup\"\nsteps = 12\nwidth = 16\n[search]\ntrials = 2\n[search.space]\n"
+       "lr_log2 = {from = -9, to = -4}\nbatch_size = {from = 1, to = 1e30}\n", "search.space.batch_size"},
+  };
+  const std::vector<std::pair<std::string, std::string>> json = {
+      {R"({"fixed": {"param": "mup", "steps": 9223372036854775808, "width": 16, "lr_log2": -6}})", "fixed.steps"},
+      {R"({"fixed": {"param": "mup", "steps": 3, "width": 16, "lr_log2": -6}, "grid": {"seed": [0, 18446744073709551615]}})",
+       "grid.seed"},
+  };
+  auto refused = [](const std::function<void()>& f, const std::string& field) {
+    try {
+      f();
+      ADD_FAILURE() << "accepted, field " << field;
+    } catch (const UserError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("field '" + field + "'"), std::string::npos) << what;
+      EXPECT_EQ(what.find("-9223372036854775808"), std::string::npos) << what;
+      EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+    }
+  };
+  for (const auto& [text, field] : toml) refused([&] { user_sweep_from_text(text, false, "space.toml"); }, field);
+  for (const auto& [text, field] : json) refused([&] { user_sweep_from_text(text, true, "python: space"); }, field);
+  // The zoo's sweep files: a float past int64 for an integer key or a seed.
+  const std::string zoo = "[train]\nsteps = 5\n[grid]\nlr_log2 = [-6]\n";
+  refused([&] { sweep_from_toml_text(zoo + "\"train.batch_size\" = [1e30]\n", "z.toml", "."); }, "grid.train.batch_size");
+  refused([&] { sweep_from_toml_text(zoo + "seed = [1e19]\n", "z.toml", "."); }, "grid.seed");
+  refused([&] { sweep_from_toml_text(zoo + "\"train.steps\" = {from = 1, to = 1e30, step = 1e29}\n", "z.toml", "."); },
+          "grid.train.steps");
+  // What fits is kept as an integer: 2^62 as a float, and int64's largest from JSON.
+  nlohmann::json v = 4611686018427387904.0;
+  EXPECT_TRUE(to_int64(v));
+  EXPECT_EQ(v.get<int64_t>(), int64_t{1} << 62);
+  v = nlohmann::json::parse("9223372036854775807");
+  EXPECT_TRUE(to_int64(v));
+  v = nlohmann::json::parse("9223372036854775808");
+  EXPECT_FALSE(to_int64(v));
+  v = 9223372036854775808.0;
+  EXPECT_FALSE(to_int64(v));
 }
 
 TEST(UserSweep, TheLoopStoresResumesAndRecordsWhatRaised) {

@@ -210,7 +210,8 @@ SearchRunSummary run_search_rungs(const SweepSpec& spec, const std::string& db_p
   if (sum.rung_steps.size() > 1 && shard.count > 1)
     throw UserError("command line", "--shard",
                     "successive halving needs each rung's results in one database before the next rung",
-                    "run it unsharded (--jobs spreads it over the cores), or use method = \"random\" to shard");
+                    input_name("run it unsharded (--jobs spreads it over the cores)") +
+                        ", or use method = \"random\" to shard");
   std::vector<SweepPoint> pts = spec.points;
   for (size_t k = 0; k < sum.rung_steps.size() && !pts.empty(); ++k) {
     SweepSpec rs = spec;
@@ -278,8 +279,8 @@ std::string render_search_summary(const SweepSpec& spec, const SearchRunSummary&
   for (const TrialResult& t : s.ranking) not_run += std::isnan(t.mean_loss) ? 1 : 0;
   if (not_run > 0)
     row("status", fmt::format("incomplete: {} of {} trial runs (trial x group) not run yet; the best below is the best "
-                              "so far (sweep --resume continues it)",
-                              not_run, s.ranking.size()));
+                              "so far ({} continues it)",
+                              not_run, s.ranking.size(), input_name("sweep --resume")));
   if (!s.rungs.empty()) {
     row("wall time", format_duration(s.wall_s));
     row("db", s.rungs.front().db_path);

@@ -12,7 +12,8 @@ namespace scaleinv {
 Shard parse_shard(const std::string& text) {
   auto bad = [&](const std::string& problem) -> Shard {
     throw UserError("command line", "--shard", "'" + text + "': " + problem,
-                    "write --shard i/N with 0 <= i < N (0-based), e.g. --shard 0/4 .. --shard 3/4");
+                    "write " + input_name("--shard i/N") + " with 0 <= i < N (0-based), e.g. " + input_name("--shard 0/4") +
+                        " .. " + input_name("--shard 3/4"));
   };
   const auto slash = text.find('/');
   if (slash == std::string::npos) return bad("expected i/N");

@@ -174,10 +174,11 @@ std::vector<std::string> axis_targets(GridAxis& axis, const std::string& where, 
     return {"optim.lr"};
   }
   if (axis.key == "seed") {
-    for (auto& v : axis.values) {
-      if (v.is_number_float() && v.get<double>() == std::round(v.get<double>())) v = static_cast<int64_t>(v.get<double>());
-      if (!v.is_number_integer()) type_error("an integer", "[0, 1]");
-    }
+    for (auto& v : axis.values)
+      if (!to_int64(v)) {
+        if (v.is_number()) throw UserError(where, field, integer_problem(v), "write e.g. seed = [0, 1]");
+        type_error("an integer", "[0, 1]");
+      }
     return {"train.seed", "data.seed"};
   }
   const std::string path = axis.key == "param" ? "param.name" : axis.key;
@@ -190,8 +191,10 @@ std::vector<std::string> axis_targets(GridAxis& axis, const std::string& where, 
   const nlohmann::json& d = def[path.substr(0, dot)][path.substr(dot + 1)];
   for (auto& v : axis.values) {
     if (d.is_number_integer()) {
-      if (v.is_number_float() && v.get<double>() == std::round(v.get<double>())) v = static_cast<int64_t>(v.get<double>());
-      if (!v.is_number_integer()) type_error("an integer", "[64, 128, 256]");
+      if (!to_int64(v)) {
+        if (v.is_number()) throw UserError(where, field, integer_problem(v), fmt::format("write e.g. {} = [64, 128, 256]", axis.key));
+        type_error("an integer", "[64, 128, 256]");
+      }
     } else if (d.is_number()) {
       if (!v.is_number()) type_error("a number", "[0.5, 1.0, 2.0]");
     } else if (d.is_boolean()) {

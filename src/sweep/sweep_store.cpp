@@ -68,6 +68,7 @@ nlohmann::json curve_json(const std::vector<double>& losses) {
 }
 
 std::unique_ptr<SqliteDb> open_store(const std::string& path) {
+  refuse_protected_input(path);  // a store over one of the command's inputs (its sweep file)
   ensure_parent_dir(path, "--out");
   try {
     auto db = std::make_unique<SqliteDb>(path);
@@ -77,7 +78,7 @@ std::unique_ptr<SqliteDb> open_store(const std::string& path) {
   } catch (const std::runtime_error& e) {
     if (dynamic_cast<const UserError*>(&e)) throw;
     throw UserError(path, "", std::string("not a usable sweep database: ") + e.what(),
-                    "give another --out (a new file) or remove this one");
+                    fmt::format("give another {} (a new file) or remove this one", input_name("--out")));
   }
 }
 
@@ -100,7 +101,8 @@ void SweepStore::lock_for_writing() {
     throw UserError(path_, "--out",
                     fmt::format("another scaleinv sweep{} is running on this database",
                                 holder->empty() ? "" : " (" + *holder + ")"),
-                    "wait for it to finish, or split the grid with --shard i/N into separate databases");
+                    fmt::format("wait for it to finish, or split the grid with {} into separate databases",
+                                input_name("--shard i/N")));
 }
 
 int64_t SweepStore::count_points() { return count_rows(*db_); }
@@ -120,18 +122,21 @@ void SweepStore::begin_sweep(const SweepSpec& spec, const Shard& shard, bool res
   const std::string held = meta("name").value_or("?");
   if (!resume && n > 0)
     throw UserError(path_, "--out", fmt::format("already holds {} finished points of sweep '{}'", n, held),
-                    "add --resume to continue that sweep, or give another --out");
+                    fmt::format("add {} to continue that sweep, or give another {}", input_name("--resume"),
+                                input_name("--out")));
   if (resume && n > 0 && fp && *fp != spec.fingerprint)
     throw UserError(path_, "--resume",
                     fmt::format("the database holds sweep '{}' with another grid (fingerprint {}, this file {}): "
                                 "the grid, base config or window changed",
                                 held, *fp, spec.fingerprint),
-                    "resume with the sweep file it was started with, or give another --out");
+                    fmt::format("resume with the {} it was started with, or give another {}",
+                                input_name("sweep file"), input_name("--out")));
   if (resume && n == 0 && meta("points_written").value_or("0") != "0")
     throw UserError(path_, "--resume",
                     fmt::format("the database recorded {} finished points but holds none (its -wal file was lost, "
                                 "or it was replaced)", *meta("points_written")),
-                    "restore the database with its -wal file, or start over without --resume under another --out");
+                    fmt::format("restore the database with its -wal file, or start over without {} under another {}",
+                                input_name("--resume"), input_name("--out")));
   db_->begin();
   auto put = [&](const std::string& k, const std::string& v) {
     db_->run("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", {k, v});

@@ -20,13 +20,16 @@ struct UserName {
   Kind kind;
   double min;           // the smallest value it takes (-inf: any)
   bool min_open;        // > min rather than >= min
+  double max = HUGE_VAL;  // the largest (width and depth: the config's int)
 };
+
+constexpr double kIntMax = 2147483647.0;
 
 const std::vector<UserName>& names() {
   static const std::vector<UserName> t = {
       {"param", "param", Kind::Text, 0, false},
-      {"width", "model.width", Kind::Integer, 1, false},
-      {"depth", "model.depth", Kind::Integer, 1, false},
+      {"width", "model.width", Kind::Integer, 1, false, kIntMax},
+      {"depth", "model.depth", Kind::Integer, 1, false, kIntMax},
       {"lr", "optim.lr", Kind::Number, 0, true},
       {"lr_log2", "lr_log2", Kind::Number, -HUGE_VAL, false},
       {"seed", "seed", Kind::Integer, 0, false},
@@ -51,6 +54,23 @@ void set_dotted(nlohmann::json& cfg, const std::string& key, const nlohmann::jso
 }
 
 }  // namespace
+
+bool to_int64(nlohmann::json& v) {
+  if (v.is_number_unsigned()) return v.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX);
+  if (v.is_number_integer()) return true;
+  if (!v.is_number_float()) return false;
+  const double x = v.get<double>();
+  // [-2^63, 2^63): every double in it converts exactly (2^63 itself is past INT64_MAX).
+  if (x != std::round(x) || !(x >= -9223372036854775808.0 && x < 9223372036854775808.0)) return false;
+  v = static_cast<int64_t>(x);
+  return true;
+}
+
+std::string integer_problem(const nlohmann::json& v) {
+  if (v.is_number() && (v.is_number_unsigned() || std::fabs(v.get<double>()) >= 9223372036854775808.0))
+    return fmt::format("{} is past a 64-bit integer (from -2^63 to 2^63-1)", v.dump());
+  return "every value must be an integer";
+}
 
 std::string user_store_key(const std::string& name) {
   const UserName* u = find_name(name);
@@ -79,16 +99,17 @@ bool check_user_values(const std::string& name, std::vector<nlohmann::json>& val
         throw UserError(where, field, "every value must be a preset name or a table file", "write e.g. [\"mup\", \"standard\"]");
       continue;
     }
-    if (u->kind == Kind::Integer && v.is_number_float() && v.get<double>() == std::round(v.get<double>()))
-      v = static_cast<int64_t>(v.get<double>());
-    if (u->kind == Kind::Integer && !v.is_number_integer())
-      throw UserError(where, field, "every value must be an integer", fmt::format("write e.g. {} = [64, 128]", u->name));
+    if (u->kind == Kind::Integer && !to_int64(v))
+      throw UserError(where, field, integer_problem(v), fmt::format("write e.g. {} = [64, 128]", u->name));
     if (!v.is_number() || !std::isfinite(v.get<double>()))
       throw UserError(where, field, "every value must be a finite number", fmt::format("write e.g. {} = [1, 2]", u->name));
     const double x = v.get<double>();
     if (u->min_open ? !(x > u->min) : !(x >= u->min))
       throw UserError(where, field, fmt::format("{} is below what {} takes ({} {:g})", v.dump(), u->name,
                                                 u->min_open ? ">" : ">=", u->min),
+                      "give values in its range");
+    if (x > u->max)
+      throw UserError(where, field, fmt::format("{} is above what {} takes (<= {:.0f})", v.dump(), u->name, u->max),
                       "give values in its range");
   }
   return u->kind == Kind::Integer;

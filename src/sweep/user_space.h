@@ -38,8 +38,16 @@ std::string user_store_key(const std::string& name);
 // train.seed. Two names of one space setting the same thing are refused.
 std::string user_target(const std::string& name);
 
+// Normalises v to a 64-bit integer in place (2.0 -> 2); false when it is no integer int64 holds:
+// not a number, a fraction, or past int64 (1e30, or 2^63 as a JSON unsigned), which a cast would
+// wrap to -9223372036854775808.
+bool to_int64(nlohmann::json& v);
+// What is wrong with a value to_int64 refused: "N is past a 64-bit integer ..." or "every value
+// must be an integer".
+std::string integer_problem(const nlohmann::json& v);
+
 // Checks and normalises (2.0 -> 2 for an integer) the values of a user sweep's name: integers >= 1
-// for width, depth, steps and batch_size, >= 0 for seed and warmup_steps; numbers for lr (> 0),
+// for width, depth (at most 2^31-1, the config's int), steps and batch_size, >= 0 for seed and warmup_steps; numbers for lr (> 0),
 // lr_log2 and weight_decay (>= 0); a string for param; numbers, strings or booleans for the user's
 // own. UserError(where, field) naming the fix. Returns whether the name takes integers.
 bool check_user_values(const std::string& name, std::vector<nlohmann::json>& values, const std::string& where,

@@ -83,6 +83,19 @@ nlohmann::json summary_json(const SweepRunSummary& s) {
           {"diverged", s.diverged}, {"failed", s.failed},   {"wall_s", s.wall_s}};
 }
 
+// An integer past int64 anywhere in a JSON space (a Python int such as 2**63 arrives as an
+// unsigned): refused naming its dotted path, before the TOML conversion wraps it to -2^63.
+void refuse_unsigned_overflow(const nlohmann::json& j, const std::string& path, const std::string& where) {
+  if (j.is_number_unsigned() && j.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+    throw UserError(where, path.empty() ? "space" : path,
+                    fmt::format("{} is past a 64-bit integer (from -2^63 to 2^63-1)", j.dump()),
+                    "give a smaller integer");
+  if (j.is_object())
+    for (const auto& [k, v] : j.items()) refuse_unsigned_overflow(v, path.empty() ? k : path + "." + k, where);
+  if (j.is_array())
+    for (const auto& v : j) refuse_unsigned_overflow(v, path, where);
+}
+
 }  // namespace
 
 SweepSpec user_sweep_from_text(const std::string& text, bool json, const std::string& where) {
@@ -90,6 +103,7 @@ SweepSpec user_sweep_from_text(const std::string& text, bool json, const std::st
   if (json) {
     const nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
     if (j.is_discarded()) throw UserError(where, "space", "is not valid JSON", "give a dict or a TOML file's path");
+    refuse_unsigned_overflow(j, "", where);
     try {
       root = json_to_toml_table(j);
     } catch (const std::invalid_argument& e) {
@@ -108,7 +122,7 @@ SweepSpec user_sweep_from_text(const std::string& text, bool json, const std::st
   SweepSpec spec = sweep_from_toml_text(os.str(), where, ".");
   if (!spec.user_model)
     throw UserError(where, "sweep.target", "is \"zoo\": a sweep of scaleinv's own models",
-                    "run it with scaleinv sweep --config FILE, or write target = \"python\"");
+                    "run it with `scaleinv sweep` (the CLI), or write target = \"python\"");
   return spec;
 }
 
