@@ -162,13 +162,32 @@ std::string report_py(const std::vector<std::string>& dbs, int64_t bootstrap) {
   return transfer_to_json(analyze_transfer(read_sweep_rows(dbs), o)).dump();
 }
 
+// The sweep bindings' callers name the CLI's flags by their keyword arguments (core/errors.h).
+InputNames sweep_input_names(const std::string& caller) {
+  return InputNames(caller, {{"--out", "db"},
+                             {"--param", "param"},
+                             {"--db", "db"},
+                             {"--config", "space"},
+                             {"sweep file", "space"},
+                             {"--resume", "resume=True"},
+                             {"sweep --resume", "resume=True"},
+                             {"--shard", "shard"},
+                             {"--shard i/N", "shard=(i, n)"},
+                             {"--shard 0/4", "shard=(0, 4)"},
+                             {"--shard 3/4", "shard=(3, 4)"},
+                             {"run it unsharded (--jobs spreads it over the cores)", "run it unsharded"}});
+}
+
 // What scaleinv.sweep needs before it runs: the space's name, fingerprint, points (a search: its
-// first rung's), whether it is a search, and the widths and depths its points take (the base
-// shape apply() is planned from is the smallest).
-std::string user_sweep_info(const std::string& text, bool is_json, const std::string& where) {
+// first rung's), whether it is a search, the widths and depths its points take (the base
+// shape apply() is planned from is the smallest) and their params (planned before the store is opened).
+std::string user_sweep_info(const std::string& text, bool is_json, const std::string& where, const std::string& caller) {
+  const InputNames names = sweep_input_names(caller);
   const SweepSpec s = user_sweep_from_text(text, is_json, where);
   std::set<int64_t> widths, depths;
+  std::set<std::string> params;
   for (const SweepPoint& p : s.points) {
+    params.insert(p.config.param);
     if (p.config.model.width > 0) widths.insert(p.config.model.width);
     if (p.config.model.depth > 0) depths.insert(p.config.model.depth);
   }
@@ -177,7 +196,8 @@ std::string user_sweep_info(const std::string& text, bool is_json, const std::st
                {"points", s.points.size()},
                {"search", s.search ? s.search->method : ""},
                {"widths", widths},
-               {"depths", depths}})
+               {"depths", depths},
+               {"params", params}})
       .dump();
 }
 
@@ -185,7 +205,9 @@ std::string user_sweep_info(const std::string& text, bool is_json, const std::st
 // JSON (point_result_from_json). What `train` raises (KeyboardInterrupt) ends the run and reaches
 // the caller; the finished points are in the store.
 std::string run_user_sweep_py(const std::string& text, bool is_json, const std::string& where, const std::string& db,
-                              const std::string& shard, bool resume, bool progress, const py::function& train) {
+                              const std::string& shard, bool resume, bool progress, const py::function& train,
+                              const std::string& caller) {
+  const InputNames names = sweep_input_names(caller);
   const SweepSpec s = user_sweep_from_text(text, is_json, where);
   UserSweepOptions o;
   o.db_path = db;
@@ -201,7 +223,8 @@ std::string run_user_sweep_py(const std::string& text, bool is_json, const std::
 
 // The store a shard writes: DB itself for the whole grid, STEM.shard-i-of-N.db beside it otherwise
 // (default_db_path, as `scaleinv sweep --shard` names it).
-std::string shard_db_path(const std::string& db, const std::string& shard) {
+std::string shard_db_path(const std::string& db, const std::string& shard, const std::string& caller) {
+  const InputNames names = sweep_input_names(caller);
   SweepSpec s;
   s.db_path = db;
   return default_db_path(s, parse_shard(shard));
@@ -225,10 +248,12 @@ PYBIND11_MODULE(_scaleinv, m) {
   m.def("predict", &predict_py, py::arg("dbs"), py::arg("at"), py::arg("holdout"), py::arg("fit_upto"), py::arg("param"),
         py::arg("max_extrapolation"), py::arg("bootstrap"), py::arg("near_optimal") = 0.0, py::arg("hparam") = "", "(predictions JSON, printed tables) of sweep stores");
   m.def("user_sweep_info", &user_sweep_info, py::arg("text"), py::arg("is_json"), py::arg("where"),
-        "a user model's sweep space: name, fingerprint, points, search method, widths, depths");
+        py::arg("caller") = "scaleinv.sweep",
+        "a user model's sweep space: name, fingerprint, points, search method, widths, depths, params");
   m.def("run_user_sweep", &run_user_sweep_py, py::arg("text"), py::arg("is_json"), py::arg("where"), py::arg("db"),
-        py::arg("shard"), py::arg("resume"), py::arg("progress"), py::arg("train"),
+        py::arg("shard"), py::arg("resume"), py::arg("progress"), py::arg("train"), py::arg("caller") = "scaleinv.sweep",
         "runs a user model's sweep or search into a store; the summary as JSON");
-  m.def("shard_db_path", &shard_db_path, py::arg("db"), py::arg("shard"), "the store a shard writes");
+  m.def("shard_db_path", &shard_db_path, py::arg("db"), py::arg("shard"), py::arg("caller") = "scaleinv.sweep",
+        "the store a shard writes");
   m.def("report", &report_py, py::arg("dbs"), py::arg("bootstrap"), "transfer-report's analysis of sweep stores as JSON");
 }

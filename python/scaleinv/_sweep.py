@@ -54,10 +54,29 @@ class SweepResult(dict):
         return self["text"]
 
 
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def _check_integers(v, path):
+    """Every int of a space dict fits the C++ core's int64 (a larger one wrapped to -2^63 there)."""
+    if isinstance(v, bool):
+        return
+    if isinstance(v, int) and not _INT64[0] <= v <= _INT64[1]:
+        raise UserError(f"python: space: field '{path}': {v} is past a 64-bit integer (from -2^63 to 2^63-1) "
+                        "(fix: give a smaller integer)")
+    if isinstance(v, dict):
+        for k, x in v.items():
+            _check_integers(x, f"{path}.{k}" if path else str(k))
+    elif isinstance(v, (list, tuple)):
+        for x in v:
+            _check_integers(x, path)
+
+
 def _space_text(space, db=None):
     """(text, is_json, where) of a space given as a dict or a TOML file's path; a dict's sweep is
     named after the store's stem unless it names itself."""
     if isinstance(space, dict):
+        _check_integers(space, "")
         if db is not None and "name" not in space.get("sweep", {}):
             space = dict(space, sweep=dict(space.get("sweep", {}), name=os.path.splitext(os.path.basename(os.fspath(db)))[0]))
         try:
@@ -84,7 +103,12 @@ def _shard(shard):
         if idx is None or cnt is None:
             raise UserError("python: shard: 'env' needs SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT in the "
                             "environment (fix: shard=(i, n))")
-        shard = (int(idx), int(cnt))
+        try:
+            shard = (int(idx), int(cnt))
+        except ValueError:
+            raise UserError(f"python: shard: 'env' reads SLURM_ARRAY_TASK_ID={idx!r} and SLURM_ARRAY_TASK_COUNT="
+                            f"{cnt!r}, which are not integers (fix: run it as a SLURM array task, or give "
+                            "shard=(i, n))") from None
     if isinstance(shard, str):
         return shard  # parsed (and refused in one line) by the core's parse_shard
     if not isinstance(shard, (tuple, list)) or len(shard) != 2:
@@ -162,34 +186,50 @@ def sweep(make_model, train, space, db, *, optimizer="adamw", base=None, overrid
         delta is built at twice its width.
     resume: continue a store that holds points of this space (a changed space is refused).
     """
+    return _sweep(make_model, train, space, db, optimizer, base, overrides, shard, resume, progress, "scaleinv.sweep")
+
+
+def _import_torch(caller):
+    try:
+        import torch
+    except ModuleNotFoundError as e:
+        if e.name != "torch":
+            raise
+        raise ImportError(f"{caller} needs torch (fix: install torch >= 1.13 into this environment; scaleinv.table, "
+                          "theory, presets, predict and report work without it)") from None
+    return torch
+
+
+def _sweep(make_model, train, space, db, optimizer, base, overrides, shard, resume, progress, caller):
+    # Everything is checked, and make_model tried at the base shape, before the store is touched:
+    # a refusal leaves no file behind, and an existing store unchanged.
+    torch = _import_torch(caller)
+    from torch import nn
     if not callable(make_model) or not callable(train):
         raise UserError("python: make_model, train: must be callables (fix: sweep(make_model, train, space=..., db=...))")
     if not (isinstance(optimizer, str) and optimizer in ("adamw", "adam", "sgd")) and not callable(optimizer):
         raise UserError(f"python: optimizer: {optimizer!r} (fix: 'adamw', 'adam', 'sgd' or a callable(model, hp))")
-    if not isinstance(db, (str, os.PathLike)):
+    if not isinstance(db, (str, os.PathLike)) or not os.fspath(db):
         raise UserError(f"python: db: {db!r} is not a path (fix: db='runs/sweeps/mine.db')")
+    if os.path.isdir(os.fspath(db)):
+        raise UserError(f"python: db: {os.fspath(db)!r} is a directory (fix: db='{os.path.join(os.fspath(db), 'mine.db')}')")
     if not isinstance(resume, bool):
-        raise UserError(f"python: resume: {resume!r} is not True or False")
+        raise UserError(f"python: resume: {resume!r} is not True or False (fix: resume=True continues a store)")
     text, is_json, where = _space_text(space, db)
-    info = json.loads(_scaleinv.user_sweep_info(text, is_json, where))
+    info = json.loads(_scaleinv.user_sweep_info(text, is_json, where, caller))
     if not info["widths"]:
         raise UserError(f"{where}: width: the space sets no width (fix: add width = N to fixed, or a list to the grid; "
                         "make_model is built at it)")
     shard_text = _shard(shard)
-    db_path = _scaleinv.shard_db_path(os.fspath(db), shard_text)
+    db_path = _scaleinv.shard_db_path(os.fspath(db), shard_text, caller)
     base = dict(base or {})
     unknown = set(base) - {"width", "depth"}
     if unknown:
         raise UserError(f"python: base: unknown key {sorted(unknown)[0]!r} (fix: base={{'width': 64, 'depth': 2}})")
-    base_w = _integer("base['width']", base.get("width", info["widths"][0]), "base={'width': 64}", 1, 1 << 30)
+    base_w = _integer("base['width']", base.get("width", info["widths"][0]), "base={'width': 64}", 1, (1 << 31) - 1)
     has_depth = bool(info["depths"])
-    base_d = _integer("base['depth']", base.get("depth", info["depths"][0]), "base={'depth': 2}", 1, 1 << 20) \
+    base_d = _integer("base['depth']", base.get("depth", info["depths"][0]), "base={'depth': 2}", 1, (1 << 31) - 1) \
         if has_depth else None
-
-    import torch  # (the training side: torch is loaded here, not at import)
-
-    def build(width, depth):
-        return make_model(width=width, depth=depth) if has_depth else make_model(width=width)
 
     try:  # make_model is called with keywords: one that cannot take them is refused before any run
         inspect.signature(make_model).bind(**({"width": 1, "depth": 1} if has_depth else {"width": 1}))
@@ -200,22 +240,38 @@ def sweep(make_model, train, space, db, *, optimizer="adamw", base=None, overrid
     except ValueError:
         pass  # a builtin or C callable without a signature: called as it is
 
-    shapes = {}
+    def build(width, depth):
+        model = make_model(width=width, depth=depth) if has_depth else make_model(width=width)
+        if not isinstance(model, nn.Module):
+            at = f"width={width}" + (f", depth={depth}" if has_depth else "")
+            raise UserError(f"python: make_model: returned {type(model).__name__} at {at}, not a torch.nn.Module "
+                            "(fix: return the model it builds)")
+        if next(iter(model.parameters()), None) is None:
+            raise UserError(f"python: make_model: its {type(model).__name__} has no parameters to train "
+                            "(fix: return the model with its layers)")
+        return model
+
+    # The base and delta models tell apply the shapes (built once, outside the runs' seeds); they
+    # and a plan of every param the space sets are tried here, before the store is opened.
+    with torch.random.fork_rng():
+        shapes = {"base": build(base_w, base_d), "delta": build(2 * base_w, base_d)}
+    if shapes["base"] is shapes["delta"]:
+        raise UserError("python: make_model: returned the same model object for two widths (fix: build a new model "
+                        "in each call)")
+    if not callable(optimizer):
+        from ._apply import plan
+        for param in info["params"]:
+            plan(shapes["base"], shapes["base"], shapes["delta"], param, optimizer, 0.0, overrides)
     train_s = []
 
     def run_point(point_id, hparams_json):
         hp = json.loads(hparams_json)
+        torch.manual_seed(hp["seed"])
+        model = build(hp["width"], hp.get("depth"))
         if callable(optimizer):
-            torch.manual_seed(hp["seed"])
-            model = build(hp["width"], hp.get("depth"))
             opt = optimizer(model, hp)
         else:
             from ._apply import apply
-            if not shapes:  # the base and delta models only tell apply the shapes: built once
-                with torch.random.fork_rng():
-                    shapes["base"], shapes["delta"] = build(base_w, base_d), build(2 * base_w, base_d)
-            torch.manual_seed(hp["seed"])
-            model = build(hp["width"], hp.get("depth"))
             opt = apply(model, base=shapes["base"], delta=shapes["delta"], param=hp["param"], optimizer=optimizer,
                         lr=hp["lr"], weight_decay=hp.get("weight_decay", 0.0), overrides=overrides)
         t0 = time.perf_counter()
@@ -229,7 +285,7 @@ def sweep(make_model, train, space, db, *, optimizer="adamw", base=None, overrid
 
     t0 = time.perf_counter()
     r = SweepResult(json.loads(_scaleinv.run_user_sweep(text, is_json, where, db_path, shard_text, resume,
-                                                        bool(progress), run_point)))
+                                                        bool(progress), run_point, caller)))
     r["train_s"] = sum(train_s)
     r["overhead_s"] = (time.perf_counter() - t0) - r["train_s"]
     if progress:
@@ -237,11 +293,13 @@ def sweep(make_model, train, space, db, *, optimizer="adamw", base=None, overrid
     return r
 
 
-def search(make_model, train, space, db, **kwargs):
+def search(make_model, train, space, db, *, optimizer="adamw", base=None, overrides=None, shard=None,
+           resume=False, progress=True):
     """scaleinv.sweep of a space with a [search] (random, halving or hyperband): the same call; a
     space without one is refused, so a typo does not silently run a grid."""
+    _import_torch("scaleinv.search")
     text, is_json, where = _space_text(space)
-    if not json.loads(_scaleinv.user_sweep_info(text, is_json, where))["search"]:
+    if not json.loads(_scaleinv.user_sweep_info(text, is_json, where, "scaleinv.search"))["search"]:
         raise UserError(f"{where}: search: missing (fix: add a [search] table with method, trials and [search.space], "
                         "or call scaleinv.sweep for a grid)")
-    return sweep(make_model, train, space, db, **kwargs)
+    return _sweep(make_model, train, space, db, optimizer, base, overrides, shard, resume, progress, "scaleinv.search")

@@ -54,7 +54,7 @@ class InstalledPackage(unittest.TestCase):
                 "t = scaleinv.theory('mup', optimizer='adam')\n"
                 "print(json.dumps({'presets': len(scaleinv.presets()), 'name': scaleinv.table('mup')['name'],\n"
                 "                  'feature_learning': t['width']['feature_learning'] if 'width' in t else None}))\n"
-                "try:\n    scaleinv.apply\nexcept ImportError as e:\n    print('APPLY', e)\n"
+                "try:\n    scaleinv.apply(None, None, None)\nexcept ImportError as e:\n    print('APPLY', e)\n"
                 f"p = scaleinv.predict({DB!r}, at={{'width': 1024}}, param='mup')\n"
                 "print('PREDICT', p.predictions[0]['status'])\n")
         r = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True)
@@ -66,6 +66,46 @@ class InstalledPackage(unittest.TestCase):
         self.assertTrue(lines[1].startswith("APPLY scaleinv.apply needs torch"), lines)
         self.assertIn("fix: install torch", lines[1])
         self.assertEqual(lines[2], "PREDICT predicted")
+        # The package's edges without torch (issue 63 class 9): every introspection of the package
+        # works, the torch-side names exist, and using one (scaleinv.sweep too) says what is missing
+        # and writes nothing.
+        db = os.path.join(tmp, "none.db")
+        code = ("import sys, os, inspect, pydoc\n"
+                f"sys.path[:0] = [{pkg_dir!r}]\n"
+                "import scaleinv\n"
+                "ns = {}\nexec('from scaleinv import *', ns)\n"
+                "print('STAR', sorted(k for k in ns if k != '__builtins__') == sorted(scaleinv.__all__))\n"
+                "members = dict(inspect.getmembers(scaleinv))\n"
+                "print('MEMBERS', all(n in members for n in scaleinv.__all__))\n"
+                "print('PYDOC', 'needs torch' in pydoc.render_doc(scaleinv, renderer=pydoc.plaintext))\n"
+                "print('HASATTR', hasattr(scaleinv, 'apply'), hasattr(scaleinv, 'CoordCheckResult'), hasattr(scaleinv, 'nosuch'))\n"
+                "print('ISINSTANCE', isinstance(1, scaleinv.CoordCheckResult))\n"
+                "for call in (lambda: scaleinv.coordcheck(None, [1, 2], []), lambda: scaleinv.check_schedule(None),\n"
+                "             lambda: scaleinv.CoordCheckResult.passed, lambda: scaleinv.lr_schedule(None, None),\n"
+                f"             lambda: scaleinv.sweep(lambda width: None, lambda *a: 1.0, {{'fixed': {{'param': 'mup', 'steps': 3, 'width': 8, 'lr_log2': -6}}}}, db={db!r}),\n"
+                f"             lambda: scaleinv.search(lambda width: None, lambda *a: 1.0, {{}}, db={db!r})):\n"
+                "    try:\n        call()\n        print('NO ERROR')\n"
+                "    except ImportError as e:\n        print('USE', type(e).__name__, e)\n"
+                f"print('NODB', os.listdir({tmp!r}))\n")
+        r = subprocess.run([sys.executable, "-S", "-c", code], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        out = dict(line.split(" ", 1) for line in r.stdout.strip().splitlines() if not line.startswith("USE"))
+        self.assertEqual(out["STAR"], "True")
+        self.assertEqual(out["MEMBERS"], "True")
+        self.assertEqual(out["PYDOC"], "True")
+        self.assertEqual(out["HASATTR"], "True True False")
+        self.assertEqual(out["ISINSTANCE"], "False")
+        uses = [line for line in r.stdout.splitlines() if line.startswith("USE")]
+        self.assertEqual(len(uses), 6, r.stdout)
+        for line, name in zip(uses, ["coordcheck", "check_schedule", "CoordCheckResult.passed", "lr_schedule", "sweep", "search"]):
+            self.assertTrue(line.startswith(f"USE ImportError scaleinv.{name} needs torch (fix: install torch"), line)
+        self.assertNotIn("none.db", out["NODB"])
+        # `pydoc scaleinv` from the shell, as a user would ask it
+        env = dict(os.environ, PYTHONPATH=pkg_dir)
+        r = subprocess.run([sys.executable, "-S", "-m", "pydoc", "scaleinv"], capture_output=True, text=True, env=env)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertNotIn("problem in", r.stdout + r.stderr)
+        self.assertIn("needs torch", r.stdout)
 
 
 if __name__ == "__main__":

@@ -141,15 +141,24 @@ class Sweep(unittest.TestCase):
 
     def test_shards_merge_into_the_whole_grid(self):
         whole = self.path("whole.db")
+        # Each call starts from one RNG state, as separate processes of one script do: the base and
+        # delta models apply measures are drawn from the caller's RNG state (under fork_rng).
+        torch.manual_seed(0)
         scaleinv.sweep(make_model, train, GRID, db=whole, progress=False)
         space = dict(GRID, sweep={"name": "whole"})  # the same sweep (its name is part of what the store says)
         for i in range(2):
+            torch.manual_seed(0)
             r = scaleinv.sweep(make_model, train, space, db=self.path("s.db"), shard=(i, 2), progress=False)
             self.assertTrue(r.db.endswith(f"s.shard-{i}-of-2.db"))
         out = cli("sweep", "merge", self.path("m.db"), self.path("s.shard-0-of-2.db"), self.path("s.shard-1-of-2.db"))
         self.assertEqual(out.returncode, 0, out.stderr)
         ids = "SELECT id FROM points ORDER BY id"
         self.assertEqual(rows(self.path("m.db"), ids), rows(whole, ids))
+        # and the same results: each point trained alike in its shard (ids alone would pass a shard
+        # that stored another point's losses)
+        losses = "SELECT id, final_loss, min_loss, steps_done FROM points ORDER BY id"
+        self.assertEqual(rows(self.path("m.db"), losses), rows(whole, losses))
+        self.assertEqual(len({r[1] for r in rows(whole, losses)}), 12)
         self.assertLess(len(rows(self.path("s.shard-0-of-2.db"), ids)), 12)
         with self.assertRaisesRegex(scaleinv.UserError, "shard"):
             scaleinv.sweep(make_model, train, GRID, db=self.path("x.db"), shard=(2, 2), progress=False)
@@ -260,6 +269,7 @@ class Sweep(unittest.TestCase):
                 self.assertEqual(len(str(e.exception).splitlines()), 1, str(e.exception))
                 self.assertIn(words, str(e.exception))
                 self.assertIn("fix", str(e.exception))
+                self.assertNotRegex(str(e.exception), r"--[a-z]")
                 self.assertFalse(os.path.exists(self.path("bad.db")))
         with self.assertRaisesRegex(scaleinv.UserError, "search: missing"):
             scaleinv.search(make_model, train, GRID, db=self.path("bad.db"), progress=False)
@@ -288,6 +298,205 @@ class Sweep(unittest.TestCase):
         self.assertEqual(out.returncode, 2)
         self.assertIn("scaleinv.sweep", out.stderr)
         self.assertEqual(scaleinv.sweep(make_model, train, toml, db=self.path("t.db"), progress=False)["run"], 1)
+
+
+    def test_the_stored_final_loss_is_the_mean_of_the_curves_last_tenth(self):
+        # A curve falling from 20 to 1: the first tenth's mean (19.5) and the last's (1.5) differ, and
+        # every point its own curve (a fixture where every path gives one answer tests nothing).
+        def falling(model, opt, hp, steps):
+            n = hp["n"]
+            return [20 - 19 * k / (n - 1) + hp["seed"] for k in range(n)]
+        space = {"fixed": {"param": "mup", "steps": 100, "width": 16, "lr_log2": -6},
+                 "grid": {"n": [100, 20], "seed": [0, 1]}}
+        db = self.path("f.db")
+        scaleinv.sweep(make_model, falling, space, db=db, progress=False)
+        got = rows(db, "SELECT config, final_loss, min_loss, steps_done, diverged FROM points")
+        self.assertEqual(len(got), 4)
+        for cfg, final, low, done, diverged in got:
+            cfg = json.loads(cfg)
+            n, seed = cfg["user"]["n"], cfg["train"]["seed"]
+            curve = [20 - 19 * k / (n - 1) + seed for k in range(n)]
+            tail = curve[-max(1, n // 10):]  # the [sweep] window: the last 10% of the losses given
+            self.assertAlmostEqual(final, sum(tail) / len(tail), places=9, msg=(n, seed))
+            self.assertEqual((low, done, diverged), (1 + seed, 100, 0))
+        # A logged subset (10 losses over 100 steps) that turns NaN at its 4th: diverged at step 40,
+        # where one loss a step (n == steps) would have said step 4.
+        def logged(model, opt, hp, steps):
+            return [2.0, 1.9, 1.8, float("nan"), 1.6, 1.5, 1.4, 1.3, 1.2, 1.1]
+        db = self.path("l.db")
+        scaleinv.sweep(make_model, logged, {"fixed": {"param": "mup", "steps": 100, "width": 16, "lr_log2": -6},
+                                            "grid": {"seed": [0]}}, db=db, progress=False)
+        self.assertEqual(rows(db, "SELECT diverged, diverged_step, steps_done FROM points"), [(1, 40, 40)])
+
+    def test_each_point_gets_apply_of_its_own_param_base_and_weight_decay(self):
+        # GRID sweeps one param at the default base: a run_point that always used "mup", or ignored
+        # base= or the point's weight_decay, passed every other test. Two params, a base of its own
+        # and two decays: each point's groups must be what scaleinv.apply gives for them.
+        got = {}
+
+        def record(model, opt, hp, steps):
+            got[(hp["param"], hp["width"], hp["weight_decay"])] = [(g["lr"], g["weight_decay"]) for g in opt.param_groups]
+            return 1.0
+        space = {"fixed": {"steps": 2, "lr_log2": -6},
+                 "grid": {"param": ["mup", "standard"], "width": [16, 32], "weight_decay": [0.0, 0.1]}}
+        scaleinv.sweep(make_model, record, space, db=self.path("p.db"), base={"width": 8}, progress=False)
+        self.assertEqual(len(got), 8)
+        for (param, width, wd), groups in got.items():
+            want = scaleinv.apply(make_model(width), base=make_model(8), delta=make_model(16), param=param,
+                                  lr=2.0 ** -6, weight_decay=wd)
+            self.assertEqual(groups, [(g["lr"], g["weight_decay"]) for g in want.param_groups], (param, width, wd))
+        self.assertNotEqual(got[("mup", 32, 0.0)], got[("standard", 32, 0.0)])
+        self.assertNotEqual(got[("mup", 32, 0.0)], got[("mup", 32, 0.1)])
+
+    def test_integers_past_what_the_core_holds_are_refused_naming_the_field(self):
+        # A Python int past int64 was wrapped to -9223372036854775808 in the core (steps=2**63 was
+        # "-9223372036854775808 is below what steps takes"); a float for an integer name past int64
+        # (1e30) too; a width past the config's int was dropped (the space "set no width").
+        fixed = {"param": "mup", "steps": 3, "width": 16, "lr_log2": -6}
+        cases = [
+            ({"fixed": dict(fixed, steps=2 ** 63)}, "fixed.steps", "9223372036854775808"),
+            ({"fixed": dict(fixed, steps=2 ** 64)}, "fixed.steps", "18446744073709551616"),
+            ({"fixed": dict(fixed, steps=-(2 ** 63) - 1)}, "fixed.steps", "-9223372036854775809"),
+            ({"fixed": dict(fixed, steps=1e30)}, "fixed.steps", "past a 64-bit integer"),
+            ({"fixed": dict(fixed, seed=2 ** 63)}, "fixed.seed", "9223372036854775808"),
+            ({"fixed": dict(fixed, seed=1e19)}, "fixed.seed", "past a 64-bit integer"),
+            ({"fixed": dict(fixed, width=2 ** 31)}, "fixed.width", "2147483648"),
+            ({"fixed": dict(fixed, depth=2 ** 40)}, "fixed.depth", "1099511627776"),
+            ({"fixed": dict(fixed, init_scale=2 ** 70)}, "fixed.init_scale", "1180591620717411303424"),
+            ({"fixed": {"param": "mup", "width": 16, "lr_log2": -6}, "grid": {"steps": [3, 2 ** 63]}}, "grid.steps",
+             "9223372036854775808"),
+            ({"fixed": {"param": "mup", "lr_log2": -6, "steps": 3}, "grid": {"width": {"from": 16, "to": 1e30, "step": 1e29}}},
+             "grid.width", "past a 64-bit integer"),
+            ({"fixed": fixed, "search": {"method": "random", "trials": 2 ** 63,
+                                         "space": {"init_scale": {"from": 0.5, "to": 2}}}}, "search.trials",
+             "9223372036854775808"),
+            ({"fixed": dict(fixed, steps=12), "search": {"method": "random", "trials": 2,
+                                                         "space": {"batch_size": {"from": 1, "to": 1e30}}}},
+             "search.space.batch_size", "past a 64-bit integer"),
+        ]
+        for space, field, words in cases:
+            with self.subTest(field=field, words=words):
+                with self.assertRaises(scaleinv.UserError) as e:
+                    scaleinv.sweep(make_model, train, space, db=self.path("big.db"), progress=False)
+                msg = str(e.exception)
+                self.assertEqual(len(msg.splitlines()), 1, msg)
+                self.assertIn(f"field '{field}'", msg)
+                self.assertIn(words, msg)
+                self.assertIn("fix", msg)
+                self.assertNotIn("-9223372036854775808", msg)
+                self.assertEqual(os.listdir(self.dir), [])
+        self.assertEqual(len(cases), 13)
+
+    def test_refusals_write_nothing_and_leave_an_existing_store_as_it_was(self):
+        # Refused before the store is opened: no file, no -wal/-shm/.lock; an existing store unchanged.
+        class Empty(nn.Module):
+            def __init__(self, width):
+                super().__init__()
+                self.register_buffer("scale", torch.ones(width))
+
+            def forward(self, x):
+                return x
+        cached = make_model(16)
+        cases = [
+            ({"overrides": {"(": "readout"}}, make_model, "("),         # not a regex
+            ({"overrides": {"nosuch": "readout"}}, make_model, "nosuch"),  # a pattern no tensor matches
+            ({}, lambda width: None, "returned NoneType"),
+            ({}, lambda width: Empty(width), "no parameters"),
+            ({}, lambda width: cached, "same model object"),
+            ({"optimizer": lambda m, hp: torch.optim.SGD(m.parameters(), lr=hp["lr"])}, lambda width: None,
+             "returned NoneType"),
+        ]
+        for existing in (False, True):
+            db = self.path("e.db" if existing else "n.db")
+            if existing:
+                scaleinv.sweep(make_model, train, GRID, db=db, progress=False)
+            before = sorted(os.listdir(self.dir))
+            with open(db, "rb") if existing else open(os.devnull, "rb") as f:
+                content = f.read()
+            for kwargs, mm, words in cases:
+                for resume in (False, True):
+                    with self.subTest(existing=existing, kwargs=kwargs, words=words, resume=resume):
+                        with self.assertRaises(scaleinv.UserError) as e:
+                            scaleinv.sweep(mm, train, GRID, db=db, resume=resume, progress=False, **kwargs)
+                        self.assertEqual(len(str(e.exception).splitlines()), 1, str(e.exception))
+                        self.assertIn(words, str(e.exception))
+                        self.assertEqual(sorted(os.listdir(self.dir)), before)
+                        if existing:
+                            with open(db, "rb") as f:
+                                self.assertEqual(f.read(), content)
+        self.assertEqual(len(cases), 6)
+
+    def test_no_refusal_names_a_cli_flag(self):
+        # The core's refusals speak of the keyword arguments (db=, resume=True, shard=(i, n)), not of
+        # the CLI's --out, --resume, --shard; the Python user never typed a flag.
+        db = self.path("a.db")
+        scaleinv.sweep(make_model, train, GRID, db=db, progress=False)
+        changed = json.loads(json.dumps(GRID))
+        changed["grid"]["seed"] = [0, 1, 2]
+        junk = self.path("junk.db")
+        with open(junk, "w") as f:
+            f.write("not a database " * 100)
+        halving = {"fixed": {"param": "mup", "steps": 36, "width": 16},
+                   "search": {"method": "halving", "trials": 9, "eta": 3, "min_steps": 4,
+                              "space": {"lr_log2": {"from": -9, "to": -4}}}}
+        env = {"SLURM_ARRAY_TASK_ID": "x", "SLURM_ARRAY_TASK_COUNT": "4"}
+        cases = [
+            (scaleinv.sweep, GRID, {"db": db}, ["field 'db'", "resume=True"]),
+            (scaleinv.sweep, changed, {"db": db, "resume": True}, ["field 'resume=True'", "another grid"]),
+            (scaleinv.sweep, GRID, {"db": junk}, ["not a database"]),
+            (scaleinv.sweep, GRID, {"db": self.path("s.db"), "shard": "3/2"}, ["scaleinv.sweep: field 'shard'",
+                                                                             "shard=(i, n)"]),
+            (scaleinv.sweep, GRID, {"db": self.path("s.db"), "shard": "x"}, ["field 'shard'", "shard=(0, 4)"]),
+            (scaleinv.search, halving, {"db": self.path("h.db"), "shard": (0, 2)}, ["scaleinv.search: field 'shard'",
+                                                                                   "run it unsharded"]),
+            (scaleinv.sweep, GRID, {"db": self.path("e.db"), "shard": "env"}, ["SLURM_ARRAY_TASK_ID='x'", "shard=(i, n)"]),
+            (scaleinv.sweep, GRID, {"db": ""}, ["python: db: ''"]),
+            (scaleinv.sweep, GRID, {"db": self.dir}, ["is a directory"]),
+            (scaleinv.sweep, {"sweep": {"target": "zoo"}, "grid": {"lr_log2": [-6]}}, {"db": self.path("z.db")},
+             ["sweep.target", "scaleinv sweep"]),
+            (scaleinv.sweep, dict(GRID, fixed={"param": "nope", "steps": 3}), {"db": self.path("p.db")},
+             ["field 'param'", "nope"]),
+            (scaleinv.sweep, GRID, {"db": self.path("r.db"), "resume": "yes"}, ["python: resume"]),
+            (scaleinv.sweep, GRID, {"db": os.path.join(junk, "x.db")}, ["x.db"]),
+        ]
+        old = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
+        try:
+            for fn, space, kwargs, words in cases:
+                with self.subTest(kwargs=kwargs):
+                    with self.assertRaises(scaleinv.UserError) as e:
+                        fn(make_model, train, space, progress=False, **kwargs)
+                    msg = str(e.exception)
+                    self.assertEqual(len(msg.splitlines()), 1, msg)
+                    self.assertNotRegex(msg, r"--[a-z]")
+                    self.assertNotIn("command line", msg)
+                    self.assertNotIn("sweep.name", msg)
+                    self.assertIn("fix", msg)
+                    for w in words:
+                        self.assertIn(w, msg)
+        finally:
+            for k, v in old.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+        self.assertEqual(len(cases), 13)
+        self.assertEqual(sorted(os.listdir(self.dir)), ["a.db", "junk.db"])  # no refusal wrote a file
+        # A second writer on a store in use (a sweep started from inside another's training function).
+        inner = []
+
+        def nested(model, opt, hp, steps):
+            if not inner:
+                try:
+                    scaleinv.sweep(make_model, train, GRID, db=self.path("busy.db"), resume=True, progress=False)
+                except scaleinv.UserError as e:
+                    inner.append(str(e))
+            return 1.0
+        scaleinv.sweep(make_model, nested, GRID, db=self.path("busy.db"), progress=False)
+        self.assertEqual(len(inner), 1)
+        self.assertIn("another scaleinv sweep", inner[0])
+        self.assertIn("shard=(i, n)", inner[0])
+        self.assertNotRegex(inner[0], r"--[a-z]")
 
 
 if __name__ == "__main__":
