@@ -123,6 +123,14 @@ std::vector<BadCase> cases() {
            {"moe_top_k_over_experts", "moe", "model.top_k=9", "model.top_k"},
            {"moe_aux_coef_negative", "moe", "model.aux_coef=-0.1", "model.aux_coef"},
            {"moe_bias_rate_negative", "moe", "model.bias_rate=-0.001", "model.bias_rate"},
+           // A field the kind does not read is refused, not ignored (issue 63 class 4; each ran before).
+           {"llama_experts_not_read", "llama", "model.experts=8", "model.experts"},
+           {"llama_bias_rate_not_read", "llama", "model.bias_rate=0.01", "model.bias_rate"},
+           {"llama_router_mult_one_not_read", "llama", "hp.router_mult=1", "hp.router_mult"},
+           {"gpt_kv_heads_not_read", "gpt", "model.kv_heads=2", "model.kv_heads"},
+           {"gpt_top_k_not_read", "gpt", "model.top_k=2", "model.top_k"},
+           // Experts past any machine's memory are named, not the width (it blamed model.width).
+           {"moe_experts_past_memory", "moe", "model.experts=100000000", "model.experts"},
        }) {
     out.push_back({n, {{"c.toml", tiny("model", "kind = \"" + kind + "\"")}},
                    "train --config {D}/c.toml --set " + set, "{D}/c.toml", field});
@@ -302,6 +310,46 @@ std::vector<BadCase> cases() {
   out.push_back({"json_out_is_a_directory", {}, "theory --param mup --json {D}", "{D}", "directory"});
   out.push_back({"sweep_out_is_a_directory", {{"s.toml", sweep("lr_log2 = [-8, -6]")}},
                  "sweep --config {D}/s.toml --out {D}", "{D}", "directory"});
+  // An output over one of the command's inputs (issue 63 class 1): refused before anything is read
+  // or written; each of these wrote over its input before, with exit 0 (the store, the table, the
+  // config, the sweep file). The listing compares contents, so an overwrite fails the case.
+  const std::string store = slurp(std::string(SCALEINV_SOURCE_DIR) + "/docs/results/data/nanogpt_loop_width_cpu.db");
+  const std::string table = "# my table\n" + slurp(std::string(SCALEINV_SOURCE_DIR) + "/examples/params/custom.toml");
+  for (const auto& [n, files, args, where, field] :
+       std::vector<std::tuple<std::string, std::vector<std::pair<std::string, std::string>>, std::string, std::string,
+                              std::string>>{
+           {"predict_json_over_its_store", {{"s.db", store}}, "predict --db {D}/s.db --at width=512 --json {D}/s.db",
+            "{D}/s.db", "--json"},
+           {"predict_json_over_its_store_spelled_otherwise", {{"s.db", store}, {"sub/keep", ""}},
+            "predict --db {D}/s.db --at width=512 --json {D}/sub/../s.db", "{D}/sub/../s.db", "--json"},
+           {"transfer_report_out_over_its_store", {{"s.db", store}}, "transfer-report --db {D}/s.db --out {D}/s.db",
+            "{D}/s.db", "--out"},
+           {"param_show_toml_over_its_table", {{"p.toml", table}}, "param show {D}/p.toml --toml {D}/p.toml",
+            "{D}/p.toml", "--toml"},
+           {"param_shift_json_over_its_table", {{"p.toml", table}}, "param shift {D}/p.toml --theta hidden=1/2 --json {D}/p.toml",
+            "{D}/p.toml", "--json"},
+           {"theory_json_over_its_table", {{"p.toml", table}}, "theory --param {D}/p.toml --json {D}/p.toml",
+            "{D}/p.toml", "--json"},
+           {"coordcheck_json_over_its_config", {{"c.toml", tiny()}},
+            "coordcheck --config {D}/c.toml --widths 16,32 --steps 1 --seeds 2 --json {D}/c.toml", "{D}/c.toml", "--json"},
+           {"scales_json_over_its_config", {{"c.toml", tiny()}}, "scales --config {D}/c.toml --json {D}/c.toml",
+            "{D}/c.toml", "--json"},
+           {"precision_json_over_its_config", {{"c.toml", tiny()}}, "precision --config {D}/c.toml --json {D}/c.toml",
+            "{D}/c.toml", "--json"},
+           {"sweep_out_over_its_file", {{"s.toml", sweep("lr_log2 = [-8, -6]")}}, "sweep --config {D}/s.toml --out {D}/s.toml",
+            "{D}/s.toml", "--out"},
+           // The store named inside the sweep file, not on the command line, is the file itself.
+           {"sweep_db_field_is_its_file", {{"s.toml", "[sweep]\nname = \"s\"\ndb = \"s.toml\"\n" + tiny() + "[grid]\nlr_log2 = [-8, -6]\n"}},
+            "sweep --config {D}/s.toml", "{D}/s.toml", "--config"},
+           // A run's files written into its out_dir over the config it was started from.
+           {"train_out_dir_over_its_config", {{"out/run/config.json", tiny()}}, "train --config {D}/out/run/config.json",
+            "out/run/config.json", "--config"},
+       })
+    out.push_back({n, files, args, where, field});
+  // A damaged store the demo would resume is refused before the demo writes anything (issue 63
+  // class 7: its coordinate checks' folders were written first).
+  out.push_back({"demo_resume_damaged_store", {{"demo/width-sweep.db", std::string(5000, 'j')}},
+                 "demo --quick --resume --out {D}/demo", "{D}/demo/width-sweep.db", ""});
   // An output over the command's own input is refused before either is read.
   out.push_back({"export_over_its_checkpoint", {{"c.pt", std::string(5000, 'j')}},
                  "export --checkpoint {D}/c.pt --out {D}/c.pt", "{D}/c.pt", "--out"});
@@ -334,9 +382,12 @@ std::string replace_all(std::string s, const std::string& from, const std::strin
   return s;
 }
 
+// Every path under DIR with its contents' hash: a case that rewrote a file fails as one that added one.
 std::set<std::string> listing(const std::string& dir) {
   std::set<std::string> out;
-  for (const auto& e : fs::recursive_directory_iterator(dir)) out.insert(e.path().string());
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    out.insert(e.path().string() +
+               (e.is_regular_file() ? fmt::format(" {:x}", std::hash<std::string>{}(slurp(e.path().string()))) : ""));
   return out;
 }
 
@@ -345,7 +396,7 @@ std::set<std::string> listing(const std::string& dir) {
 
 TEST(BadInput, EveryMistakeIsOneLineNamingFileFieldAndFixWithExitCode2AndNothingWritten) {
   const std::vector<BadCase> all = cases();
-  ASSERT_EQ(all.size(), 289u);  // the count docs/reliability.md (and README's results table) states: a new case updates all three
+  ASSERT_EQ(all.size(), 308u);  // the count docs/reliability.md (and README's results table) states: a new case updates all three
   std::printf("%zu bad inputs\n", all.size());  // the count docs/reliability.md states
   const std::string root = scaleinv::testing::temp_dir("bad_input");
   struct Outcome {

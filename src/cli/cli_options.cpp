@@ -1,10 +1,13 @@
 #include "cli/cli_options.h"
 
 #include <exception>
+#include <filesystem>
+#include <utility>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/atomic_file.h"
 #include "core/errors.h"
 
 namespace scaleinv {
@@ -41,5 +44,44 @@ std::vector<int> parse_int_list(const std::string& option, const std::string& te
 }
 
 std::string toml_quote(const std::string& s) { return nlohmann::json(s).dump(); }  // JSON strings are TOML strings
+
+namespace {
+enum class PathRole { input, output_file, output_dir };
+std::vector<std::pair<CLI::Option*, PathRole>>& path_options() {
+  static std::vector<std::pair<CLI::Option*, PathRole>> options;  // filled while the commands register
+  return options;
+}
+}  // namespace
+
+CLI::Option* reads(CLI::Option* opt) {
+  path_options().emplace_back(opt, PathRole::input);
+  return opt;
+}
+
+CLI::Option* writes(CLI::Option* opt, bool dir) {
+  path_options().emplace_back(opt, dir ? PathRole::output_dir : PathRole::output_file);
+  return opt;
+}
+
+void refuse_outputs_over_inputs() {
+  namespace fs = std::filesystem;
+  std::vector<std::pair<std::string, std::string>> inputs;  // (path, option)
+  for (const auto& [opt, role] : path_options())
+    if (role == PathRole::input)
+      for (const std::string& v : opt->results())
+        if (std::error_code ec; fs::is_regular_file(v, ec)) inputs.emplace_back(v, opt->get_name());
+  for (const auto& [opt, role] : path_options()) {
+    if (role == PathRole::input) continue;
+    for (const std::string& out : opt->results())
+      for (const auto& [in, in_opt] : inputs) {
+        std::error_code ec;
+        if (!fs::equivalent(in, out, ec) || ec) continue;
+        throw UserError(out, opt->get_name(),
+                        fmt::format("is {} ({}), which this command reads", in_opt, in),
+                        fmt::format("give {} another path", opt->get_name()));
+      }
+  }
+  for (const auto& [path, opt] : inputs) protect_input(path, opt);
+}
 
 }  // namespace scaleinv

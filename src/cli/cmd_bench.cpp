@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/cli_options.h"
 #include "cli/commands.h"
 #include "core/atomic_file.h"
 #include "core/errors.h"
@@ -29,7 +30,7 @@ void add_bench_command(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand("bench", "Speed benchmark: sgemm peak, GPT training tokens/s (the peer's shapes), "
                                           "ensemble ratio, coordinate-check step time");
-  cmd->add_option("--json", o->json, "write the results as JSON to this path");
+  writes(cmd->add_option("--json", o->json, "write the results as JSON to this path"));
   cmd->add_option("--device", o->device, "cpu (default) or cuda (bf16 autocast; needs a CUDA build)");
   cmd->add_flag("--quick", o->quick, "few steps, widths 64 and 128 only (tests; timings are rough)");
   cmd->add_option("--widths", o->widths, "GPT widths, multiples of 64 (default 64 128 256 512)")->delimiter(',');

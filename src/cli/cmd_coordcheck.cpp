@@ -51,7 +51,7 @@ struct CoordcheckFlags {
 
 void add_coordcheck_options(CLI::App* cmd, CoordcheckFlags& o) {
   cmd->add_option("--model", o.model, model_kind_list() + " (default: the config's, gpt)");
-  cmd->add_option("--param", o.param, "preset name or .toml file (default: the config's, mup)");
+  reads(cmd->add_option("--param", o.param, "preset name or .toml file (default: the config's, mup)"));
   cmd->add_option("--optimizer", o.optimizer, "sgd, adam, adamw, sign, adafactor or muon (default: the config's, adamw)");
   cmd->add_option("--widths", o.widths, "comma-separated widths, e.g. 64,128,256 (default: the config's width)");
   cmd->add_option("--depths", o.depths, "comma-separated depths (default: the config's depth)");
@@ -61,10 +61,10 @@ void add_coordcheck_options(CLI::App* cmd, CoordcheckFlags& o) {
   cmd->add_option("--steps", o.steps, "training steps T; quantities are recorded at steps 0..T (default 3)");
   cmd->add_option("--seeds", o.seeds, "number of seeds 0..S-1 (default 3); the interval is over seeds");
   cmd->add_option("--lr", o.lr, "base learning rate (default: the config's, 1e-3)");
-  cmd->add_option("--json", o.json, "write everything (rows, fits, raw RMS values) as JSON to this path");
-  cmd->add_option("--plot", o.plot, "write SVG and PNG plots (gnuplot) into this directory");
+  writes(cmd->add_option("--json", o.json, "write everything (rows, fits, raw RMS values) as JSON to this path"));
+  writes(cmd->add_option("--plot", o.plot, "write SVG and PNG plots (gnuplot) into this directory"), /*dir=*/true);
   cmd->add_flag("--strict", o.strict, "exit 1 if any quantity deviates from theory or is unstable");
-  cmd->add_option("--config", o.config, "TOML config as for train (sections model, param, hp, optim, data, train)");
+  reads(cmd->add_option("--config", o.config, "TOML config as for train (sections model, param, hp, optim, data, train)"));
   cmd->add_option("--set", o.sets, "override a config field: section.key=value (repeatable)");
   cmd->add_option("--break", o.break_mode,
                   "readout-multiplier: build the model with the readout multiplier exponent a = 0 (tests that the "

@@ -22,6 +22,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/cli_options.h"
 #include "cli/commands.h"
 #include "core/atomic_file.h"
 #include "core/device.h"
@@ -35,6 +36,7 @@
 #include "report/transfer.h"
 #include "sweep/sweep_runner.h"
 #include "sweep/sweep_spec.h"
+#include "sweep/sweep_store.h"
 #include "theory/depth_theory.h"
 #include "theory/theory_report.h"
 #include "theory/width_theory.h"
@@ -219,11 +221,26 @@ device = "{}"
   return {title, t.html() + "<p class=\"note\">" + note + "</p>", figures};
 }
 
-// Runs one of the demo's sweeps into DIR/NAME.db (resuming when asked) and returns its rows.
-SweepTable run_demo_sweep(const toml::table& sweep, const std::string& where, const std::string& db, bool resume) {
+SweepSpec demo_spec(const toml::table& sweep, const std::string& where) {
   std::ostringstream text;
   text << sweep;
-  SweepSpec spec = sweep_from_toml_text(text.str(), where, ".");
+  return sweep_from_toml_text(text.str(), where, ".");
+}
+
+// --resume: a store the demo would continue is read first, read-only, so that a damaged one or one
+// holding another grid (a --quick store resumed without --quick) is refused before the demo writes
+// anything (issue 63 class 7: the coordinate checks' folders were written first).
+void check_demo_store(const SweepSpec& spec, const std::string& db) {
+  if (std::error_code ec; !std::filesystem::exists(db, ec)) return;
+  const std::string held = sweep_db_fingerprint(db);  // UserError naming db when damaged or not a sweep's
+  if (held != spec.fingerprint)
+    throw UserError(db, "--resume",
+                    fmt::format("holds another grid than this demo's (fingerprint {}, this demo {})", held, spec.fingerprint),
+                    "resume with the flags (--quick, --model, --device) the demo was started with, or leave out --resume");
+}
+
+// Runs one of the demo's sweeps into DIR/NAME.db (resuming when asked) and returns its rows.
+SweepTable run_demo_sweep(const SweepSpec& spec, const std::string& db, bool resume) {
   if (!resume)
     for (const char* suffix : {"", "-wal", "-shm"}) std::filesystem::remove(db + suffix);
   SweepRunOptions ro;
@@ -246,7 +263,7 @@ void add_demo_command(CLI::App& app, int& exit_code) {
   };
   auto o = std::make_shared<Opts>();
   auto* demo = app.add_subcommand("demo", "Run the end-to-end demo on embedded defaults and write a report");
-  demo->add_option("--out", o->out, "output directory");
+  writes(demo->add_option("--out", o->out, "output directory"), /*dir=*/true);
   demo->add_flag("--resume", o->resume, "keep the sweep points a killed demo already finished");
   demo->add_flag("--quick", o->quick, "tiny sizes (seconds; for tests), not evidence");
   demo->add_option("--device", o->device, "cpu (default) or cuda: where every run trains");
@@ -266,6 +283,13 @@ void add_demo_command(CLI::App& app, int& exit_code) {
       for (const auto& p : *ps)
         if (p.value_or(std::string()) != "standard") scaled = p.value_or(scaled);
     const toml::table depth_toml = demo_sweep(kDemo_depth_sweep, "depth", o->quick, o->device);
+    const SweepSpec width_spec = demo_spec(width, "demo width sweep");
+    const SweepSpec depth_spec = demo_spec(depth_toml, "demo depth sweep");
+    const std::string width_db = o->out + "/width-sweep.db", depth_db = o->out + "/depth-sweep.db";
+    if (o->resume) {
+      check_demo_store(width_spec, width_db);
+      check_demo_store(depth_spec, depth_db);
+    }
     std::filesystem::create_directories(o->out);
     const bool plots = gnuplot_available();
     if (!plots)
@@ -279,16 +303,16 @@ void add_demo_command(CLI::App& app, int& exit_code) {
     sections.push_back(coordcheck_section(o->out, o->quick, o->device, plots, md));
 
     std::printf("\n## 3. Width transfer: standard vs %s on the byte-level KJV %s\n", scaled.c_str(), label.c_str());
-    SweepTable rows = run_demo_sweep(width, "demo width sweep", o->out + "/width-sweep.db", o->resume);
+    SweepTable rows = run_demo_sweep(width_spec, width_db, o->resume);
     std::printf("\n## 4. Depth transfer: standard vs depth-mup on the residual MLP (Fashion-MNIST)\n");
-    SweepTable depth = run_demo_sweep(depth_toml, "demo depth sweep", o->out + "/depth-sweep.db", o->resume);
+    SweepTable depth = run_demo_sweep(depth_spec, depth_db, o->resume);
     // Each database analysed on its own (a GPT and an MLP must never share a curve), then one report.
     TransferAnalysis a = analyze_transfer(rows);
     const TransferAnalysis ad = analyze_transfer(depth);
     a.groups.insert(a.groups.end(), ad.groups.begin(), ad.groups.end());
     a.rows += ad.rows;
     a.diverged_rows += ad.diverged_rows;
-    a.db = o->out + "/width-sweep.db and " + o->out + "/depth-sweep.db";
+    a.db = width_db + " and " + depth_db;
     a.name = "scaleinv demo";
 
     const std::string setup = fmt::format(

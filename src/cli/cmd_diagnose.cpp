@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/cli_options.h"
 #include "cli/commands.h"
 #include "core/atomic_file.h"
 #include "core/gnuplot.h"
@@ -24,8 +25,8 @@ struct Common {
 
 void add_common(CLI::App* c, Common& o, int& seeds) {
   c->add_option("--seeds", seeds, "seeds per point (the interval is over seeds)");
-  c->add_option("--json", o.json, "also write the result as JSON to this path (atomic)");
-  c->add_option("--plot", o.plot, "also draw DIR/<diagnostic>.svg and .png (gnuplot)");
+  writes(c->add_option("--json", o.json, "also write the result as JSON to this path (atomic)"));
+  writes(c->add_option("--plot", o.plot, "also draw DIR/<diagnostic>.svg and .png (gnuplot)"), /*dir=*/true);
   c->add_flag("--quiet", o.quiet, "no progress bar");
 }
 
@@ -62,7 +63,7 @@ void add_alignment(CLI::App* cmd, int& exit_code) {
   auto o = std::make_shared<diag::AlignmentOptions>();
   auto* s = cmd->add_subcommand("alignment", "omega, alpha, u of seed 000 eqs. (18)-(20) across widths");
   s->add_option("--model", o->model, "bigram (every layer) or gpt (the readout)");
-  s->add_option("--param", o->params, "presets or TOML files, comma-separated (default sp)")->delimiter(',');
+  reads(s->add_option("--param", o->params, "presets or TOML files, comma-separated (default sp)")->delimiter(','));
   s->add_option("--optimizer", o->optimizer, "sgd, adam, adamw, sign, adafactor, muon (default adam)");
   s->add_option("--lr", o->lr, "base LR at the table's base width (default 0.01)");
   s->add_option("--beta1", o->beta1, "Adam beta1 (default 0.9)");
@@ -91,7 +92,7 @@ void add_transport(CLI::App* cmd, int& exit_code) {
   s->add_option("--batch", o->batch, "linear: input vectors; gpt: sequences (default 16)");
   s->add_option("--norm", o->norm, "linear: rms (the seed's LN, default) or layer (mean-subtracting)");
   s->add_option("--power-iters", o->power_iters, "power iterations (default 30)");
-  s->add_option("--param", o->param, "gpt: width parameterization (its shortcut is replaced; default mup)");
+  reads(s->add_option("--param", o->param, "gpt: width parameterization (its shortcut is replaced; default mup)"));
   s->add_option("--block", o->block, "gpt: post (default) or keel");
   s->add_option("--seq-len", o->seq_len, "gpt: tokens per sequence (default 16)");
   s->add_option("--head-dim", o->head_dim, "gpt: head dimension (default 16)");
@@ -103,8 +104,8 @@ void add_transport(CLI::App* cmd, int& exit_code) {
 void add_diversity(CLI::App* cmd, int& exit_code) {
   auto o = std::make_shared<diag::DiversityOptions>();
   auto* s = cmd->add_subcommand("diversity", "feature diversity exponent kappa (seed 004 Def. 5.6) of the residual MLP");
-  s->add_option("--param", o->params, "presets, TOML files or 'ode' (depth-mup at alpha=1, gamma=0); default depth-mup,ode")
-      ->delimiter(',');
+  reads(s->add_option("--param", o->params, "presets, TOML files or 'ode' (depth-mup at alpha=1, gamma=0); default depth-mup,ode")
+            ->delimiter(','));
   s->add_option("--width", o->width, "width n (default 256)");
   s->add_option("--depth", o->depth, "blocks L >= 8 (default 64)");
   s->add_option("--steps", o->steps, "training steps (default 300)");
@@ -129,7 +130,7 @@ void add_init_stats(CLI::App* cmd, int& exit_code) {
   auto o = std::make_shared<diag::InitStatsOptions>();
   auto* s = cmd->add_subcommand("init-stats", "seed 002 section 5 at init: attention-logit variance, residual stream");
   s->add_option("--models", o->models, "gpt, vit or gpt,vit (default)")->delimiter(',');
-  s->add_option("--param", o->param, "parameterization (default standard)");
+  reads(s->add_option("--param", o->param, "parameterization (default standard)"));
   s->add_option("--widths", o->widths, "widths for the logit variance (default 64,...,512)")->delimiter(',');
   s->add_option("--depth", o->depth, "blocks for the logit variance (default 2)");
   s->add_option("--init-scales", o->init_scales, "init scales (C_Q C_K ~ s^4), at the second width")->delimiter(',');
@@ -146,7 +147,7 @@ void add_init_stats(CLI::App* cmd, int& exit_code) {
 void add_depth_scaling(CLI::App* cmd, int& exit_code) {
   auto o = std::make_shared<diag::DepthScalingOptions>();
   auto* s = cmd->add_subcommand("depth-scaling", "residual MLP: top activation and one-step update against depth");
-  s->add_option("--param", o->params, "presets, TOML files or 'ode' (default depth-mup,standard)")->delimiter(',');
+  reads(s->add_option("--param", o->params, "presets, TOML files or 'ode' (default depth-mup,standard)")->delimiter(','));
   s->add_option("--depths", o->depths, "depths (default 4,8,...,128)")->delimiter(',');
   s->add_option("--width", o->width, "width (default 128)");
   s->add_option("--batch", o->batch, "fixed batch (default 64)");

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/cli_options.h"
 #include "cli/commands.h"
 #include "core/atomic_file.h"
 #include "core/errors.h"
@@ -94,20 +95,20 @@ void add_param_command(CLI::App& app, int& exit_code) {
   auto opts = std::make_shared<Opts>();
 
   auto* show = param->add_subcommand("show", "Print a preset or a TOML parameterization as a table");
-  show->add_option("param", opts->name, "preset name or .toml file")->required();
-  show->add_option("--json", opts->json, "also write the table as JSON");
-  show->add_option("--toml", opts->toml, "also write the table as TOML (a starting point for a custom one)");
+  reads(show->add_option("param", opts->name, "preset name or .toml file")->required());
+  writes(show->add_option("--json", opts->json, "also write the table as JSON"));
+  writes(show->add_option("--toml", opts->toml, "also write the table as TOML (a starting point for a custom one)"));
   show->callback([opts, &exit_code] {
     emit(load_param(opts->name), opts->json, opts->toml);
     exit_code = 0;
   });
 
   auto* sh = param->add_subcommand("shift", "Apply the equivalence shift of seed 000 eq. (28)");
-  sh->add_option("param", opts->name, "preset name or .toml file")->required();
+  reads(sh->add_option("param", opts->name, "preset name or .toml file")->required());
   sh->add_option("--theta", opts->theta, "ROLE=VALUE, e.g. hidden=1/2 (repeatable; roles not named: 0)")
       ->required();
-  sh->add_option("--json", opts->json, "also write the shifted table as JSON");
-  sh->add_option("--toml", opts->toml, "also write the shifted table as TOML");
+  writes(sh->add_option("--json", opts->json, "also write the shifted table as JSON"));
+  writes(sh->add_option("--toml", opts->toml, "also write the shifted table as TOML"));
   sh->callback([opts, &exit_code] {
     ParamTable t = load_param(opts->name);
     std::array<double, kNumRoles> theta{};

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/cli_options.h"
 #include "cli/commands.h"
 #include "core/atomic_file.h"
 #include "measure/precision_report.h"
@@ -26,11 +27,11 @@ void add_precision_command(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("precision",
                                  "Train in fp32 and in simulated bf16 / fp8; per-tensor underflow and saturation, "
                                  "loss against fp32");
-  cmd->add_option("--config", o->config, "TOML config as for train (default: the built-in defaults)");
+  reads(cmd->add_option("--config", o->config, "TOML config as for train (default: the built-in defaults)"));
   cmd->add_option("--set", o->sets, "override a config field: section.key=value (repeatable)");
   cmd->add_option("--formats", o->formats,
                   "comma-separated: bf16, e4m3, e5m2, fp8 = E4M3 forward + E5M2 gradients (fp32 always runs first)");
-  cmd->add_option("--json", o->json, "write losses and per-tensor counts as JSON");
+  writes(cmd->add_option("--json", o->json, "write losses and per-tensor counts as JSON"));
   cmd->add_option("--rows", o->rows, "tensors listed per format (default 40, worst first)")->check(CLI::Range(0, 100000));
   cmd->add_flag("--quiet", o->quiet, "no progress bars");
   cmd->callback([o, &exit_code] {

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/cli_options.h"
 #include "cli/commands.h"
 #include "core/atomic_file.h"
 #include "core/errors.h"
@@ -59,11 +60,11 @@ void add_predict_command(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("predict",
                                  "Predict the optimal LR at a larger scale from sweep stores, with a 90% interval "
                                  "(power law per axis; --holdout checks it on the largest scale measured)");
-  cmd->add_option("--db", o->dbs, "sweep database (scaleinv sweep --out); repeat to read several as one")->required();
+  reads(cmd->add_option("--db", o->dbs, "sweep database (scaleinv sweep --out); repeat to read several as one")->required());
   cmd->add_option("--at", o->at, "target scale, AXIS=VALUE[,AXIS=VALUE] (width, depth, batch, steps or a grid key)");
   cmd->add_flag("--holdout", o->holdout, "fit on all values but the largest of each axis and check the prediction there");
   cmd->add_option("--fit-upto", o->fit_upto, "with --holdout: fit on the values up to this one, check each larger one");
-  cmd->add_option("--param", o->param, "only this parameterization (default: every one in the store)");
+  reads(cmd->add_option("--param", o->param, "only this parameterization (default: every one in the store)"));
   cmd->add_option("--hparam", o->hparam,
                   "predict this swept hyperparameter's optimum (a grid key such as hp.branch_mult; the LR re-tuned at "
                   "each of its values) instead of the LR's; all: the LR and every swept hyperparameter");
@@ -72,7 +73,7 @@ void add_predict_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--near-optimal", o->near_optimal,
                   "PCT: each optimum is the centre of the LRs within PCT% of the best loss (default 0: the parabola vertex)");
   cmd->add_option("--bootstrap", o->bootstrap, "bootstrap resamples over seeds (default 200)");
-  cmd->add_option("--json", o->json, "also write the predictions as JSON to FILE");
+  writes(cmd->add_option("--json", o->json, "also write the predictions as JSON to FILE"));
   cmd->callback([o, &exit_code] {
     check_bootstrap(o->bootstrap, "command line", "--bootstrap", "--bootstrap 200");
     PredictOptions popts;

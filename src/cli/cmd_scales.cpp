@@ -46,15 +46,15 @@ void add_scales_command(CLI::App& app, int& exit_code) {
                                  "RMS of every op's output and gradient at init, PASS within a factor 2 of 1 "
                                  "(unit scaling)");
   cmd->add_option("--model", o->model, model_kind_list() + " (default: the config's, gpt)");
-  cmd->add_option("--param", o->param, "preset name or .toml file, e.g. u-mup, mup, standard");
+  reads(cmd->add_option("--param", o->param, "preset name or .toml file, e.g. u-mup, mup, standard"));
   cmd->add_option("--optimizer", o->optimizer, "optimizer family for the table's columns (default adamw)");
   cmd->add_option("--widths", o->widths, "comma-separated widths (default: the config's width)");
   cmd->add_option("--depths", o->depths, "comma-separated depths (default: the config's depth)");
   cmd->add_option("--seed", o->seed, "init seed (default 0)");
-  cmd->add_option("--json", o->json, "write every RMS value as JSON to this path");
-  cmd->add_option("--plot", o->plot, "write DIR/scales.svg and .png (gnuplot)");
+  writes(cmd->add_option("--json", o->json, "write every RMS value as JSON to this path"));
+  writes(cmd->add_option("--plot", o->plot, "write DIR/scales.svg and .png (gnuplot)"), /*dir=*/true);
   cmd->add_flag("--strict", o->strict, "exit 1 if any row is outside the band");
-  cmd->add_option("--config", o->config, "TOML config as for train");
+  reads(cmd->add_option("--config", o->config, "TOML config as for train"));
   cmd->add_option("--set", o->sets, "override a config field: section.key=value (repeatable)");
   cmd->callback([o, &exit_code] {
     if (!o->plot.empty()) require_gnuplot("--plot");  // before the measurement, not after it

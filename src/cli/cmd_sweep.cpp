@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "cli/cli_options.h"
 #include "cli/commands.h"
 #include "core/errors.h"
 #include "core/stop_signal.h"
@@ -33,8 +34,8 @@ void add_sweep_command(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<Opts>();
   auto* sweep = app.add_subcommand("sweep", "Run a hyperparameter sweep (grid over LR, width, depth, param, seed...) "
                                             "into a resumable SQLite store; `sweep merge` combines shards");
-  sweep->add_option("--config", o->config, "sweep TOML (examples/sweeps/)");
-  sweep->add_option("--out", o->out, "SQLite database (default: [sweep] db, or runs/sweeps/NAME.db)");
+  reads(sweep->add_option("--config", o->config, "sweep TOML (examples/sweeps/)"));
+  writes(sweep->add_option("--out", o->out, "SQLite database (default: [sweep] db, or runs/sweeps/NAME.db)"));
   sweep->add_option("--shard", o->shard, "run shard i of N, 0-based: 0/N .. N-1/N (default 0/1: everything)");
   sweep->add_flag("--resume", o->resume, "skip the points already in the database");
   sweep->add_option("--batch", o->batch,
@@ -63,8 +64,8 @@ void add_sweep_command(CLI::App& app, int& exit_code) {
   });
 
   auto* rank = sweep->add_subcommand("rank", "Rank the trials of a [search] sweep from its database (e.g. after merging shards)");
-  rank->add_option("--config", o->config, "the search's sweep TOML (a Python search of your model: read from the database when left out)");
-  rank->add_option("--db", o->out, "its database (merged shards, or a partial one)")->required();
+  reads(rank->add_option("--config", o->config, "the search's sweep TOML (a Python search of your model: read from the database when left out)"));
+  reads(rank->add_option("--db", o->out, "its database (merged shards, or a partial one)")->required());
   rank->callback([o, &exit_code] {
     if (!std::filesystem::exists(o->out))
       throw UserError(o->out, "--db", "no such database", "give the file written by scaleinv sweep (--out)");

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/cli_options.h"
 #include "cli/commands.h"
 #include "core/atomic_file.h"
 #include "core/errors.h"
@@ -31,7 +32,7 @@ void add_theory_command(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<Opts>();
   auto* cmd = app.add_subcommand(
       "theory", "Predict how activations, gradients and updates scale with width and depth (seed 000, seed 004)");
-  cmd->add_option("--param", o->param, "preset name or .toml file")->required();
+  reads(cmd->add_option("--param", o->param, "preset name or .toml file")->required());
   cmd->add_option("--optimizer", o->optimizer, "sgd, adam, adafactor or muon (default adam)");
   cmd->add_option("--muon-scale", o->muon_scale,
                   "muon's update scale: spectral, max(1, fan_out/fan_in)^1/2, or rms, 0.2 sqrt(max fan) (default spectral)");
@@ -41,7 +42,7 @@ void add_theory_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--align-alpha", o->align_alpha, "alignment of dW_l with h_l (eq. 19; default 1)");
   cmd->add_option("--align-u", o->align_u, "alignment of dW_l with dh_l (eq. 20; default 1)");
   cmd->add_flag("--rmsnorm", o->rmsnorm, "RMSNorm between layers (seed 000 A.1.3, Lemma E.3)");
-  cmd->add_option("--json", o->json, "also write the prediction as JSON to this path");
+  writes(cmd->add_option("--json", o->json, "also write the prediction as JSON to this path"));
   cmd->callback([o, &exit_code] {
     OptFamily family;
     std::string opt = o->optimizer;

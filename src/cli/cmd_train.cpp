@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "cli/cli_options.h"
 #include "cli/commands.h"
 #include "core/errors.h"
 #include "core/stop_signal.h"
@@ -57,7 +58,7 @@ std::string sample_text(Model& model, const std::string& checkpoint, const std::
 }  // namespace
 
 void add_train_options(CLI::App* cmd, TrainArgs* a) {
-  cmd->add_option("--config", a->config, "TOML config (sections model, param, hp, optim, data, train)");
+  reads(cmd->add_option("--config", a->config, "TOML config (sections model, param, hp, optim, data, train)"));
   cmd->add_option("--set", a->sets, "override a field: section.key=value (repeatable)");
   cmd->add_flag("--resume", a->resume, "continue from out_dir/checkpoint.pt");
   cmd->add_option("--stop-after", a->stop_after, "stop (with a checkpoint) after this many steps in total");
@@ -117,7 +118,7 @@ void add_train_command(CLI::App& app, int& exit_code) {
   });
 
   auto* sample = app.add_subcommand("sample", "Sample text from a trained language model's checkpoint");
-  sample->add_option("--checkpoint", o->checkpoint, "path to checkpoint.pt")->required();
+  reads(sample->add_option("--checkpoint", o->checkpoint, "path to checkpoint.pt")->required());
   sample->add_option("--prompt", o->prompt, "text to continue");
   sample->add_option("--tokens", o->tokens, "bytes to generate");
   sample->add_option("--temperature", o->temperature, "softmax temperature (0: greedy)");

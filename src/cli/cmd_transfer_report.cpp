@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "cli/cli_options.h"
 #include "cli/commands.h"
 #include "core/errors.h"
 #include "report/html_report.h"
@@ -24,8 +25,8 @@ void add_transfer_report_command(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("transfer-report",
                                  "Judge hyperparameter transfer in a sweep database: optimum per width/depth, drift, "
                                  "regret; HTML + markdown + JSON");
-  cmd->add_option("--db", o->dbs, "sweep database (scaleinv sweep --out); repeat to read several as one")->required();
-  cmd->add_option("--out", o->out, "output directory (default: DB's directory / NAME-report)");
+  reads(cmd->add_option("--db", o->dbs, "sweep database (scaleinv sweep --out); repeat to read several as one")->required());
+  writes(cmd->add_option("--out", o->out, "output directory (default: DB's directory / NAME-report)"), /*dir=*/true);
   cmd->add_option("--bootstrap", o->bootstrap, "bootstrap resamples over seeds (default 200)");
   cmd->callback([o, &exit_code] {
     check_bootstrap(o->bootstrap, "command line", "--bootstrap", "--bootstrap 200");

@@ -13,6 +13,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "cli/cli_options.h"
 #include "cli/commands.h"
 #include "core/errors.h"
 #include "core/threads.h"
@@ -63,6 +64,7 @@ int main(int argc, char** argv) {
       throw scaleinv::UserError("command line", "--threads", fmt::format("{} cores", threads),
                                 "use 0 (all cores) or a positive count");
     scaleinv::configure_threads(threads);
+    scaleinv::refuse_outputs_over_inputs();  // before any command writes (cli_options.h)
   });
   try {
     app.parse(argc, argv);

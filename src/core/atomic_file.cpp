@@ -10,7 +10,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -22,6 +25,26 @@ namespace scaleinv {
 std::string unique_temp_path(const std::string& path) {
   static std::atomic<unsigned long> counter{0};
   return path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter.fetch_add(1));
+}
+
+namespace {
+std::mutex g_inputs_mu;
+std::vector<std::pair<std::string, std::string>> g_inputs;  // (path, field)
+}  // namespace
+
+void protect_input(const std::string& path, const std::string& field) {
+  const std::lock_guard<std::mutex> lock(g_inputs_mu);
+  g_inputs.emplace_back(path, field);
+}
+
+void refuse_protected_input(const std::string& path) {
+  std::error_code ec;
+  if (path.empty() || !std::filesystem::exists(path, ec)) return;
+  const std::lock_guard<std::mutex> lock(g_inputs_mu);
+  for (const auto& [input, field] : g_inputs)
+    if (std::filesystem::equivalent(input, path, ec) && !ec)
+      throw UserError(path, "", fmt::format("is the file this command reads as {} ({})", field, input),
+                      "write the output to another path");
 }
 
 void ensure_parent_dir(const std::string& path, const std::string& field) {
@@ -43,6 +66,7 @@ void write_file_atomic(const std::string& path, const std::string& contents) {
     throw UserError(path.empty() ? "command line" : path, "",
                     path.empty() ? "an output path is empty" : "is a directory, not a file to write",
                     "give the path of a file (e.g. DIR/out.json)");
+  refuse_protected_input(path);
   const std::string made = first_missing_parent(path);  // removed again if the write fails
   ensure_parent_dir(path);
   const std::string tmp = unique_temp_path(path);

@@ -21,6 +21,14 @@ std::string read_file(const std::string& path);  // UserError naming the path if
 // UserError naming INPUT (field `field`) when OUT is the same file as INPUT (a link or another
 // spelling of it included): a command must not write its output over what it reads.
 void refuse_same_file(const std::string& input, const std::string& out, const std::string& field);
+// The files this process reads as its inputs (the CLI registers the values of the options it
+// declares as read, cli_options.h): write_file_atomic, a plot's rename and a sweep store refuse
+// to write over one of them (issue 63 class 1: `predict --json s.db` replaced the store it read).
+// `field` names where the input came from (e.g. "--db"). Thread-safe.
+void protect_input(const std::string& path, const std::string& field);
+// UserError naming PATH when it is one of the protected inputs (the same file: a link or another
+// spelling of it included); nothing when it is not, or does not exist yet.
+void refuse_protected_input(const std::string& path);
 // Removes PATH and everything under it (like rm -rf; no error when it does not exist). Use this,
 // not std::filesystem::remove_all: pip's libtorch 2.x exports its own copy of that symbol, which
 // the dynamic linker binds ahead of libstdc++'s and which crashes (a call through a null pointer).

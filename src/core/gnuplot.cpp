@@ -128,6 +128,7 @@ void render_figure(const PlotFigure& fig, const std::string& path_stem) {
   const fs::path stem(path_stem);
   require_gnuplot("--plot");
   if (stem.has_parent_path()) fs::create_directories(stem.parent_path());
+  for (const char* ext : {"svg", "png"}) refuse_protected_input(path_stem + "." + ext);  // before either is drawn
   for (const char* ext : {"svg", "png"}) {
     const std::string final_path = path_stem + "." + ext;
     const std::string tmp_out = unique_temp_path(final_path);

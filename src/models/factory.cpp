@@ -104,9 +104,21 @@ void check_fits_in_memory(const ModelConfig& cfg) {
   const double have = physical_memory();
   if (!(have > 0)) return;
   // Training holds each parameter about 4 times (value, gradient, two Adam moments) in float32.
-  const double need = 16.0 * model_kind(cfg.kind).parameters(cfg);
-  if (need > have)
-    throw UserError("config", "model.width",
+  const ModelKind& kind = model_kind(cfg.kind);
+  const double need = 16.0 * kind.parameters(cfg);
+  if (need <= have) return;
+  if (kind.experts && cfg.experts > 1) {  // the experts alone past memory: name them, not the width
+    ModelConfig one = cfg;
+    one.experts = 1;
+    one.top_k = 1;
+    if (16.0 * kind.parameters(one) <= have)
+      throw UserError("config", "model.experts",
+                      fmt::format("{} experts of width {} and depth {} need about {:.0f} GB for their parameters "
+                                  "alone; this machine has {:.0f} GB",
+                                  cfg.experts, cfg.width, cfg.depth, need / 1e9, have / 1e9),
+                      "use fewer model.experts (or a smaller model.width or model.depth)");
+  }
+  throw UserError("config", "model.width",
                     fmt::format("a {} of width {} and depth {} needs about {:.0f} GB for its parameters alone; this "
                                 "machine has {:.0f} GB",
                                 cfg.kind, cfg.width, cfg.depth, need / 1e9, have / 1e9),

@@ -249,6 +249,18 @@ auto check_with(const TomlReader& r) {
 auto write_into(nlohmann::json& j) {
   return [&j](const char* key, const auto& member, const auto&...) { j[key] = member; };
 }
+// A fourth, for a group of fields the model's kind does not read (the Llama fields on a GPT, the
+// mixture's on a dense model): one present in the section is refused by name, not read and ignored
+// (issue 63 class 4: model.experts = 8 on a llama was accepted).
+auto refuse_present(const TomlReader& r, const std::string& kind, const char* lacks, bool (*has)(const ModelKind&)) {
+  return [&r, kind, lacks, has](const char* key, const auto&, const auto&...) {
+    if (r.has(key))
+      r.fail(key, fmt::format("'{}' has no {}: the field would be ignored", kind, lacks),
+             fmt::format("remove {}, or use model.kind = one of {}", key, model_kind_list(has)));
+  };
+}
+bool has_gqa(const ModelKind& k) { return k.gqa; }
+bool has_experts(const ModelKind& k) { return k.experts; }
 
 void read_model(const TomlReader& r, ModelConfig& m) {
   model_fields(m, read_from(r));
@@ -260,14 +272,23 @@ void read_model(const TomlReader& r, ModelConfig& m) {
   llama_fields(m, check_with(r));
   moe_fields(m, check_with(r));
   balance_fields(m, check_with(r));
+  if (const ModelKind* k = find_model_kind(m.kind)) {  // (an unknown kind is named by model_fields' rule)
+    if (!k->gqa) llama_fields(m, refuse_present(r, m.kind, "grouped-query attention", has_gqa));
+    if (!k->experts) {
+      moe_fields(m, refuse_present(r, m.kind, "experts", has_experts));
+      balance_fields(m, refuse_present(r, m.kind, "experts", has_experts));
+    }
+  }
 }
 
-void read_hp(const TomlReader& r, Hyper& h) {
+void read_hp(const TomlReader& r, Hyper& h, const std::string& kind) {
   hp_fields(h, read_from(r));
   router_hp_fields(h, read_from(r));
   r.reject_unknown();
   hp_fields(h, check_with(r));
   router_hp_fields(h, check_with(r));
+  if (const ModelKind* k = find_model_kind(kind); k && !k->experts)
+    router_hp_fields(h, refuse_present(r, kind, "router", has_experts));
 }
 
 void read_optim(const TomlReader& r, OptimConfig& o) {
@@ -313,7 +334,7 @@ TrainConfig train_config_from_toml_text(const std::string& text, const std::stri
     param_fields(c, check_with(p));
     p.reject_unknown();
   }
-  read_hp(r.sub("hp"), c.hp);
+  read_hp(r.sub("hp"), c.hp, c.model.kind);
   read_optim(r.sub("optim"), c.optim);
   // The library's own checks below (the optimizer module's kind, schedule and ranges; the Markov
   // vocabulary) name "config": reported against this file.
