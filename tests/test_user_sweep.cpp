@@ -149,6 +149,18 @@ TEST(UserSpace, IntegersPastInt64AreRefusedNamingTheField) {
   refused([&] { sweep_from_toml_text(zoo + "seed = [1e19]\n", "z.toml", "."); }, "grid.seed");
   refused([&] { sweep_from_toml_text(zoo + "\"train.steps\" = {from = 1, to = 1e30, step = 1e29}\n", "z.toml", "."); },
           "grid.train.steps");
+  // A range of more values than int64 counts (was "the axis has no values").
+  for (const std::string range : {"{from = 1, to = 1e300}", "{from = -1e308, to = 1e308}", "{from = 0, to = 1, step = 1e-300}"}) {
+    try {
+      user_sweep_from_text("[fixed]\nparam = \"mup\"\nsteps = 3\nwidth = 16\n[grid]\nlr_log2 = [-6]\ninit = " + range + "\n",
+                           false, "space.toml");
+      ADD_FAILURE() << "accepted " << range;
+    } catch (const UserError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("field 'grid.init'"), std::string::npos) << what;
+      EXPECT_NE(what.find("use a larger step"), std::string::npos) << what;
+    }
+  }
   // What fits is kept as an integer: 2^62 as a float, and int64's largest from JSON.
   nlohmann::json v = 4611686018427387904.0;
   EXPECT_TRUE(to_int64(v));

@@ -124,8 +124,11 @@ std::vector<nlohmann::json> expand_range(const toml::table& t, const std::string
   if (step <= 0 || !std::isfinite(step))
     throw UserError(where, field + ".step", "must be a positive number", "write e.g. step = 1 (or 0.5)");
   if (to < from) throw UserError(where, field, "'to' is below 'from'", "write {from = LOW, to = HIGH, step = S}");
-  const int64_t n = static_cast<int64_t>(std::floor((to - from) / step + 1e-9)) + 1;
-  if (n > 100000) throw UserError(where, field, fmt::format("{} values", n), "use a larger step");
+  // Counted in doubles before the cast: {from = 1, to = 1e300} (or a span past double's range) was
+  // cast to int64 out of its range and reported as "the axis has no values".
+  const double count = std::floor((to - from) / step + 1e-9) + 1;
+  if (!(count <= 100000)) throw UserError(where, field, fmt::format("{:.3g} values", count), "use a larger step");
+  const auto n = static_cast<int64_t>(count);
   std::vector<nlohmann::json> out;
   for (int64_t i = 0; i < n; ++i) {
     const double v = from + static_cast<double>(i) * step;

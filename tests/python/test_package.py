@@ -82,7 +82,7 @@ class InstalledPackage(unittest.TestCase):
                 "print('ISINSTANCE', isinstance(1, scaleinv.CoordCheckResult))\n"
                 "for call in (lambda: scaleinv.coordcheck(None, [1, 2], []), lambda: scaleinv.check_schedule(None),\n"
                 "             lambda: scaleinv.CoordCheckResult.passed, lambda: scaleinv.lr_schedule(None, None),\n"
-                f"             lambda: scaleinv.sweep(lambda width: None, lambda *a: 1.0, {{'fixed': {{'param': 'mup', 'steps': 3, 'width': 8, 'lr_log2': -6}}}}, db={db!r}),\n"
+                f"             lambda: scaleinv.sweep(lambda width: None, lambda *a: 1.0, {{'fixed': {{'param': 'mup', 'steps': 3, 'width': 8, 'lr_log2': -6}}, 'grid': {{'seed': [0]}}}}, db={db!r}),\n"
                 f"             lambda: scaleinv.search(lambda width: None, lambda *a: 1.0, {{}}, db={db!r})):\n"
                 "    try:\n        call()\n        print('NO ERROR')\n"
                 "    except ImportError as e:\n        print('USE', type(e).__name__, e)\n"

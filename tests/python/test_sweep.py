@@ -373,6 +373,7 @@ class Sweep(unittest.TestCase):
             ({"fixed": dict(fixed, steps=12), "search": {"method": "random", "trials": 2,
                                                          "space": {"batch_size": {"from": 1, "to": 1e30}}}},
              "search.space.batch_size", "past a 64-bit integer"),
+            ({"fixed": fixed, "grid": {"init_scale": {"from": 1, "to": 1e300}}}, "grid.init_scale", "larger step"),
         ]
         for space, field, words in cases:
             with self.subTest(field=field, words=words):
@@ -385,7 +386,7 @@ class Sweep(unittest.TestCase):
                 self.assertIn("fix", msg)
                 self.assertNotIn("-9223372036854775808", msg)
                 self.assertEqual(os.listdir(self.dir), [])
-        self.assertEqual(len(cases), 13)
+        self.assertEqual(len(cases), 14)
 
     def test_refusals_write_nothing_and_leave_an_existing_store_as_it_was(self):
         # Refused before the store is opened: no file, no -wal/-shm/.lock; an existing store unchanged.
