@@ -277,3 +277,49 @@ TEST(AdaptExample, OwnMlpPassesItsCheckAndTrains) {
       << out_sp;
   EXPECT_EQ(run("--bogus").first >> 8, 2);
 }
+
+// Each tensor's exponents use the ratio of the dimension they are about (own_model.h): the
+// fan-in's for a hidden matrix, the fan-out's for an embedding. Here the FFN grows twice as fast as
+// the model width (fc: fan-out x8, fan-in x4; proj the other way), so the fan-out's ratio used for
+// a hidden tensor gives another LR. A tied readout use of the embedding is multiplied by
+// m^-((a_r + b_r) - (a_e + b_e)): m^-1 under mup. (Issue 63: both planted bugs, the fan-out's ratio
+// for a hidden tensor and m^-1/2 for the tie, were caught only by the Python tests.)
+TEST(AdaptPlan, EachTensorUsesItsOwnDimensionsRatioAndATiedReadoutTheInitMatchedExponent) {
+  auto model = [](int w, int ffn) {
+    return std::vector<OwnTensor>{t("emb.weight", {50, w}, TensorLayout::InOut), t("fc.weight", {ffn, w}),
+                                  t("proj.weight", {w, ffn}), t("out.weight", {50, w})};
+  };
+  OwnModelSpec s;
+  s.base = model(32, 64);
+  s.delta = model(64, 128);
+  s.target = model(128, 512);  // width x4, FFN x8
+  s.tied = {{"out.weight", "emb.weight", TensorLayout::OutIn}};
+  s.target.pop_back();  // out.weight is the embedding read again, not a tensor of its own
+  s.base.pop_back();
+  s.delta.pop_back();
+  const OwnPlan p = plan_own_model(preset("mup"), "adam", 0, s);
+  auto plan_of = [&](const std::string& n) {
+    for (size_t i = 0; i < p.tensors.size(); ++i)
+      if (p.tensors[i].name == n) return std::make_pair(p.roles.tensors[i], p.tensors[i]);
+    ADD_FAILURE() << n;
+    return std::make_pair(OwnRole{}, OwnTensorPlan{});
+  };
+  const double c_hidden = p.shifted.row(Role::Hidden).c[static_cast<size_t>(OptFamily::Adam)];
+  ASSERT_NE(c_hidden, 0.0);  // else the ratios could not tell apart
+  const auto [fc_role, fc] = plan_of("fc.weight");
+  EXPECT_EQ(fc_role.role, Role::Hidden);
+  EXPECT_DOUBLE_EQ(fc_role.m, 4.0);  // its fan-in (the width), not its fan-out (x8)
+  EXPECT_DOUBLE_EQ(fc.lr, std::pow(4.0, -c_hidden));
+  const auto [proj_role, proj] = plan_of("proj.weight");
+  EXPECT_DOUBLE_EQ(proj_role.m, 8.0);  // its fan-in is the FFN
+  EXPECT_DOUBLE_EQ(proj.lr, std::pow(8.0, -c_hidden));
+  const auto [emb_role, emb] = plan_of("emb.weight");
+  EXPECT_EQ(emb_role.role, Role::Embedding);
+  EXPECT_DOUBLE_EQ(emb_role.m, 4.0);  // its fan-out (the width)
+  ASSERT_EQ(p.ties.size(), 1u);
+  const RoleExponents& e = p.table.row(Role::Embedding);
+  const RoleExponents& r = p.table.row(Role::Readout);
+  EXPECT_DOUBLE_EQ(p.ties[0].exponent, (r.a + r.b) - (e.a + e.b));
+  EXPECT_DOUBLE_EQ(p.ties[0].exponent, 1.0);       // mup: the readout use at m^-1 ...
+  EXPECT_DOUBLE_EQ(p.ties[0].multiplier, 0.25);    // ... = 1/4 at width x4
+}

@@ -179,7 +179,9 @@ TEST(CudaKernels, PaddedExpertsOnTheGpuAreTheCpusLoopedExperts) {
   const torch::Tensor cot = torch::randn({expert_of.size(0), d});
   auto run = [&](const torch::Device& dev, bool padded) {
     std::vector<torch::Tensor> leaves;
-    for (const auto& t : {xs, gate, up, down}) leaves.push_back(t.to(dev).requires_grad_(true));
+    // detach(): on the CPU to() returns the tensor itself, whose requires_grad the first pass would
+    // set, making the GPU pass's copies non-leaves with no .grad (the H200 run of 2026-11-28).
+    for (const auto& t : {xs, gate, up, down}) leaves.push_back(t.to(dev).detach().requires_grad_(true));
     const ExpertWeights w{leaves[1], leaves[2], leaves[3], 0.8};
     const torch::Tensor y = padded ? experts_padded(leaves[0], expert_of.to(dev), counts.to(dev), 30, w)
                                    : experts_looped(leaves[0], counts, w);
