@@ -251,9 +251,12 @@ def _sweep(make_model, train, space, db, optimizer, base, overrides, shard, resu
                             "(fix: return the model with its layers)")
         return model
 
-    # The base and delta models tell apply the shapes (built once, outside the runs' seeds); they
-    # and a plan of every param the space sets are tried here, before the store is opened.
+    # The base and delta models tell apply the shapes and the init RMS it matches (built once, under
+    # a seed of their own, so a point's result does not depend on the caller's RNG state: a shard, a
+    # resumed sweep and a second sweep in one process train each point alike); they and a plan of
+    # every param the space sets are tried here, before the store is opened.
     with torch.random.fork_rng():
+        torch.manual_seed(0)
         shapes = {"base": build(base_w, base_d), "delta": build(2 * base_w, base_d)}
     if shapes["base"] is shapes["delta"]:
         raise UserError("python: make_model: returned the same model object for two widths (fix: build a new model "
