@@ -222,6 +222,9 @@ def _sweep(make_model, train, space, db, optimizer, base, overrides, shard, resu
                         "make_model is built at it)")
     shard_text = _shard(shard)
     db_path = _scaleinv.shard_db_path(os.fspath(db), shard_text, caller)
+    if not isinstance(space, dict) and os.path.exists(db_path) and os.path.samefile(os.fspath(space), db_path):
+        raise UserError(f"python: db: {db_path!r} is the space file this sweep reads (fix: give db another path, "
+                        "e.g. runs/sweeps/mine.db)")
     base = dict(base or {})
     unknown = set(base) - {"width", "depth"}
     if unknown:

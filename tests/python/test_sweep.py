@@ -300,6 +300,16 @@ class Sweep(unittest.TestCase):
         self.assertEqual(out.returncode, 2)
         self.assertIn("scaleinv.sweep", out.stderr)
         self.assertEqual(scaleinv.sweep(make_model, train, toml, db=self.path("t.db"), progress=False)["run"], 1)
+        # The store over the space file it reads (issue 63 class 1), also through a link: refused by
+        # name, the file unchanged (refused before only as 'not a database').
+        with open(toml, "rb") as f:
+            before = f.read()
+        os.symlink(toml, self.path("link.db"))
+        for db in (toml, self.path("link.db")):
+            with self.assertRaisesRegex(scaleinv.UserError, "is the space file this sweep reads"):
+                scaleinv.sweep(make_model, train, toml, db=db, progress=False)
+        with open(toml, "rb") as f:
+            self.assertEqual(f.read(), before)
 
 
     def test_the_stored_final_loss_is_the_mean_of_the_curves_last_tenth(self):
