@@ -159,8 +159,10 @@ def fail(msg, code=2):
 
 
 def subcommands():
-    if not os.access(exe(), os.X_OK):
-        fail(f"{exe()}: not built (fix: bash scripts/setup.sh, or set SCALEINV_BIN)")
+    if not (os.path.isfile(exe()) and os.access(exe(), os.X_OK)):  # (a directory passed X_OK: a traceback, exit 1)
+        where = "SCALEINV_BIN: " if os.environ.get("SCALEINV_BIN") else ""
+        what = "is a directory, not the scaleinv program" if os.path.isdir(exe()) else "not built"
+        fail(f"{where}{exe()}: {what} (fix: bash scripts/setup.sh, or set SCALEINV_BIN to the scaleinv binary)")
     text = subprocess.run([exe(), "--help"], capture_output=True, text=True).stdout
     return set(re.findall(r"^\s{2}([a-z][a-z-]+)\s{2,}", text, re.M))
 
@@ -334,6 +336,8 @@ def main():
         fail(f"usage: scripts/reproduce.sh NAME|all [--check] [--cheap] [--list] [--resume] "
              f"(pages: {', '.join(pages())}){'; unknown ' + ', '.join(sorted(unknown)) if unknown else ''}")
     subs = subcommands()
+    if names[0] != "all" and names[0] not in pages():  # a page's name, not a path ('../predict', '../../README')
+        fail(f"{names[0]}: not a page of docs/results (fix: one of {', '.join(pages())}, or all)")
     todo = pages() if names[0] == "all" else [names[0]]
     worst = 0
     for n in todo:

@@ -109,8 +109,19 @@ def main():
         expect("A paragraph written while the command ran." in text, "an edit made while the command ran was lost")
         expect("x.db\nnew figure\n```" in text and "old figure" not in text,
                f"the new output is not in the section where it now is: {text!r}")
+    # A page is a page of docs/results, not a path (issue 63 class 8: '../predict' and '../../README'
+    # were taken as pages), and a SCALEINV_BIN that is no program is named (it was a PermissionError
+    # traceback, exit 1): each one line, exit 2.
+    script = os.path.abspath(reproduce.__file__)
+    for args, env, words in ((["../predict", "--cheap", "--check"], {}, "not a page of docs/results"),
+                             (["../../README", "--cheap"], {}, "not a page of docs/results"),
+                             (["all", "--cheap", "--check"], {"SCALEINV_BIN": tempfile.gettempdir()}, "is a directory, not the scaleinv program")):
+        p = real([sys.executable, script, *args], capture_output=True, text=True, env=dict(os.environ, **env))
+        expect(p.returncode == 2 and p.stderr.count("\n") == 1 and words in p.stderr and "fix:" in p.stderr,
+               f"{args} {env}: exit {p.returncode}, {p.stderr!r}")
     print("reproduce: a store already there is refused, or resumed with --resume; a store's copy likewise; "
-          "an edit made while the commands ran is kept")
+          "an edit made while the commands ran is kept; a page that is a path and a SCALEINV_BIN that is no "
+          "program are refused")
 
 
 if __name__ == "__main__":
