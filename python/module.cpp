@@ -6,6 +6,7 @@
 // message is the CLI's one line naming the field and the fix.
 #include <cmath>
 #include <limits>
+#include <map>
 #include <set>
 #include <string>
 
@@ -135,11 +136,32 @@ py::tuple judge_coordcheck(const std::string& input_json) {
   return py::make_tuple(coordcheck_to_json(res).dump(), render_coordcheck(res), stems);
 }
 
+// How scaleinv.predict and scaleinv.report name the inputs the library spells as predict's and
+// transfer-report's flags (core/errors.h's InputNames): each flag is its keyword argument, and a
+// fix's example is written as the call takes it.
+std::map<std::string, std::string> report_input_names() {
+  return {{"--db", "db"},
+          {"--at", "at"},
+          {"--holdout", "holdout=True"},
+          {"--fit-upto", "fit_upto"},
+          {"--param", "param"},
+          {"--hparam", "hparam"},
+          {"--max-extrapolation", "max_extrapolation"},
+          {"--near-optimal", "near_optimal"},
+          {"--bootstrap", "bootstrap"},
+          {"--at width=2048", "at={'width': 2048}"},
+          {"--at width=2048 (axis=value, ...)", "at={'width': 2048} (axis: value, ...)"},
+          {"--near-optimal 0.25", "near_optimal=0.25"},
+          {"--holdout --fit-upto 512", "holdout=True, fit_upto=512"},
+          {"--bootstrap 200", "bootstrap=200"}};
+}
+
 // (predictions JSON, printed tables) of `scaleinv predict` (report/predict.h).
 py::tuple predict_py(const std::vector<std::string>& dbs, const std::map<std::string, double>& at, bool holdout,
                      double fit_upto, const std::string& param, double max_extrapolation, int64_t bootstrap,
                      double near_optimal, const std::string& hparam) {
-  check_bootstrap(bootstrap, "predict", "bootstrap", "bootstrap=200");
+  const InputNames names("scaleinv.predict", report_input_names());
+  check_bootstrap(bootstrap, "command line", "--bootstrap", input_name("--bootstrap 200"));
   PredictOptions o;
   o.at = at;
   o.holdout = holdout;
@@ -156,7 +178,8 @@ py::tuple predict_py(const std::vector<std::string>& dbs, const std::map<std::st
 
 // transfer-report's analysis as JSON (report/transfer.h), the tables as markdown.
 std::string report_py(const std::vector<std::string>& dbs, int64_t bootstrap) {
-  check_bootstrap(bootstrap, "report", "bootstrap", "bootstrap=200");
+  const InputNames names("scaleinv.report", report_input_names());
+  check_bootstrap(bootstrap, "command line", "--bootstrap", input_name("--bootstrap 200"));
   TransferOptions o;
   o.bootstrap = static_cast<int>(bootstrap);
   return transfer_to_json(analyze_transfer(read_sweep_rows(dbs), o)).dump();
@@ -256,4 +279,5 @@ PYBIND11_MODULE(_scaleinv, m) {
   m.def("shard_db_path", &shard_db_path, py::arg("db"), py::arg("shard"), py::arg("caller") = "scaleinv.sweep",
         "the store a shard writes");
   m.def("report", &report_py, py::arg("dbs"), py::arg("bootstrap"), "transfer-report's analysis of sweep stores as JSON");
+  m.attr("max_bootstrap") = kMaxBootstrap;  // the most resamples predict and report take (report/transfer.h)
 }

@@ -173,6 +173,32 @@ TEST(Predict, HeldOutCheckOfAnExactLawHasNoErrorAndNoRegret) {
   for (const auto& q : more) EXPECT_NEAR(q.error, 0.0, 1e-9);
 }
 
+// The held-out regret is against the held-out scale's own best loss. The fixture above has the same
+// best loss (2.0) at every width, so measuring against the base's best went unnoticed there; here
+// the floor falls a quarter per doubling of width (2.5 at 64, 1.5 at 1024).
+TEST(Predict, HeldOutRegretIsAgainstTheHeldOutScalesOwnBestLoss) {
+  SweepTable t = table(widths({64, 128, 256, 512, 1024}), 2, 0.0, 2);
+  auto floor_at = [](double w) { return 4.0 - 0.25 * std::log2(w); };
+  for (auto& r : t.rows) r.final_loss += floor_at(static_cast<double>(r.width)) - 2.0;
+  PredictOptions o;
+  o.holdout = true;
+  o.transfer.bootstrap = 20;
+  const auto preds = predict(t, o);
+  ASSERT_EQ(preds.size(), 1u);
+  const Prediction& p = preds[0];
+  ASSERT_EQ(p.target, 1024);
+  EXPECT_NEAR(p.error, 0.0, 1e-9);
+  // The exact law lands a quarter doubling from the grid points on either side, as the best one is.
+  EXPECT_NEAR(p.regret, 0.0, 1e-9);
+  EXPECT_NEAR(p.regret_lo, 0.0, 1e-9);
+  EXPECT_NEAR(p.regret_hi, 0.0, 1e-9);
+  // The base carried (2 doublings too high at 1024), against 1024's best grid point.
+  const double best = 1.5 + 0.05 * 0.25 * 0.25, at_base = 1.5 + 0.05 * (1.75 * 1.75 + 2.25 * 2.25) / 2.0;
+  EXPECT_NEAR(p.base_regret, 100.0 * (at_base - best) / best, 1e-9);
+  EXPECT_NEAR(p.base_regret_lo, p.base_regret, 1e-9);
+  EXPECT_NEAR(p.base_regret_hi, p.base_regret, 1e-9);
+}
+
 // The criterion (issue 41's `predict`): on noisy replicates the 90% interval covers the truth in >= 85 of 100.
 // Noise sd 0.01 per run against a curvature of 0.05 per doubling^2 (the optimum of one seed then
 // moves ~0.1-0.2 doublings), four seeds, fitted on widths 64..512, read at 1024 (one doubling out).
@@ -197,7 +223,7 @@ TEST(Predict, NinetyPercentIntervalCoversThePlantedOptimumInAtLeast85Of100NoisyR
   EXPECT_LT(width_sum / 100, 2.0);
 }
 
-TEST(Predict, ComposesASecondSweptAxisAndNotesAnUnsweptOne) {
+TEST(Predict, ComposesASecondSweptAxisAndRefusesAnUnvariedOne) {
   // A width sweep at depth 2 and a depth sweep at width 64, as two groups of one store.
   auto scales = widths({64, 128, 256, 512});
   for (int64_t d : {4, 8, 16}) scales.emplace_back(64, d);
@@ -210,12 +236,29 @@ TEST(Predict, ComposesASecondSweptAxisAndNotesAnUnsweptOne) {
   EXPECT_NEAR(w->lr_log2, planted(1024, 8), 1e-9);
   ASSERT_FALSE(w->notes.empty());
   EXPECT_NE(w->notes.back().find("act separately"), std::string::npos);
-  // A store that never swept depth: the width law alone, and a note that nothing backs depth.
+  // A store that never varied depth holds no law in depth (issue 63 class 3): a CLI sweep at depth 2
+  // (composed with an assumed exponent 0 and a note before) and a Python sweep that never set it,
+  // depth 0 (dropped silently before) are refused alike, naming the axis and what the points hold.
   const SweepTable only_width = table(widths({64, 128, 256}), 2, 0.0, 4);
-  const Prediction q = predict(only_width, targets({{"width", 512}, {"depth", 8}})).at(0);
+  SweepTable unset = only_width;
+  for (auto& r : unset.rows) r.depth = 0;
+  const std::vector<std::pair<const SweepTable*, std::string>> stores = {
+      {&only_width, "its points hold depth 2"}, {&unset, "its points hold no depth (the sweep never set it)"}};
+  for (const auto& [store, held] : stores) {
+    try {
+      predict(*store, targets({{"width", 512}, {"depth", 8}}));
+      ADD_FAILURE() << "a depth target on a store of one depth was predicted (" << held << ")";
+    } catch (const UserError& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("command line: field '--at': depth=8: planted has no depth law for mup: " + held),
+                std::string::npos) << msg;
+      EXPECT_NE(msg.find("leave it out of --at"), std::string::npos) << msg;
+    }
+  }
+  // The depth the store holds moves nothing: the width law alone, as without it.
+  const Prediction q = predict(only_width, targets({{"width", 512}, {"depth", 2}})).at(0);
   EXPECT_NEAR(q.lr_log2, planted(512, 2), 1e-9);
-  ASSERT_FALSE(q.notes.empty());
-  EXPECT_NE(q.notes.back().find("never swept"), std::string::npos) << q.notes.back();
+  EXPECT_TRUE(q.notes.empty()) << q.notes.front();
 }
 
 TEST(Predict, DeclinesTargetsBeyondTheLimitOrTheFittedSpan) {

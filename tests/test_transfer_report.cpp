@@ -611,6 +611,55 @@ TEST(TransferReport, TwoDifferentSweepsAtTheSameCoordinatesAreRefused) {
   EXPECT_EQ(read_sweep_rows(std::vector<std::string>{dir + "/a.db", dir + "/c.db"}).rows.size(), a.rows.size() * 2);
 }
 
+// Two sweeps of other base configs that share no coordinates (issue 63 class 2): widths 64..128 of
+// one and 256..512 of the other were fitted as one law over 64..512. Every reader of several stores
+// refuses them (one line naming both files and the field); a parameterization's own fields (its
+// tuned multipliers) may differ between stores of other parameterizations, not within one.
+TEST(TransferReport, SweepsOfOtherConfigsAtOtherWidthsAreRefused) {
+  const std::string dir = temp_dir("transfer_disjoint");
+  const SweepTable all = synthetic({"mup"});
+  SweepTable small = all, large = all;
+  small.rows.clear();
+  large.rows.clear();
+  for (const auto& r : all.rows) (r.width <= 128 ? small : large).rows.push_back(r);
+  auto with_config = [](SweepTable t, const std::string& cfg) {
+    for (auto& r : t.rows) r.config = cfg;
+    return t;
+  };
+  const std::string base = R"({"train":{"steps":300,"batch_size":8},"hp":{"output_mult":1.0}})";
+  write_db(dir + "/small.db", with_config(small, base));
+  write_db(dir + "/steps.db", with_config(large, R"({"train":{"steps":1000,"batch_size":8},"hp":{"output_mult":1.0}})"));
+  write_db(dir + "/mult.db", with_config(large, R"({"train":{"steps":300,"batch_size":8},"hp":{"output_mult":2.0}})"));
+  write_db(dir + "/same.db", with_config(large, base));
+  SweepTable standard = synthetic({"standard"});
+  write_db(dir + "/standard.db", with_config(standard, R"({"train":{"steps":300,"batch_size":8},"hp":{"output_mult":2.0}})"));
+  write_db(dir + "/standard_steps.db", with_config(standard, R"({"train":{"steps":1000,"batch_size":8},"hp":{"output_mult":2.0}})"));
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {"steps.db", "/train/steps is 300 there, 1000 here"},        // another horizon
+      {"mult.db", "/hp/output_mult is 1.0 there, 2.0 here"},       // the same parameterization, another multiplier
+      {"standard_steps.db", "/train/steps is 300 there, 1000 here"}};  // another parameterization, another horizon
+  for (const auto& [other, words] : refused)
+    for (const std::string cmd : {"transfer-report --db {D}/small.db --db {D}/{O} --out {D}/rep", "predict --db {D}/small.db --db {D}/{O} --holdout",
+                                  "predict --db {D}/small.db --db {D}/{O} --at width=1024"}) {
+      std::string c = cmd;
+      for (size_t p; (p = c.find("{D}")) != std::string::npos;) c.replace(p, 3, dir);
+      for (size_t p; (p = c.find("{O}")) != std::string::npos;) c.replace(p, 3, other);
+      const auto r = run_cli(c);
+      EXPECT_EQ(r.code, 2) << c << ": " << r.err;
+      EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+      EXPECT_NE(r.err.find(dir + "/small.db"), std::string::npos) << r.err;
+      EXPECT_NE(r.err.find(dir + "/" + other + ": field '--db'"), std::string::npos) << r.err;
+      EXPECT_NE(r.err.find(words), std::string::npos) << r.err;
+      EXPECT_NE(r.err.find("fix: read each store on its own"), std::string::npos) << r.err;
+    }
+  EXPECT_FALSE(std::filesystem::exists(dir + "/rep"));
+  // The same base config at other widths, and another parameterization at its own multiplier, read as one.
+  EXPECT_EQ(read_sweep_rows(std::vector<std::string>{dir + "/small.db", dir + "/same.db"}).rows.size(), all.rows.size());
+  EXPECT_EQ(read_sweep_rows(std::vector<std::string>{dir + "/small.db", dir + "/standard.db"}).rows.size(),
+            small.rows.size() + standard.rows.size());
+  EXPECT_EQ(run_cli("predict --db " + dir + "/small.db --db " + dir + "/same.db --holdout --bootstrap 10").code, 0);
+}
+
 TEST(TransferReport, EveryImageLoadsInHeadlessChromium) {
   const char* chromium = "/usr/bin/chromium";
   if (!std::filesystem::exists(chromium)) GTEST_SKIP() << "chromium is not installed (apt-get install chromium)";

@@ -39,19 +39,41 @@ def theory(param, optimizer="adam", depth=3, muon_scale="spectral", rmsnorm=Fals
     return Theory(json.loads(data), text)
 
 
-def _db_list(db):
-    """A store path, or a list of them, as a list of str (UserError otherwise)."""
+def _db_list(caller, db):
+    """A store path, or a list of them, as a list of str (UserError naming db otherwise: an empty
+    path too, which the core would otherwise look up as a file)."""
     items = list(db) if isinstance(db, (list, tuple)) else [db]
-    if not items or not all(isinstance(d, (str, os.PathLike)) for d in items):
-        raise UserError(f"db: {db!r} is not a path or a list of paths (fix: db='runs/sweeps/NAME.db')")
+    if not items or not all(isinstance(d, (str, os.PathLike)) and os.fspath(d) for d in items):
+        raise UserError(f"{caller}: field 'db': {db!r} is not a path or a list of paths "
+                        "(fix: db='runs/sweeps/NAME.db')")
     return [os.fspath(d) for d in items]
+
+
+def _bootstrap(caller, n):
+    """The resample count as an int the core takes (its 64 bits: a larger Python int is refused here
+    with the core's words, not as pybind11's TypeError); the core checks the cap itself."""
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise UserError(f"{caller}: field 'bootstrap': {n!r} is not an integer (fix: bootstrap=200)")
+    if not -(1 << 63) <= n < (1 << 63):
+        raise UserError(f"{caller}: field 'bootstrap': {n} resamples: must be from 0 to {_scaleinv.max_bootstrap} "
+                        "(fix: e.g. bootstrap=200 (the default; 2000 for tighter intervals))")
+    return n
+
+
+def _finite(v):
+    """Whether a number is finite as a float (an int past 1.8e308, 10**400, is not: math.isfinite
+    raises OverflowError there)."""
+    try:
+        return math.isfinite(v)
+    except OverflowError:
+        return False
 
 
 def _number(field, v, fix, lo=None, hi=None, lo_open=False, hi_open=False):
     """v as a float when it is a finite real number inside the bounds (bool is no number);
     UserError naming `field` and `fix` otherwise. Every argument is checked before anything is
     touched, so a refused call changes nothing."""
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not _finite(v):
         raise UserError(f"python: {field}: {v!r} is not a finite number (fix: {fix})")
     v = float(v)
     if lo is not None and (v < lo or (lo_open and v == lo)):
@@ -115,12 +137,11 @@ def predict(db, at=None, holdout=False, fit_upto=None, param=None, max_extrapola
     if param is not None and not isinstance(param, str):
         raise UserError(f"param: {param!r} is not a parameterization name (fix: param='mup')")
     ext = _number("max_extrapolation", max_extrapolation, "max_extrapolation=3", lo=0)
-    if isinstance(bootstrap, bool) or not isinstance(bootstrap, int):
-        raise UserError(f"bootstrap: {bootstrap!r} is not an integer (fix: bootstrap=200)")
+    bootstrap = _bootstrap("scaleinv.predict", bootstrap)
     near = _number("near_optimal", near_optimal, "near_optimal=0.25 (percent of the best loss), or 0", lo=0, hi=50)
     if hparam is not None and not isinstance(hparam, str):
         raise UserError(f"hparam: {hparam!r} is not a grid key (fix: hparam='hp.branch_mult')")
-    data, text = _scaleinv.predict(_db_list(db), at, holdout, fit, param or "", ext, bootstrap, near, hparam or "")
+    data, text = _scaleinv.predict(_db_list("scaleinv.predict", db), at, holdout, fit, param or "", ext, bootstrap, near, hparam or "")
     return Prediction(json.loads(data), text)
 
 
@@ -128,6 +149,5 @@ def report(db, bootstrap=200):
     """transfer-report's analysis of one or more sweep stores as Python data (its transfer.json):
     per axis group and parameterization, the optimum at every scale with its interval, the drift,
     the verdict and the regrets."""
-    if isinstance(bootstrap, bool) or not isinstance(bootstrap, int):
-        raise UserError(f"bootstrap: {bootstrap!r} is not an integer (fix: bootstrap=200)")
-    return json.loads(_scaleinv.report(_db_list(db), bootstrap))
+    bootstrap = _bootstrap("scaleinv.report", bootstrap)
+    return json.loads(_scaleinv.report(_db_list("scaleinv.report", db), bootstrap))

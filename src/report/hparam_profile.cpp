@@ -58,8 +58,9 @@ HparamProfile profile_over_lr(const SweepTable& t, const std::string& key) {
     throw UserError("command line", "--hparam",
                     fmt::format("'{}' is no swept hyperparameter of {} ({})", key, t.db,
                                 known.empty() ? "it sweeps none beside the LR" : "it sweeps " + known),
-                    known.empty() ? "sweep one in the grid beside the LR and a scale, or leave --hparam out for the LR"
-                                  : "name one of them, or leave --hparam out for the LR");
+                    fmt::format("{}, or leave {} out for the LR",
+                                known.empty() ? "sweep one in the grid beside the LR and a scale" : "name one of them",
+                                input_name("--hparam")));
   }
   HparamProfile p;
   p.key = key;

@@ -215,15 +215,18 @@ void compose_other_axes(Prediction& p, const SweepTable& table, const SweepRow& 
   for (const auto& [axis, target] : opts.at) {
     if (axis == p.axis) continue;
     const double held = held_value(sample, axis);
-    if (!std::isfinite(held) || held <= 0 || held == target) continue;
-    const double dist = std::log2(target / held);
+    if (held == target) continue;
     const std::vector<double> slopes = other_axis_slopes(table, axis, p.param, opts.transfer, opts.near_optimal_pct);
-    if (slopes.empty() || !std::isfinite(slopes[0])) {
-      p.notes.push_back(fmt::format("{} {:g} -> {:g}: never swept for {}; the parameterization's own rule (exponent 0 "
-                                    "in its coordinates) is assumed, not backed by data",
-                                    axis, held, target, p.param));
-      continue;
+    // check_target_axes saw a law of the axis for this parameterization; it may still be unread
+    // here: this group holds no value of it, or every resample of the law lost its optima.
+    if (!(held > 0) || slopes.empty() || !std::isfinite(slopes[0])) {
+      p.status = std::isfinite(held) && held > 0
+                     ? fmt::format("declined: the {} drift of {} could not be fitted (fewer than two located optima)", axis, p.param)
+                     : fmt::format("declined: this group's points hold no {} to move from", axis);
+      p.lr_log2 = p.lo = p.hi = kNaN;
+      return;
     }
+    const double dist = std::log2(target / held);
     std::vector<double> boot(slopes.begin() + 1, slopes.end());
     boot.erase(std::remove_if(boot.begin(), boot.end(), [](double v) { return !std::isfinite(v); }), boot.end());
     const double shift = slopes[0] * dist;
@@ -332,6 +335,44 @@ std::string interval(double lo, double hi, const char* f = "{:+.2f}") {
   return std::isnan(lo) ? "" : fmt::format(" [{}, {}]", num(lo, f), num(hi, f));
 }
 
+// What the points of `param` hold on `axis`, for a message: "no <axis> (never set)", "<axis> 2",
+// "<axis> 2 and 4 (never within one group)".
+std::string held_text_of(const std::set<double>& values, const std::string& axis) {
+  if (values.empty()) return fmt::format("no {} (the sweep never set it)", axis);
+  return fmt::format("{} {:g}{}", axis, fmt::join(values, " and "), values.size() > 1 ? " (never within one group)" : "");
+}
+
+// UserError unless every target axis can be read for every parameterization predicted (one with a
+// law in some target axis): a group of that axis with two values or more for it (a law, fitted or
+// composed), or its points all at the target already. One rule for every store: an axis the store never varied (a CLI sweep's fixed
+// depth, a Python sweep's depth that was never set) has no law, so a target on it is refused,
+// naming the axis, not composed with an assumed exponent (nor dropped).
+void check_target_axes(const SweepTable& table, const PredictOptions& opts, const std::map<std::string, double>& at) {
+  std::map<std::string, std::set<std::string>> with_law;  // axis -> the params with a group of two values or more
+  std::set<std::string> predicted;                         // params with a law in some target axis
+  for (const auto& [axis, target] : at)
+    for (const auto& [key, part] : seed_curves::partition_rows(table, axis))
+      for (const auto& [param, by_value] : part.data)
+        if (by_value.size() >= 2 && (opts.param.empty() || param == opts.param))
+          with_law[axis].insert(param), predicted.insert(param);
+  for (const auto& [axis, target] : at) {
+    std::map<std::string, std::set<double>> held;  // param -> the positive values its points hold
+    for (const auto& r : table.rows) {
+      if (!predicted.count(r.param)) continue;  // a param with no law at all is not predicted (nor refused)
+      auto& h = held[r.param];
+      if (const double v = held_value(r, axis); v > 0) h.insert(v);
+    }
+    for (const auto& [param, values] : held) {
+      if (with_law[axis].count(param) || (values.size() == 1 && *values.begin() == target)) continue;
+      throw UserError("command line", "--at",
+                      fmt::format("{}={:g}: {} has no {} law for {}: its points hold {}", axis, target, table.db, axis,
+                                  param, held_text_of(values, axis)),
+                      fmt::format("sweep {} over two values or more, or leave it out of {} (the prediction is then at "
+                                  "the {} the store holds)", axis, input_name("--at"), axis));
+    }
+  }
+}
+
 void check_options(const SweepTable& table, const PredictOptions& opts, std::map<std::string, double>& at) {
   check_predict_request(opts);
   const std::vector<std::string> axes = analysis_axes(table);
@@ -340,7 +381,7 @@ void check_options(const SweepTable& table, const PredictOptions& opts, std::map
     if (std::find(axes.begin(), axes.end(), a) == axes.end()) {
       throw UserError("command line", "--at",
                       fmt::format("'{}' is no axis of {} (its axes: {})", raw, table.db, fmt::join(axes, ", ")),
-                      "name one of them, e.g. --at width=2048");
+                      fmt::format("name one of them, e.g. {}", input_name("--at width=2048")));
     }
     at[a] = v;
   }
@@ -352,6 +393,7 @@ void check_options(const SweepTable& table, const PredictOptions& opts, std::map
                     fmt::format("'{}' is not in {} (it holds {})", opts.param, table.db, fmt::join(ps, ", ")),
                     "name one of them");
   }
+  check_target_axes(table, opts, at);
 }
 
 }  // namespace
@@ -359,19 +401,25 @@ void check_options(const SweepTable& table, const PredictOptions& opts, std::map
 void check_predict_request(const PredictOptions& opts) {
   if (!(opts.near_optimal_pct >= 0 && opts.near_optimal_pct <= 50))
     throw UserError("command line", "--near-optimal", fmt::format("{:g} is not a percentage in [0, 50]", opts.near_optimal_pct),
-                    "e.g. --near-optimal 0.25 (within 0.25% of the best loss), or 0 for the parabola vertex");
+                    fmt::format("e.g. {} (within 0.25% of the best loss), or 0 for the parabola vertex",
+                                input_name("--near-optimal 0.25")));
   if (opts.at.empty() && !opts.holdout)
-    throw UserError("command line", "--at", "nothing to predict", "give --at width=2048 (axis=value, ...) or --holdout");
+    throw UserError("command line", "--at", "nothing to predict",
+                    fmt::format("give {} or {}", input_name("--at width=2048 (axis=value, ...)"), input_name("--holdout")));
   if (opts.fit_upto < 0 || !std::isfinite(opts.fit_upto) || (opts.fit_upto > 0 && !opts.holdout))
-    throw UserError("command line", "--fit-upto", "needs --holdout and a positive value", "e.g. --holdout --fit-upto 512");
+    throw UserError("command line", "--fit-upto", fmt::format("needs {} and a positive value", input_name("--holdout")),
+                    "e.g. " + input_name("--holdout --fit-upto 512"));
   if (!(opts.max_extrapolation >= 0) || !std::isfinite(opts.max_extrapolation))
     throw UserError("command line", "--max-extrapolation", "must be a finite number >= 0 (doublings)", "e.g. 3");
   for (const auto& [raw, v] : opts.at) {
     if (!std::isfinite(v) || v <= 0)
-      throw UserError("command line", "--at", fmt::format("{}={} is not a positive number", raw, v), "e.g. --at width=2048");
+      throw UserError("command line", "--at", fmt::format("{}={} is not a positive number", raw, v),
+                      "e.g. " + input_name("--at width=2048"));
     if (!is_lr(opts.hparam) && canonical_axis(raw) == canonical_axis(opts.hparam))
-      throw UserError("command line", "--hparam", fmt::format("'{}' is also a target axis (--at {})", opts.hparam, raw),
-                      "predict a hyperparameter at a scale: name a scale in --at and another key in --hparam");
+      throw UserError("command line", "--hparam",
+                      fmt::format("'{}' is also a target axis ({} {})", opts.hparam, input_name("--at"), raw),
+                      fmt::format("predict a hyperparameter at a scale: name a scale in {} and another key in {}",
+                                  input_name("--at"), input_name("--hparam")));
   }
 }
 

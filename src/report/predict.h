@@ -40,9 +40,11 @@
 // own axis is predicted as above; every other named axis whose value differs from the one the
 // group holds fixed adds b_k log2(target_k / held_k), with b_k from a group of that axis in the
 // same store for the same parameterization (its interval added in quadrature; the axes assumed
-// to act separately, log-additively: a note says so), or, where the store never swept that axis,
-// nothing: the parameterization's own rule (exponent 0 in its coordinates), with a note that the
-// data do not back it.
+// to act separately, log-additively: a note says so). An axis the store never varied for a
+// parameterization predicted holds no law: a target on it is refused (UserError naming the axis
+// and what the points hold: one value, e.g. a CLI sweep's depth 2, or none, a Python sweep's depth
+// that was never set), unless it is the value the points hold (nothing moves). A group that holds
+// no value of the axis, or whose law in it has fewer than two located optima, is declined.
 //
 // Held out (`holdout`): every group with three values or more is fitted on all values but the
 // largest and read at the largest (with `fit_upto`: fitted on the values up to it, two at least,
@@ -120,7 +122,7 @@ struct Prediction {
 
 // The predictions for `opts.at` (one per group of each named axis and parameterization) and,
 // with opts.holdout, the held-out checks. UserError (exit 2) for a target axis the store does not
-// hold and that is no scale (named with the axes it holds), a value that is not a positive finite
+// hold and that is no scale (named with the axes it holds), or that it never varied (above), a value that is not a positive finite
 // number, neither a target nor holdout, fit_upto without holdout, a parameterization the store lacks,
 // an hparam the store does not sweep beside the LR (or also named as a target axis), or no group to fit.
 std::vector<Prediction> predict(const SweepTable& table, const PredictOptions& opts);

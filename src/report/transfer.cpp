@@ -74,6 +74,114 @@ std::string first_config_difference(const std::string& a, const std::string& b) 
 
 std::string fmt_signed(double v) { return std::isfinite(v) ? fmt::format("{:+.2f}", v) : "n/a"; }
 
+// How a fix names the sweep command that writes (or reruns) a store: its command line, or, for a
+// caller from Python (an InputNames scope, core/errors.h), scaleinv.sweep's keywords and the CLI
+// command by name (a store the CLI wrote is rerun there).
+std::string sweep_fix(const std::string& cli_args, const std::string& py_args) {
+  if (input_caller() == "command line") return "scaleinv sweep " + cli_args;
+  return fmt::format("scaleinv.sweep({}), or the scaleinv sweep command for a store it wrote", py_args);
+}
+
+// ---- Stores that belong together (read_sweep_rows of several files) -------------------------------
+// A store's base: the config fields (JSON pointers) that hold one value at every one of its points,
+// over all of them and per parameterization. Fields a grid sets (the coordinates, any grid axis)
+// and where a run's files go are no part of it.
+struct StoreBase {
+  std::map<std::string, std::string> all;
+  std::map<std::string, std::map<std::string, std::string>> by_param;
+};
+
+// Fields no comparison of two stores looks at: the coordinates every point carries, and where and
+// how often a run writes (as run_altering_differences in train/config.cpp leaves them out).
+bool is_free_field(const std::string& ptr) {
+  static const std::set<std::string> s = {
+      "/model/width", "/model/depth", "/optim/lr", "/train/seed", "/data/seed", "/param/name", "/train/out_dir",
+      "/train/log_every", "/train/eval_every", "/train/eval_batches", "/train/checkpoint_every",
+      "/train/dist_timeout_s", "/train/cuda_graph"};
+  return s.count(ptr) > 0;
+}
+
+// "hp.branch_mult" -> "/hp/branch_mult".
+std::string pointer_of(const std::string& key) {
+  std::string p = "/" + key;
+  std::replace(p.begin(), p.end(), '.', '/');
+  return p;
+}
+
+// The fields holding one value at every row of `rows` (dumped JSON), leaving out `skip`.
+std::map<std::string, std::string> constant_fields(const std::vector<const SweepRow*>& rows,
+                                                   const std::set<std::string>& skip) {
+  std::map<std::string, std::string> out;
+  std::set<std::string> varies;
+  bool first = true;
+  for (const SweepRow* r : rows) {
+    const nlohmann::json cfg = nlohmann::json::parse(r->config, nullptr, false);
+    if (!cfg.is_object()) continue;
+    std::map<std::string, std::string> mine;
+    const nlohmann::json flat = cfg.flatten();
+    for (const auto& [k, v] : flat.items())
+      if (!is_free_field(k) && !skip.count(k)) mine[k] = v.dump();
+    if (first) {
+      out = std::move(mine);
+      first = false;
+      continue;
+    }
+    for (auto it = out.begin(); it != out.end();) {
+      const auto m = mine.find(it->first);
+      it = (m == mine.end() || m->second != it->second) ? out.erase(it) : std::next(it);
+    }
+  }
+  return out;
+}
+
+StoreBase store_base(const SweepTable& t, const std::set<std::string>& skip) {
+  StoreBase b;
+  std::vector<const SweepRow*> all;
+  std::map<std::string, std::vector<const SweepRow*>> by_param;
+  for (const auto& r : t.rows) all.push_back(&r), by_param[r.param].push_back(&r);
+  b.all = constant_fields(all, skip);
+  for (const auto& [p, rows] : by_param) b.by_param[p] = constant_fields(rows, skip);
+  return b;
+}
+
+// The first field both bases fix to different values ("" when none); `scoped` false leaves out the
+// fields a parameterization may set for itself (its table, its tuned multipliers).
+std::string first_base_difference(const std::map<std::string, std::string>& there,
+                                  const std::map<std::string, std::string>& here, bool scoped) {
+  for (const auto& [k, v] : there) {
+    if (!scoped && (k.rfind("/hp/", 0) == 0 || k.rfind("/param/", 0) == 0)) continue;
+    const auto it = here.find(k);
+    if (it != here.end() && it->second != v) return fmt::format("{} is {} there, {} here", k, v, it->second);
+  }
+  return "";
+}
+
+// UserError unless `b` belongs with `a`: every config field that each store holds at one value
+// (over all its points, and over each parameterization both stores hold) has the same value in
+// both, the grid's axes aside. Two sweeps of other configs would otherwise be fitted as one law
+// (widths 32..256 of one and 512..1024 of the other, say) without any point in common.
+void check_same_base(const SweepTable& a, const SweepTable& b) {
+  std::set<std::string> skip;
+  for (const SweepTable* t : {&a, &b})
+    for (const auto& r : t->rows)
+      for (const auto& [k, v] : r.axes) skip.insert(pointer_of(k));
+  const StoreBase ba = store_base(a, skip), bb = store_base(b, skip);
+  std::string diff = first_base_difference(ba.all, bb.all, false), scope = "";
+  for (const auto& [param, fields] : ba.by_param) {
+    if (!diff.empty()) break;
+    if (const auto it = bb.by_param.find(param); it != bb.by_param.end()) {
+      diff = first_base_difference(fields, it->second, true);
+      scope = " " + param;
+    }
+  }
+  if (diff.empty()) return;
+  throw UserError(b.db, "--db",
+                  fmt::format("is another sweep than {}: every{} point of each holds one value and they differ ({}); "
+                              "read as one, their points would be fitted as one law",
+                              a.db, scope, diff),
+                  "read each store on its own, or run both from the same base config (only the grid's axes may differ)");
+}
+
 }  // namespace
 
 std::string TransferGroup::title() const {
@@ -91,8 +199,10 @@ std::string TransferGroup::slug() const {
 }
 
 SweepTable read_sweep_rows(const std::string& db_path) {
+  if (db_path.empty())
+    throw UserError("command line", "--db", "an empty path", "give the file written by " + sweep_fix("--out", "db=..."));
   if (!std::filesystem::exists(db_path))
-    throw UserError(db_path, "--db", "no such database", "give the file written by scaleinv sweep (--out)");
+    throw UserError(db_path, "--db", "no such database", "give the file written by " + sweep_fix("--out", "db=..."));
   SweepTable t;
   t.db = db_path;
   std::vector<std::vector<SqlValue>> rows;
@@ -113,7 +223,7 @@ SweepTable read_sweep_rows(const std::string& db_path) {
   }
   if (rows.empty())
     throw UserError(db_path, "--db", "the database holds no finished points",
-                    "run the sweep first (scaleinv sweep --config ... --out " + db_path + ")");
+                    "run the sweep first (" + sweep_fix("--config ... --out " + db_path, "..., db='" + db_path + "'") + ")");
   auto num = [](const SqlValue& v) {
     if (auto d = std::get_if<double>(&v)) return *d;
     if (auto i = std::get_if<int64_t>(&v)) return static_cast<double>(*i);
@@ -130,13 +240,13 @@ SweepTable read_sweep_rows(const std::string& db_path) {
       throw UserError(db_path, "points.width",
                       fmt::format("point '{}' has width {}, not a whole number from 1 to 2^53", s.id,
                                   std::isfinite(width) ? fmt::format("{:g}", width) : std::string("NULL or not finite")),
-                      fmt::format("delete the point (DELETE FROM points WHERE id = '{}'), then rerun it with scaleinv "
-                                  "sweep --resume", s.id));
+                      fmt::format("delete the point (DELETE FROM points WHERE id = '{}'), then rerun it with {}", s.id,
+                                  sweep_fix("--resume", "..., resume=True")));
     if (!std::isfinite(lr_log2))
       throw UserError(db_path, "points.lr_log2",
                       fmt::format("point '{}' has no finite log2 LR (NULL or not finite)", s.id),
-                      fmt::format("delete the point (DELETE FROM points WHERE id = '{}'), then rerun it with scaleinv "
-                                  "sweep --resume", s.id));
+                      fmt::format("delete the point (DELETE FROM points WHERE id = '{}'), then rerun it with {}", s.id,
+                                  sweep_fix("--resume", "..., resume=True")));
     s.width = static_cast<int64_t>(width);
     s.depth = static_cast<int64_t>(num(r[3]));
     s.lr_log2 = lr_log2;
@@ -168,7 +278,10 @@ SweepTable read_sweep_rows(const std::string& db_path) {
     }
     if (s.axes.count("search.trial"))
       throw UserError(db_path, "--db", "holds a hyperparameter search (its points carry search.trial), not a grid",
-                      "rank it with scaleinv sweep rank --config SEARCH.toml --db " + db_path);
+                      input_caller() == "command line"
+                          ? "rank it with scaleinv sweep rank --config SEARCH.toml --db " + db_path
+                          : "rank it with scaleinv.search's result (.ranking), or the scaleinv sweep rank command for "
+                            "a store it wrote");
     t.rows.push_back(std::move(s));
   }
   return t;
@@ -186,6 +299,8 @@ SweepTable read_sweep_rows(const std::vector<std::string>& db_paths) {
   std::map<std::string, std::pair<std::string, const SweepRow*>> at;
   std::vector<SweepTable> tables;
   for (const std::string& path : db_paths) tables.push_back(read_sweep_rows(path));
+  for (size_t j = 1; j < tables.size(); ++j)
+    for (size_t i = 0; i < j; ++i) check_same_base(tables[i], tables[j]);
   for (const SweepTable& t : tables) {
     all.db += (all.db.empty() ? "" : " + ") + t.db;
     if (all.name.find(t.name) == std::string::npos) all.name += (all.name.empty() ? "" : " + ") + t.name;

@@ -71,9 +71,17 @@ SweepTable read_sweep_rows(const std::string& db_path);
 // Several databases as one table (e.g. a sweep re-run with more seeds beside the first one): a
 // point id (the hash of its resolved config) already read is read once, counted in `duplicates`,
 // and the first database's row is kept. UserError as above, for the first file that fails, and for
-// two stores holding a point at the same coordinates (param, width, depth, LR, seed, other grid
-// axes) with different configs: two different sweeps (named both, with the first config field that
-// differs), which read as one would stand in for each other's points.
+// two stores that are different sweeps (named both, with the first config field that differs):
+//  - a config field that each store holds at one value over all its points, and (the
+//    parameterization's own fields, hp.* and param.*, too) over each parameterization both hold,
+//    differs between them; the grid's axes (and the coordinates: width, depth, LR, seeds, param
+//    name) and where a run writes its files are left out. Read as one, sweeps of other configs at
+//    widths 32..256 and 512..1024 would be fitted as one law over 32..1024;
+//  - two stores hold a point at the same coordinates (param, width, depth, LR, seed, other grid
+//    axes) with different configs, which read as one would stand in for each other's points.
+// Every reader of several stores (predict, transfer-report, scaleinv.predict and scaleinv.report)
+// reads them through this function. Fixes that name the sweep command follow the caller
+// (core/errors.h's InputNames: scaleinv.sweep's keywords from Python).
 SweepTable read_sweep_rows(const std::vector<std::string>& db_paths);
 
 struct Optimum {

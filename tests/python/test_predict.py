@@ -58,7 +58,7 @@ class PredictTest(unittest.TestCase):
 
     def test_hparam_names_what_the_store_sweeps(self):
         # The width store sweeps nothing beside the LR: predicting another key is one line.
-        with self.assertRaisesRegex(scaleinv.UserError, "--hparam.*sweeps none beside the LR"):
+        with self.assertRaisesRegex(scaleinv.UserError, "field .hparam.: .*sweeps none beside the LR"):
             scaleinv.predict(DB, at={"width": 4096}, hparam="hp.branch_mult")
         with self.assertRaisesRegex(scaleinv.UserError, "hparam"):
             scaleinv.predict(DB, at={"width": 4096}, hparam=3)
@@ -144,6 +144,109 @@ class PredictTest(unittest.TestCase):
             self.assertEqual(r.returncode, 2, r.stderr)
             self.assertIn("field '--bootstrap'", r.stderr)
             self.assertEqual(os.listdir(out), [])
+
+    def _store(self, name, sql=(), config=None):
+        """A copy of the width store in a temporary directory, changed by `sql` and `config` (a
+        function of each point's config dict)."""
+        import json
+        import shutil
+        import sqlite3
+        import tempfile
+        if not hasattr(self, "_tmp"):
+            self._tmp = tempfile.mkdtemp(prefix="scaleinv-stores-")
+            self.addCleanup(shutil.rmtree, self._tmp, True)
+        db = os.path.join(self._tmp, name)
+        shutil.copyfile(DB, db)
+        with sqlite3.connect(db) as c:
+            for q in sql:
+                c.execute(q)
+            if config:
+                for pid, cfg in c.execute("SELECT id, config FROM points").fetchall():
+                    c.execute("UPDATE points SET config = ? WHERE id = ?", (json.dumps(config(json.loads(cfg))), pid))
+        return db
+
+    def test_stores_of_other_configs_are_not_read_as_one(self):
+        """Issue 63 class 2: two sweeps of other configs at widths 64..256 and 512..2048 were fitted as
+        one law over 64..2048 (refused only where two points shared coordinates). Refused by
+        scaleinv.predict and scaleinv.report, naming both files and the field; the same sweep split
+        by width still reads as one."""
+        def steps(n):
+            def f(cfg):
+                cfg["train"]["steps"] = n
+                return cfg
+            return f
+        small = self._store("small.db", ["DELETE FROM points WHERE width > 256"])
+        large = self._store("large.db", ["DELETE FROM points WHERE width <= 256", "UPDATE points SET id = 'l' || id"],
+                            steps(300))
+        for call in (lambda: scaleinv.predict([small, large], at={"width": 4096}),
+                     lambda: scaleinv.predict([small, large], holdout=True),
+                     lambda: scaleinv.report([small, large], bootstrap=10)):
+            with self.assertRaises(scaleinv.UserError) as cm:
+                call()
+            msg = str(cm.exception)
+            self.assertEqual(len(msg.splitlines()), 1, msg)
+            self.assertTrue(msg.startswith(large + ": field 'db': is another sweep than " + small), msg)
+            self.assertIn("/train/steps is 1000 there, 300 here", msg)
+            self.assertIn("fix: read each store on its own", msg)
+        rest = self._store("rest.db", ["DELETE FROM points WHERE width <= 256"])
+        whole = scaleinv.predict(DB, holdout=True, param="mup", bootstrap=20).predictions
+        split = scaleinv.predict([small, rest], holdout=True, param="mup", bootstrap=20).predictions
+        self.assertEqual([q["lr_log2"] for q in split], [q["lr_log2"] for q in whole])
+
+    def test_a_target_axis_the_store_never_varied_is_refused_on_either_kind_of_store(self):
+        """Issue 63 class 3: at={'width': 4096, 'depth': 48} on a store of scaleinv.sweep (which never
+        sets depth) dropped the depth silently; on a CLI store (depth 2 throughout) it printed a note
+        and assumed exponent 0. One rule: no store with one depth holds a law in depth; refused,
+        naming the axis. A depth equal to the one held moves nothing and is predicted."""
+        def no_depth(cfg):
+            cfg["model"].pop("depth", None)
+            return cfg
+        python_store = self._store("python.db", ["UPDATE points SET depth = 0"], no_depth)
+        for db, held in ((python_store, "its points hold no depth (the sweep never set it)"),
+                         (DB, "its points hold depth 2")):
+            with self.subTest(db=os.path.basename(db)):
+                with self.assertRaises(scaleinv.UserError) as cm:
+                    scaleinv.predict(db, at={"width": 4096, "depth": 48}, param="mup")
+                msg = str(cm.exception)
+                self.assertTrue(msg.startswith("scaleinv.predict: field 'at': depth=48: "), msg)
+                self.assertIn("has no depth law for mup: " + held, msg)
+                self.assertIn("leave it out of at", msg)
+        (q,) = scaleinv.predict(DB, at={"width": 4096, "depth": 2}, param="mup").predictions
+        (w,) = scaleinv.predict(DB, at={"width": 4096}, param="mup").predictions
+        self.assertEqual(q["lr_log2"], w["lr_log2"])
+
+    def test_refusals_name_keyword_arguments_not_flags(self):
+        """Issue 63 class 10: refusals reached from Python named the CLI's flags (--at, --param,
+        --hparam, --fit-upto, --db) and examples; bootstrap=10**20 was pybind11's TypeError and an
+        int past a float (10**400) an OverflowError; db='' was looked up as a file. Each is one
+        scaleinv.UserError line naming the keyword, with no '--' flag in it."""
+        import re
+        other = self._store("other.db", ["DELETE FROM points WHERE width <= 256", "UPDATE points SET id = 'o' || id"],
+                            lambda cfg: dict(cfg, optim=dict(cfg["optim"], warmup_steps=10)))
+        small = self._store("small.db", ["DELETE FROM points WHERE width > 256"])
+        predict_cases = [
+            ({"at": {"widht": 512}}, "at"), ({}, "at"), ({"at": {"width": 512}, "fit_upto": 128}, "fit_upto"),
+            ({"at": {"width": 512}, "param": "nosuch"}, "param"), ({"at": {"width": 512}, "hparam": "hp.branch_mult"}, "hparam"),
+            ({"at": {"width": 512}, "hparam": "width"}, "hparam"), ({"at": {"width": 512}, "bootstrap": 10 ** 12}, "bootstrap"),
+            ({"at": {"width": 512}, "bootstrap": 10 ** 20}, "bootstrap"), ({"at": {"width": 512}, "bootstrap": -2 ** 64}, "bootstrap"),
+            ({"at": {"width": 10 ** 400}}, "at"), ({"at": {"width": 4096, "depth": 48}}, "at"),
+            ({"db": "", "at": {"width": 512}}, "db"), ({"db": [DB, ""], "at": {"width": 512}}, "db"),
+            ({"db": os.path.join(os.path.dirname(DB), "none.db"), "at": {"width": 512}}, "db"),
+            ({"db": [small, other], "at": {"width": 512}}, "db")]
+        report_cases = [({"bootstrap": 10 ** 20}, "bootstrap"), ({"bootstrap": 10 ** 6}, "bootstrap"), ({"db": ""}, "db"),
+                        ({"db": os.path.join(os.path.dirname(DB), "none.db")}, "db"), ({"db": [small, other]}, "db")]
+        for fn, cases in ((scaleinv.predict, predict_cases), (scaleinv.report, report_cases)):
+            for kwargs, field in cases:
+                kwargs = dict(kwargs)
+                db = kwargs.pop("db", DB)
+                with self.subTest(fn=fn.__name__, db=repr(db), **{k: repr(v) for k, v in kwargs.items()}):
+                    with self.assertRaises(scaleinv.UserError) as cm:
+                        fn(db, **kwargs)
+                    msg = str(cm.exception)
+                    self.assertEqual(len(msg.splitlines()), 1, msg)
+                    self.assertIsNone(re.search(r"--[a-z]", msg), msg)
+                    self.assertRegex(msg, rf"(field '{field}'|python: {field}\b)")
+                    self.assertIn("fix:", msg)
 
 
 if __name__ == "__main__":
