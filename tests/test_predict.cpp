@@ -302,6 +302,17 @@ TEST(Predict, BadInputIsOneUserErrorNamingTheField) {
   PredictOptions x = targets({{"width", 512}});
   x.max_extrapolation = -1;
   EXPECT_NE(field_of(x).find("--max-extrapolation"), std::string::npos);
+  // A --fit-upto that splits no group (at or past the largest width, or below the second): blamed
+  // on the store ("no group has two values") before, or silently left out beside a target.
+  for (double upto : {256.0, 4096.0, 64.0}) {
+    PredictOptions h;
+    h.holdout = true;
+    h.fit_upto = upto;
+    EXPECT_NE(field_of(h).find(fmt::format("field '--fit-upto': {:g} leaves no group two values to fit", upto)),
+              std::string::npos) << field_of(h);
+    h.at = {{"width", 512}};
+    EXPECT_NE(field_of(h).find("field '--fit-upto'"), std::string::npos) << field_of(h);
+  }
 }
 
 // A hyperparameter other than the LR (report/hparam_profile.h): a branch multiplier k whose optimum

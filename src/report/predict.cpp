@@ -373,6 +373,27 @@ void check_target_axes(const SweepTable& table, const PredictOptions& opts, cons
   }
 }
 
+// UserError unless opts.fit_upto (when given) splits some group of an analysis axis into two values
+// or more to fit and one or more above to check; a value that splits none would leave the held-out
+// check empty, blamed on the store ("no group has two values") or, beside a target, silently.
+void check_fit_upto(const SweepTable& table, const PredictOptions& opts) {
+  if (!opts.holdout || opts.fit_upto <= 0) return;
+  std::set<std::string> spans;  // "64..2048" per group and parameterization
+  for (const std::string& axis : analysis_axes(table))
+    for (const auto& [key, part] : seed_curves::partition_rows(table, axis))
+      for (const auto& [param, by_value] : part.data) {
+        if ((!opts.param.empty() && param != opts.param) || by_value.size() < 2) continue;
+        const auto fitted = std::count_if(by_value.begin(), by_value.end(), [&](const auto& v) { return v.first <= opts.fit_upto; });
+        if (fitted >= 2 && fitted < static_cast<std::ptrdiff_t>(by_value.size())) return;
+        spans.insert(fmt::format("{} {:g}..{:g}", axis, by_value.begin()->first, by_value.rbegin()->first));
+      }
+  if (spans.empty()) return;  // no group at all: predict's own error says so
+  throw UserError("command line", "--fit-upto",
+                  fmt::format("{:g} leaves no group two values to fit and one above to check (the groups: {})",
+                              opts.fit_upto, fmt::join(spans, "; ")),
+                  fmt::format("a value from a group's second to below its largest, e.g. {}", input_name("--holdout --fit-upto 512")));
+}
+
 void check_options(const SweepTable& table, const PredictOptions& opts, std::map<std::string, double>& at) {
   check_predict_request(opts);
   const std::vector<std::string> axes = analysis_axes(table);
@@ -394,6 +415,7 @@ void check_options(const SweepTable& table, const PredictOptions& opts, std::map
                     "name one of them");
   }
   check_target_axes(table, opts, at);
+  check_fit_upto(table, opts);
 }
 
 }  // namespace

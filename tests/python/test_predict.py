@@ -226,6 +226,7 @@ class PredictTest(unittest.TestCase):
         small = self._store("small.db", ["DELETE FROM points WHERE width > 256"])
         predict_cases = [
             ({"at": {"widht": 512}}, "at"), ({}, "at"), ({"at": {"width": 512}, "fit_upto": 128}, "fit_upto"),
+            ({"holdout": True, "fit_upto": 2048}, "fit_upto"),
             ({"at": {"width": 512}, "param": "nosuch"}, "param"), ({"at": {"width": 512}, "hparam": "hp.branch_mult"}, "hparam"),
             ({"at": {"width": 512}, "hparam": "width"}, "hparam"), ({"at": {"width": 512}, "bootstrap": 10 ** 12}, "bootstrap"),
             ({"at": {"width": 512}, "bootstrap": 10 ** 20}, "bootstrap"), ({"at": {"width": 512}, "bootstrap": -2 ** 64}, "bootstrap"),
