@@ -5,9 +5,12 @@ C++ core exactly as `scaleinv coordcheck` judges the zoo's models (src/measure/c
 (quantity, module, step) the log-log slope against width with a 95% interval over seeds, compared
 with the theory's exponent for the module's role.
 """
+import contextlib
+import ctypes
 import json
 import math
 import os
+import platform
 import shutil
 import sys
 import time
@@ -19,6 +22,73 @@ import _scaleinv
 from ._core import UserError, _integer, _name, _number
 from ._tensors import rms
 from ._apply import apply, unwrap
+
+
+_M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4  # glibc's mallopt parameters (malloc.h)
+_HUGE_ARENA = 4 << 30
+
+
+@contextlib.contextmanager
+def _kept_heap():
+    """During the check, freed memory stays in the heap, in transparent huge pages, as the CLI keeps it
+    (src/cli/main.cpp). torch's CPU tensors come from malloc, and glibc serves every block over 32 MiB
+    by a fresh mmap that free() unmaps: each width-8192 temporary (a gradient, Adam's denominator, a
+    weight copy, 256 MiB) then page-faults its 65536 pages afresh, ~130 ms against ~13 ms to read it
+    (bench/mup_peer.py's grid: most of the Python check's time beside the arithmetic). glibc only,
+    and not where the user set malloc's own knobs (MALLOC_*_ or GLIBC_TUNABLES); afterwards glibc's
+    defaults are back and malloc_trim gives the freed memory to the system."""
+    libc = None
+    if (sys.platform.startswith("linux") and platform.libc_ver()[0] == "glibc"
+            and not any(k.startswith("MALLOC_") or k == "GLIBC_TUNABLES" for k in os.environ)):
+        try:
+            libc = ctypes.CDLL(None)
+            libc.mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+            libc.malloc.restype = ctypes.c_void_p
+            libc.malloc.argtypes = [ctypes.c_size_t]
+            libc.free.argtypes = [ctypes.c_void_p]
+            libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+            libc.malloc_trim.argtypes = [ctypes.c_size_t]
+        except (OSError, AttributeError):
+            libc = None
+    if libc is None:
+        yield
+        return
+    libc.mallopt(_M_MMAP_MAX, 0)
+    libc.mallopt(_M_TRIM_THRESHOLD, -1)  # as size_t: never give the heap's top back
+    arena = libc.malloc(_HUGE_ARENA)  # address space only: pages are touched as tensors use them
+    if arena:
+        huge = 2 << 20
+        begin = (arena + huge - 1) & ~(huge - 1)
+        libc.madvise(begin, _HUGE_ARENA - (begin - arena), 14)  # MADV_HUGEPAGE (THP "madvise")
+        libc.free(arena)
+    try:
+        yield
+    finally:
+        libc.mallopt(_M_MMAP_MAX, 65536)  # glibc's defaults (DEFAULT_MMAP_MAX, DEFAULT_TRIM_THRESHOLD)
+        libc.mallopt(_M_TRIM_THRESHOLD, 128 * 1024)
+        libc.malloc_trim(0)
+
+
+def _fused_adam(opt):
+    """The check's own Adam/AdamW (apply's, fresh) steps through torch's fused kernel where torch has
+    one for the tensors' device (CPU from torch 2.4): the same update in one pass over each tensor
+    instead of the per-tensor loop's eight, each of the latter writing a width^2 temporary (2.5x
+    faster at width 8192; the parameters agree to an ulp). Left as built otherwise."""
+    if type(opt) not in (torch.optim.Adam, torch.optim.AdamW) or opt.state:
+        return
+    try:
+        from torch.utils._foreach_utils import _get_fused_kernels_supported_devices
+        devices = set(_get_fused_kernels_supported_devices())
+    except (ImportError, AttributeError):
+        return
+    for g in opt.param_groups:
+        if "fused" not in g or g.get("foreach") or g.get("differentiable") or g.get("capturable"):
+            return
+        if not all(p.device.type in devices and p.is_floating_point() for p in g["params"]):
+            return
+    for g in opt.param_groups:
+        g["fused"] = True
+    opt.defaults["fused"] = True
 
 
 def _orthogonalise(x, basis):
@@ -162,6 +232,7 @@ def _measure(model, opt, batches, steps, loss_fn, wanted=frozenset(QUANTITIES)):
                 series[key]["shape"] = shape
         series[key]["rms"][t] = v
 
+    want_dw = "dW" in wanted or "||dW||" in wanted
     losses, diverged = [None] * (T + 1), False
     h0, prev, shapes = {}, None, {}
     x, y = batches[0]
@@ -195,12 +266,14 @@ def _measure(model, opt, batches, steps, loss_fn, wanted=frozenset(QUANTITIES)):
                 put("h'", name, t, rms(h.grad))
             for i, (name, p) in enumerate(params):
                 put("W'", name, t, rms(p.grad) if p.grad is not None else 0.0)
-                if t > 0 and "dW" in wanted:
-                    put("dW", name, t, rms(p.detach() - prev[i]))
                 if p.dim() >= 2 and "||W||" in wanted:
                     put("||W||", name, t, spectral_norm(p), [p.shape[0], p.numel() // p.shape[0]])
-                if p.dim() >= 2 and "||dW||" in wanted and t > 0:
-                    put("||dW||", name, t, spectral_norm(p.detach() - prev[i]))
+                if t > 0 and want_dw:
+                    # The update, formed once (in prev's buffer) for both its RMS and its norm.
+                    d = torch.sub(p.detach(), prev[i], out=prev[i])
+                    put("dW", name, t, rms(d))
+                    if p.dim() >= 2 and "||dW||" in wanted:
+                        put("||dW||", name, t, spectral_norm(d))
             if t == T:
                 break
             bi = t % len(batches)
@@ -208,8 +281,12 @@ def _measure(model, opt, batches, steps, loss_fn, wanted=frozenset(QUANTITIES)):
                 opt.zero_grad()
                 xb, yb = batches[bi]
                 _scalar_loss(loss_fn(model(xb), yb)).backward()
-            if "dW" in wanted or "||dW||" in wanted:
-                prev = [p.detach().clone() for _, p in params]
+            if want_dw:
+                if prev is None:
+                    prev = [p.detach().clone() for _, p in params]
+                else:
+                    for buf, (_, p) in zip(prev, params):
+                        buf.copy_(p.detach())
             opt.step()
     finally:
         for hd in handles:
@@ -252,28 +329,31 @@ def coordcheck(make_model, widths, batches, param="mup", optimizer="adamw", lr=1
     act_shapes = {}
     total, done, t0 = len(widths) * len(seed_list), 0, time.time()
     try:
-        for w in widths:
-            for s in seed_list:
-                torch.manual_seed(s)
-                model = unwrap(make_model(w))
-                opt = apply(model, base, delta, param=param, optimizer=optimizer, lr=lr,
-                            weight_decay=weight_decay, momentum=momentum, overrides=overrides)
-                run, order, n_out, shapes = _measure(model, opt, batches, steps, loss_fn, wanted)
-                act_shapes[w] = shapes
-                run.update({"width": w, "seed": s})
-                runs.append(run)
-                if layers is None:
-                    plan = opt.scaleinv_plan
-                    layers = _layers(model, plan, order)
-                done += 1
-                if progress:
-                    el = time.time() - t0
-                    eta = el / done * (total - done)
-                    bar = "#" * (20 * done // total) + "." * (20 - 20 * done // total)
-                    print(f"\rcoordcheck [{bar}] {done}/{total} runs, {done / el:.2f} runs/s, ETA {eta:.0f} s"
-                          f"  (width {w} seed {s})", end="", file=sys.stderr, flush=True)
-        if progress:
-            print(file=sys.stderr)
+        with _kept_heap():
+            for w in widths:
+                for s in seed_list:
+                    torch.manual_seed(s)
+                    model = unwrap(make_model(w))
+                    opt = apply(model, base, delta, param=param, optimizer=optimizer, lr=lr,
+                                weight_decay=weight_decay, momentum=momentum, overrides=overrides)
+                    _fused_adam(opt)
+                    run, order, n_out, shapes = _measure(model, opt, batches, steps, loss_fn, wanted)
+                    act_shapes[w] = shapes
+                    run.update({"width": w, "seed": s})
+                    runs.append(run)
+                    if layers is None:
+                        plan = opt.scaleinv_plan
+                        layers = _layers(model, plan, order)
+                    model = opt = None  # freed before the next run's model is built: its memory is reused
+                    done += 1
+                    if progress:
+                        el = time.time() - t0
+                        eta = el / done * (total - done)
+                        bar = "#" * (20 * done // total) + "." * (20 - 20 * done // total)
+                        print(f"\rcoordcheck [{bar}] {done}/{total} runs, {done / el:.2f} runs/s, ETA {eta:.0f} s"
+                              f"  (width {w} seed {s})", end="", file=sys.stderr, flush=True)
+            if progress:
+                print(file=sys.stderr)
     finally:
         torch.random.set_rng_state(state)
     x, y = batches[0]

@@ -109,6 +109,44 @@ class CoordCheckMlp(unittest.TestCase):
         self.assertIn("bogus", str(e.exception))
 
 
+class Speed(unittest.TestCase):
+    """What makes the check fast (issue 59) leaves what it measures as it was."""
+
+    def test_fused_adam_measures_what_the_per_tensor_loop_measures(self):
+        cc = importlib.import_module("scaleinv._coordcheck")
+        kw = dict(widths=[64, 128, 256], batches=[gaussian_batch()], param="mup", optimizer="adam", lr=1e-2,
+                  steps=2, seeds=2, progress=False)
+        fused = scaleinv.coordcheck(mlp, **kw)
+        keep = cc._fused_adam
+        cc._fused_adam = lambda opt: None
+        try:
+            loop = scaleinv.coordcheck(mlp, **kw)
+        finally:
+            cc._fused_adam = keep
+        self.assertEqual(fused.passed, loop.passed)
+        self.assertEqual(len(fused.rows), len(loop.rows))
+        for a, b in zip(fused.rows, loop.rows):
+            self.assertEqual((a["module"], a["quantity"], a["step"], a["matches"], a["stable"]),
+                             (b["module"], b["quantity"], b["step"], b["matches"], b["stable"]))
+            if a["measured"] is not None:
+                self.assertAlmostEqual(a["measured"], b["measured"], delta=1e-4)
+
+    def test_fused_only_where_torch_has_it_and_heap_settings_come_back(self):
+        cc = importlib.import_module("scaleinv._coordcheck")
+        p = nn.Parameter(torch.zeros(4, 4))
+        sgd = torch.optim.SGD([p], lr=0.1)
+        cc._fused_adam(sgd)
+        self.assertNotIn(True, [g.get("fused") for g in sgd.param_groups])
+        adam = torch.optim.Adam([p], lr=0.1, foreach=True)
+        cc._fused_adam(adam)  # asked for the foreach loop: left as built
+        self.assertFalse(adam.param_groups[0].get("fused"))
+        with cc._kept_heap():
+            big = torch.ones(1 << 23)  # 32 MiB: above glibc's mmap threshold
+            self.assertEqual(float(big.sum()), float(1 << 23))
+            del big
+        self.assertEqual(float(torch.ones(1 << 23).sum()), float(1 << 23))
+
+
 class SpectralNorm(unittest.TestCase):
     """The Python twin of the CLI's spectral_norm (16 Golub-Kahan-Lanczos steps): a lower bound within
     1% on an iid matrix, exact below rank 16 (the C++ test: CoordCheck.SpectralNormIsALanczos...)."""
