@@ -122,9 +122,11 @@ struct Prediction {
 
 // The predictions for `opts.at` (one per group of each named axis and parameterization) and,
 // with opts.holdout, the held-out checks. UserError (exit 2) for a target axis the store does not
-// hold and that is no scale (named with the axes it holds), or that it never varied (above), a value that is not a positive finite
-// number, neither a target nor holdout, fit_upto without holdout, a parameterization the store lacks,
-// an hparam the store does not sweep beside the LR (or also named as a target axis), or no group to fit.
+// hold and that is no scale (named with the axes it holds) or that it never varied (above), a value
+// that is not a positive finite number, neither a target nor holdout, fit_upto without holdout or
+// splitting no group (two values or more at or below it and one above), a parameterization the
+// store lacks, an hparam the store does not sweep beside the LR (or also named as a target axis),
+// or no group to fit.
 std::vector<Prediction> predict(const SweepTable& table, const PredictOptions& opts);
 
 // The checks that need no store (a target or holdout, fit_upto, max_extrapolation, positive
