@@ -3,8 +3,10 @@
 # and PythonOldest.*, from scripts/python_tests.sh):
 #   build/venv-torch-newest  the newest torch on the project's machines: pip's torch 2.14.1 with
 #                            torchvision 0.29.1 (SCALEINV_TORCH_NEWEST / SCALEINV_TORCHVISION_NEWEST),
-#                            in a venv of PYTHON (default the first python3 on PATH); `pip install .`
-#                            with build isolation (setuptools and pybind11 from PyPI)
+#                            and Hugging Face transformers 5.24.0 (SCALEINV_TRANSFORMERS_NEWEST; for
+#                            tests/python/test_hf_models.py, which skips where it is missing), in a venv
+#                            of PYTHON (default the first python3 on PATH); `pip install .` with build
+#                            isolation (setuptools and pybind11 from PyPI)
 #   build/venv-torch-oldest  the oldest torch the package claims: Debian's python3-torch (1.13 on
 #                            Debian 12; 2.6 on Debian 13, whose archive has no older one) through
 #                            /usr/bin/python3 -m venv --system-site-packages; `pip install .` offline
@@ -27,6 +29,12 @@ newest() {
   if [ "$have" != "$torch $tv" ]; then
     echo "[python_venv] pip install torch==$torch torchvision==$tv into $venv"
     "$venv/bin/python" -m pip install "${pipq[@]}" "torch==$torch" "torchvision==$tv" numpy
+  fi
+  local hf="${SCALEINV_TRANSFORMERS_NEWEST:-5.24.0}"
+  have=$("$venv/bin/python" -c 'import transformers; print(transformers.__version__)' 2>/dev/null || true)
+  if [ "$have" != "$hf" ]; then
+    echo "[python_venv] pip install transformers==$hf into $venv"
+    "$venv/bin/python" -m pip install "${pipq[@]}" "torch==$torch" "transformers==$hf"
   fi
   "$venv/bin/python" -m pip install "${pipq[@]}" --no-deps --force-reinstall .
 }

@@ -68,24 +68,45 @@ def _sharded_kind(p):
     return None
 
 
+def _is_hf_conv1d(m):
+    """transformers' Conv1D (GPT-2, GPT-J's ancestors): weight [nx, nf] = [in, out], forward x @ W + b."""
+    return type(m).__name__ == "Conv1D" and hasattr(m, "nf") and hasattr(m, "nx")
+
+
+def _is_router(m):
+    """A mixture-of-experts router that holds its [E, d] matrix as a bare parameter and reads it with
+    F.linear (transformers 5.x: MixtralTopKRouter, Qwen2MoeTopKRouter, OlmoeTopKRouter, ...)."""
+    name = type(m).__name__
+    return not isinstance(m, nn.Linear) and (name.endswith("Router") or name.endswith("MoEGate"))
+
+
+_CONV_T = (nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d)
+# How a tensor's dimensions read, from the layer that owns it (first match wins; src/adapt/own_model.h):
+# (owner test, parameter-name test, layout, what the layer stores)
+_LAYOUTS = (
+    (lambda m: isinstance(m, (nn.Embedding, nn.EmbeddingBag)), lambda n: n == "weight", "in_out",
+     "[num_embeddings, embedding_dim]: fan-in is the index, fan-out the width"),
+    (lambda m: isinstance(m, _CONV_T), lambda n: n == "weight", "in_out", "[in, out / groups, k...]"),
+    (lambda m: isinstance(m, (nn.Linear, nn.Bilinear, nn.Conv1d, nn.Conv2d, nn.Conv3d)), lambda n: n == "weight",
+     "out_in", "[out, in, ...]"),
+    (lambda m: isinstance(m, nn.MultiheadAttention), lambda n: n.endswith("_weight"), "out_in",
+     "in_proj_weight [3d, d] (q, k, v row blocks) or q/k/v_proj_weight"),
+    (lambda m: isinstance(m, nn.RNNBase), lambda n: n.startswith("weight_"), "out_in",
+     "weight_ih_l0 [gates * h, in], weight_hh_l0 [gates * h, h]"),
+    (_is_hf_conv1d, lambda n: n == "weight", "in_out", "transformers' Conv1D [in, out] (x @ W)"),
+    (_is_router, lambda n: n == "weight", "out_in", "a router's [E, d] read by F.linear"),
+)
+
+
 def _layout(module, pname, p):
-    """How the tensor's dimensions read, from the layer that owns it (src/adapt/own_model.h):
-    out_in [out, in, ...] for nn.Linear, convolutions, RNN weights and MultiheadAttention's packed
-    in_proj_weight [3d, d]; in_out for nn.Embedding and transposed convolutions; vector for 1-D
-    tensors; bare for a parameter no known layer owns (its growing dimensions decide)."""
+    """How the tensor's dimensions read (_LAYOUTS): out_in [out, in, ...], in_out [in, out, ...],
+    vector for 1-D tensors; bare for a parameter no known layer owns (its growing dimensions decide:
+    a stack [E, out, in] of expert matrices, a position embedding)."""
     if p.dim() <= 1:
         return "vector"
-    if isinstance(module, (nn.Embedding, nn.EmbeddingBag)) and pname == "weight":
-        return "in_out"  # [num_embeddings, embedding_dim]: fan-in is the index, fan-out the width
-    conv_t = (nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d)
-    if isinstance(module, conv_t) and pname == "weight":
-        return "in_out"  # [in, out / groups, k...]
-    if isinstance(module, (nn.Linear, nn.Bilinear, nn.Conv1d, nn.Conv2d, nn.Conv3d)) and pname == "weight":
-        return "out_in"
-    if isinstance(module, nn.MultiheadAttention) and pname.endswith("_weight"):
-        return "out_in"  # in_proj_weight [3d, d] (q, k, v row blocks) or q/k/v_proj_weight
-    if isinstance(module, nn.RNNBase) and pname.startswith("weight_"):
-        return "out_in"  # weight_ih_l0 [gates * h, in], weight_hh_l0 [gates * h, h]
+    for owner, pred, layout, _ in _LAYOUTS:
+        if owner(module) and pred(pname):
+            return layout
     return "bare"
 
 
@@ -107,6 +128,9 @@ def _has_attention(model):
                for m in model.modules())
 
 
+_LAZY = getattr(nn.parameter, "UninitializedTensorMixin", ())
+
+
 def _spec(model):
     tensors, seen, tied = [], {}, []
     for name, mod, pname, p in named_tensors(model):
@@ -115,6 +139,11 @@ def _spec(model):
             raise UserError(f"python: model: {name} is {kind}, sharded before scaleinv saw it: its shape and init are "
                             "one rank's piece (fix: call scaleinv.apply on the unsharded model first, then fully_shard; "
                             "the optimizer apply returns follows the sharded tensors)")
+        if isinstance(p, _LAZY):
+            raise UserError(f"python: model: {name} of {type(mod).__name__} is a lazy parameter, its shape not yet known "
+                            "(created at the first forward), so it has no fan-in or fan-out to read a role from "
+                            "(fix: run one forward pass on a batch before scaleinv.plan or apply, in base and delta too, "
+                            "or build the layer with its sizes, e.g. nn.Linear(in, out))")
         if p.is_complex():
             raise UserError(f"python: {name}: a complex tensor ({p.dtype}) has no role in the table "
                             "(fix: keep it out of the model's parameters, or split it into real and imaginary parts)")
@@ -168,10 +197,136 @@ def plan(model, base, delta, param="mup", optimizer="adamw", weight_decay=0.0, o
     _check_plan_args(model, base, delta, param, optimizer, weight_decay, overrides)
     model, base, delta = unwrap(model), unwrap(base), unwrap(delta)
     target, tied = _spec(model)
-    spec = {"base": _spec(base)[0], "delta": _spec(delta)[0], "target": target, "tied": tied,
-            "attention": _has_attention(model),
+    base_t, delta_t = _spec(base)[0], _spec(delta)[0]
+    _check_stacks(target, base_t, delta_t)
+    scales = _module_scales(model, base, delta)
+    spec = {"base": base_t, "delta": delta_t, "target": target, "tied": tied,
+            # the generic note on attention logits is left out where every attention sets its own
+            # scale, which the plan accounts for below
+            "attention": _has_attention(model) and not _all_attention_scaled(model),
             "overrides": [{"pattern": k, "role": v} for k, v in (overrides or {}).items()]}
-    return json.loads(_scaleinv.plan(param, optimizer, float(weight_decay), json.dumps(spec)))
+    p = json.loads(_scaleinv.plan(param, optimizer, float(weight_decay), json.dumps(spec)))
+    e = float(p["table"]["attn_logit"])
+    p["module_scales"] = []
+    for sc in scales:
+        if sc["kind"] == "attention":
+            # the table's logit scale d_head0^-1/2 (d_head/d_head0)^-e, kept relative to the base
+            # module's own value (a per-layer factor such as GPT-2's 1/(layer+1) stays)
+            want = sc["base"] * (sc["d"] / sc["d0"]) ** (-e)
+            what = (f"{sc['module']} ({sc['cls']}) scales its attention logits itself by {sc['attribute']} = "
+                    f"{sc['value']:.6g} (d_head {sc['d']}; {sc['base']:.6g} at the base's d_head {sc['d0']}); the table asks "
+                    f"for d_head0^-1/2 (d_head/d_head0)^-{e:g}")
+            cannot = None
+            if e != 0.5 and sc["d"] != sc["d0"]:
+                # where it cannot pass: with d_head growing and logits ~ 1/d_head the logits start near
+                # zero, so the query and key projections' output gradients scale as d^-3/2 at init
+                # (sqrt(d_head) incoherent terms over d_head), past the d^-1 of the hidden rows
+                cannot = (f"{sc['module']} ({sc['cls']}): d_head grows ({sc['d0']} -> {sc['d']}) under "
+                          f"d_head^-{e:g} logits, so its query and key projections' output gradients (h') scale "
+                          "as d^-3/2 at init, not the d^-1 of the hidden rows they are planned as: the check "
+                          "fails there (fix: keep d_head fixed and let the heads grow with width)")
+        else:
+            cannot = None
+            # the table's embedding multiplier is in the init and LR (seed 000 eq. 28); the family's
+            # own width-dependent factor stays at its base value
+            want = sc["base"]
+            what = (f"{sc['module']} ({sc['cls']}) multiplies its output by {sc['attribute']} = {sc['value']:.6g} "
+                    f"({sc['base']:.6g} at the base width); the table's embedding multiplier is already in its init and LR")
+        same = math.isclose(want, sc["value"], rel_tol=1e-9)
+        sc = dict(sc, set_to=want)
+        p["module_scales"].append(sc)
+        p["notes"].append(what + (": the same at this width, left as it is" if same
+                                  else f": apply sets it to {want:.6g}"))
+        if cannot:
+            p["notes"].append(cannot)
+    return p
+
+
+def _check_stacks(target, base, delta):
+    """A bare parameter of rank >= 3 with two growing dimensions is read as a stack of [out, in]
+    matrices whose fixed (expert) dimensions come first; one whose fixed dimension sits between or
+    after the growing ones is refused before anything is planned."""
+    by_base = {t["name"]: t for t in base}
+    by_delta = {t["name"]: t for t in delta}
+    for t in target:
+        b, d = by_base.get(t["name"]), by_delta.get(t["name"])
+        if t["layout"] != "bare" or len(t["shape"]) < 3 or b is None or d is None or len(b["shape"]) != len(t["shape"]):
+            continue
+        grow = [i for i in range(len(t["shape"])) if b["shape"][i] != d["shape"][i]]
+        if len(grow) >= 2 and any(i > grow[0] for i in range(len(t["shape"])) if i not in grow):
+            fixed = [i for i in range(len(t["shape"])) if i not in grow and i > grow[0]]
+            raise UserError(f"python: model: {t['name']} (a bare parameter of shape {t['shape']}, {b['shape']} in the base "
+                            f"model): its fixed dimension {fixed[0]} ({t['shape'][fixed[0]]}) comes after a growing one, so it "
+                            "cannot be read as a stack of [out, in] expert matrices (fix: store the stack with the expert "
+                            "dimension first, [E, out, in] (e.g. nn.Parameter(w.permute(1, 0, 2).contiguous()) and index "
+                            "w[e]), or hold one nn.Linear per expert in an nn.ModuleList)")
+
+
+def _attention_scale_of(m):
+    """(attribute, value, d_head) where the module sets its own attention logit scale as a float it
+    reads at every forward (transformers 5.x: LlamaAttention.scaling = head_dim^-1/2, GPT2Attention's
+    with its 1/(layer+1) option); else None."""
+    v, d = getattr(m, "scaling", None), getattr(m, "head_dim", None)
+    if isinstance(v, float) and isinstance(d, int) and not isinstance(d, bool):
+        return "scaling", v, d
+    return None
+
+
+def _embedding_scale_of(m):
+    """(attribute, value) where an embedding multiplies its output by a factor it holds (Gemma's
+    embed_scale = sqrt(hidden_size), a float or a 0-d buffer); else None."""
+    if not isinstance(m, nn.Embedding):
+        return None
+    v = getattr(m, "embed_scale", None)
+    if torch.is_tensor(v) and v.numel() == 1:
+        return "embed_scale", float(v)
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return "embed_scale", float(v)
+    return None
+
+
+def _all_attention_scaled(model):
+    """True where every attention-like module of the model sets its own logit scale (_attention_scale_of)."""
+    att = [m for m in model.modules()
+           if isinstance(m, nn.MultiheadAttention) or "attention" in type(m).__name__.lower()]
+    return bool(att) and all(_attention_scale_of(m) is not None for m in att)
+
+
+def _counterpart(mods, name):
+    """The base model's module for a target module name: the same name, or the first module of the
+    same name with its block index replaced (a deeper target)."""
+    if name in mods:
+        return mods[name]
+    canon = _canonical(name)
+    for k, m in mods.items():
+        if _canonical(k) == canon:
+            return m
+    return None
+
+
+def _canonical(name):
+    return ".".join("*" if part.isdigit() else part for part in name.split("."))
+
+
+def _module_scales(model, base, delta):
+    """The multipliers a model family sets inside its modules (attention logit scales, embedding
+    scales), each with its value in the base model and the head size that sets it."""
+    bmods = dict(base.named_modules())
+    out = []
+    for name, m in model.named_modules():
+        bm = _counterpart(bmods, name)
+        if bm is None:
+            continue
+        att, bat = _attention_scale_of(m), _attention_scale_of(bm)
+        if att is not None and bat is not None:
+            out.append({"module": name, "cls": type(m).__name__, "kind": "attention", "attribute": att[0],
+                        "value": att[1], "base": bat[1], "d": att[2], "d0": bat[2]})
+            continue
+        emb, bemb = _embedding_scale_of(m), _embedding_scale_of(bm)
+        if emb is not None and bemb is not None:
+            out.append({"module": name, "cls": type(m).__name__, "kind": "embedding", "attribute": emb[0],
+                        "value": emb[1], "base": bemb[1]})
+    return out
 
 
 def apply(model, base, delta, param="mup", optimizer="adamw", lr=1e-3, weight_decay=0.0,
@@ -224,6 +379,10 @@ def apply(model, base, delta, param="mup", optimizer="adamw", lr=1e-3, weight_de
         for t in p["tensors"]:
             if t["init"] != 1.0:
                 params[t["name"]].mul_(t["init"])
+        mods = dict(model.named_modules())
+        for sc in p["module_scales"]:
+            if not math.isclose(sc["set_to"], sc["value"], rel_tol=1e-9):
+                _set_scale(mods[sc["module"]], sc["attribute"], sc["set_to"])
     hooks = []
     for tie in p["ties"]:
         if tie["readout"] and tie["multiplier"] != 1.0:
@@ -300,6 +459,18 @@ def _follow_replaced_tensors(model, p):
             g["params"] = [now]
         return None
     return hook
+
+
+def _set_scale(module, attribute, value):
+    """A module's own multiplier (plan's module_scales) set in place: a float attribute, or a 0-d
+    buffer filled (Gemma keeps embed_scale as a buffer and its float as scalar_embed_scale)."""
+    cur = getattr(module, attribute)
+    if torch.is_tensor(cur):
+        cur.fill_(value)
+        if isinstance(getattr(module, "scalar_" + attribute, None), float):
+            setattr(module, "scalar_" + attribute, float(value))
+    else:
+        setattr(module, attribute, float(value))
 
 
 def _multiply_output(factor):
