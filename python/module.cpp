@@ -48,13 +48,20 @@ MuonScale parse_scale(const std::string& s) {
   return ms;
 }
 
-std::string table_json(const std::string& name) { return param_to_json(load_param(name)).dump(); }
+// A preset or table file named by a keyword argument: load_param's refusal names `param`, not the
+// CLI's --param (core/errors.h InputNames).
+ParamTable load_param_py(const std::string& name) {
+  const InputNames names("python", {{"--param", "param"}});
+  return load_param(name);
+}
+
+std::string table_json(const std::string& name) { return param_to_json(load_param_py(name)).dump(); }
 
 py::tuple theory(const std::string& param, const std::string& optimizer, int depth, const std::string& muon_scale,
                  bool rmsnorm) {
   if (depth < 1 || depth > 10000)
     throw UserError("theory", "depth", "L = " + std::to_string(depth), "give from 1 to 10000 hidden layers");
-  const ParamTable t = load_param(param);
+  const ParamTable t = load_param_py(param);
   const OptFamily f = theory_family(optimizer);
   const WidthTheory w = width_theory(t, f, depth, {}, rmsnorm, parse_scale(muon_scale));
   const DepthTheory d = depth_theory(t, f);
@@ -64,7 +71,7 @@ py::tuple theory(const std::string& param, const std::string& optimizer, int dep
 std::string plan(const std::string& param, const std::string& optimizer, double weight_decay,
                  const std::string& spec_json) {
   const OwnModelSpec spec = own_spec_from_json(json::parse(spec_json));
-  return own_plan_to_json(plan_own_model(load_param(param), optimizer, weight_decay, spec)).dump();
+  return own_plan_to_json(plan_own_model(load_param_py(param), optimizer, weight_decay, spec)).dump();
 }
 
 double num(const json& v) {
@@ -87,7 +94,7 @@ py::tuple judge_coordcheck(const std::string& input_json) {
   // The table the model was trained under: the shifted row apply() used (a' = 0, seed 000 eq. 28),
   // whose weight-side exponents (W', dW, ||W||) are those of the stored tensors; else a name.
   const bool shifted = j.contains("table") && j.at("table").is_object();
-  in.table = shifted ? param_from_json(j.at("table")) : load_param(j.at("param").get<std::string>());
+  in.table = shifted ? param_from_json(j.at("table")) : load_param_py(j.at("param").get<std::string>());
   in.optimizer = j.value("optimizer", std::string("adamw"));
   in.muon_scale = parse_scale(j.value("muon_scale", std::string("spectral")));
   in.model = j.value("model", std::string("own model"));

@@ -78,6 +78,7 @@ class ApplyBadInput(unittest.TestCase):
                 self.assertEqual(len(msg.splitlines()), 1, msg)
                 self.assertIn(named, msg)
                 self.assertIn("fix", msg)
+                self.assertNotRegex(msg, r"--[a-z]")  # keyword arguments, not the CLI's flags (issue 63 class 10)
                 self.assertTrue(same(before, snapshot(model)), "the model changed before the error")
                 self.assertIsNone(getattr(model, "scaleinv_plan", None))
                 self.assertFalse(model._forward_hooks)
@@ -180,6 +181,19 @@ class CoreBadInput(unittest.TestCase):
                     scaleinv.theory(**args)
                 self.assertEqual(len(str(cm.exception).splitlines()), 1, str(cm.exception))
                 self.assertIn(named, str(cm.exception))
+
+    def test_an_unknown_table_is_named_as_the_keyword(self):
+        # It read "command line: field '--param'" from apply, plan, coordcheck, theory and table.
+        for call in (lambda: scaleinv.theory("nosuch"), lambda: scaleinv.table("nosuch"),
+                     lambda: scaleinv.apply(MLP(64), MLP(16), MLP(32), param="nosuch", lr=1e-3),
+                     lambda: scaleinv.coordcheck(MLP, widths=[16, 32], batches=[(torch.randn(4, 8), torch.zeros(4).long())],
+                                                 param="nosuch", steps=1, seeds=2, progress=False)):
+            with self.assertRaises(scaleinv.UserError) as cm:
+                call()
+            msg = str(cm.exception)
+            self.assertIn("field 'param': unknown preset 'nosuch'", msg)
+            self.assertNotIn("command line", msg)
+            self.assertNotRegex(msg, r"--[a-z]")
 
 
 if __name__ == "__main__":
