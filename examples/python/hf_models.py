@@ -7,7 +7,7 @@ Each model is built at every width with its *Config(...): hidden size = width, 2
 with width) except in the row marked "d_head scaled" (4 heads, d_head = width / 4). GQA: half as many
 key/value heads as query heads.
 
-    python examples/python/hf_models.py [--widths 128,256,512] [--seeds 3] [--steps 3] [--lr 1e-2]
+    python examples/python/hf_models.py [--widths 128,256,512] [--seeds 3] [--steps 3] [--lr 1e-3]
         [--models gpt2,llama,llama-tied,mixtral,gemma,llama-dhead] [--batch-seed 0] [--threads N]
         [--keep-denormals]
 """
@@ -154,7 +154,7 @@ def main(argv=None):
     ap.add_argument("--widths", default="128,256,512")
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--steps", type=int, default=3)
-    ap.add_argument("--lr", type=float, default=1e-2)
+    ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--batch-seed", type=int, default=0)
     ap.add_argument("--models", default=DEFAULT_MODELS)
     ap.add_argument("--threads", type=int, default=0)
@@ -199,7 +199,8 @@ def main(argv=None):
         roles = ", ".join(f"{k} {v}" for k, v in sorted(res["roles"].items()))
         m, s = res["mup"], res["standard"]
         q = " (h, dh, h', W', dW)" if quantities else ""
-        mv = f"{'PASS' if m['passed'] else 'FAIL'}{q}: {m['failures']} failures; closest {m['decides']}"
+        mv = (f"{'PASS' if m['passed'] else 'FAIL'}{q}: {m['failures']} failures; "
+              f"{'closest' if m['passed'] else 'worst'} {m['decides']}")
         sv = f"{'PASS' if s['passed'] else 'FAIL'}: {s['failures']} failures; worst {s['decides']}"
         print(f"| `{cls}` {res['name']} | {what} | {roles} | none | {mv} | {sv} | "
               f"{m['seconds']:.0f} + {s['seconds']:.0f} |")

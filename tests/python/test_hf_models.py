@@ -5,7 +5,7 @@ modules), the coordinate check passing under mup (mup-moe) and failing under sta
 overrides, and the structures the plan cannot read refused in one line with nothing modified.
 
 The models come from examples/python/hf_models.py (widths 64, 128, 256 here; d_head 16, 2 layers,
-vocabulary 128, 3 seeds, 3 AdamW steps at lr 1e-2, the batch of batch seed 0). Skipped where
+vocabulary 128, 3 seeds, 3 AdamW steps at lr 1e-3, the batch of batch seed 0). Skipped where
 transformers is not importable (the oldest leg: Debian's torch 1.13; scripts/python_venv.sh pins it
 in the newest)."""
 import importlib.util
@@ -141,7 +141,7 @@ class CoordCheck(unittest.TestCase):
         cls.batch = cls.hf.batch(0)
 
     def check(self, make, param, quantities=None):
-        return scaleinv.coordcheck(make, WIDTHS, [self.batch], param=param, optimizer="adamw", lr=1e-2, steps=3,
+        return scaleinv.coordcheck(make, WIDTHS, [self.batch], param=param, optimizer="adamw", lr=1e-3, steps=3,
                                    seeds=3, loss=self.hf.lm_loss, progress=False, quantities=quantities)
 
     def both(self, make, param="mup", quantities=None):
