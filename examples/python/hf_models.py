@@ -149,6 +149,10 @@ def run_model(name, widths, seeds, steps, lr, batch_seed):
     return out
 
 
+def _count(n):
+    return f"{n} failure" if n == 1 else f"{n} failures"
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--widths", default="128,256,512")
@@ -199,11 +203,11 @@ def main(argv=None):
         roles = ", ".join(f"{k} {v}" for k, v in sorted(res["roles"].items()))
         m, s = res["mup"], res["standard"]
         q = " (h, dh, h', W', dW)" if quantities else ""
-        mv = (f"{'PASS' if m['passed'] else 'FAIL'}{q}: {m['failures']} failures; "
+        mv = (f"{'PASS' if m['passed'] else 'FAIL'}{q}: {_count(m['failures'])}; "
               f"{'closest' if m['passed'] else 'worst'} {m['decides']}")
-        sv = f"{'PASS' if s['passed'] else 'FAIL'}: {s['failures']} failures; worst {s['decides']}"
-        print(f"| `{cls}` {res['name']} | {what} | {roles} | none | {mv} | {sv} | "
-              f"{m['seconds']:.0f} + {s['seconds']:.0f} |")
+        sv = f"{'PASS' if s['passed'] else 'FAIL'}: {_count(s['failures'])}; worst {s['decides']}"
+        cells = [f"`{cls}` {res['name']}", what, roles, "none", mv, sv, f"{m['seconds']:.0f} + {s['seconds']:.0f}"]
+        print("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     ok = all(r["mup"]["passed"] and not r["standard"]["passed"] for r in results if r["name"] != "llama-dhead")
     print(f"\nverdict: {'mup passes and standard fails for every fixed-d_head model' if ok else 'NOT as expected'}")
     return 0 if ok else 1
