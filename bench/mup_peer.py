@@ -1,31 +1,38 @@
-"""microsoft/mup's coordinate check and scaleinv's, on the same MLP, on this machine (issue 15).
+"""microsoft/mup's coordinate check and scaleinv's, on the same MLP, on this machine (issues 15, 59).
 
 The muP paper's MLP (784 -> w -> w -> 10, ReLU, no bias) at widths 2^7..2^13, Adam lr 1e-2, 3 steps,
-5 seeds, one fixed Gaussian batch (every step trains on it, as both checks do by default):
+5 seeds, one fixed Gaussian batch of 64 (every step trains on it, as both checks do by default).
+Three tools, back to back in one run, each in a fresh process of its own (so none inherits another's
+heap, threads or imports), each timed from its call as a user would make it:
 
-  1. microsoft/mup's get_coord_data (its own model: MuReadout head, set_base_shapes, MuAdam), run
-     from a source checkout you give (`--mup-src`; mup is not vendored here): the mean |coordinate|
-     (l1) of every module's output at steps 1..3 (their t = 1 is before the first update);
-  2. scaleinv.coordcheck on the plain three-nn.Linear MLP under mup (the table's row applied by
-     scaleinv.apply), the same batch: RMS of every module's output at steps 0..2;
-  3. the log-log slope of each against width, side by side (l1 and RMS of a Gaussian-like vector
-     scale alike), and both wall times, plus the CLI's `scaleinv coordcheck --model mlp` on the same
-     grid.
+  1. microsoft/mup as installed from PyPI (`pip install mup`), its `get_coord_data` on its own model
+     (MuReadout head, set_base_shapes, MuAdam): the mean |coordinate| (l1) of every module's output at
+     its t = 1..3 (t = 1 is before the first update);
+  2. `scaleinv.coordcheck` with its defaults (all seven quantities) on the plain three-nn.Linear MLP
+     under mup (the table's row applied by scaleinv.apply), the same batch: steps 0..3;
+  3. the CLI's `scaleinv coordcheck --model mlp` with its defaults (all seven quantities), same grid
+     and batch size.
 
-    apt-get install python3-pandas          # mup's get_coord_data returns a DataFrame
-    build/venv/bin/python bench/mup_peer.py --mup-src PATH/TO/mup [--widths 128,...,8192] [--seeds 5]
+Then the log-log slope of each module's output against width, mup's l1 beside scaleinv's RMS (a
+Gaussian-like vector's l1 and RMS scale alike), and the three wall times with their ratios.
+
+    build/venv/bin/pip install --no-deps mup pandas pyyaml   # mup's own requirements pull torchvision, which
+                                                             # would replace the venv's torch
+    flock /tmp/scaleinv-build.lock build/venv/bin/python bench/mup_peer.py [--repeat 2] [--widths 128,...,8192]
 """
 import argparse
+import json
 import math
 import os
+import resource
 import subprocess
 import sys
+import tempfile
 import time
 
-import torch
-from torch import nn
-
 HERE = os.path.dirname(os.path.abspath(__file__))
+MODULES = ("0", "2", "4")
+FIVE = ["h", "dh", "h'", "W'", "dW"]  # the defaults less the two spectral norms (--no-five leaves these runs out)
 
 
 def slope(widths, values):
@@ -35,37 +42,24 @@ def slope(widths, values):
     return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
 
 
+def batch(n):
+    import torch
+    g = torch.Generator().manual_seed(0)
+    return torch.randn(n, 784, generator=g), torch.randint(0, 10, (n,), generator=g)
+
+
 def plain_mlp(width, d_in=784, classes=10):
+    from torch import nn
     return nn.Sequential(nn.Linear(d_in, width, bias=False), nn.ReLU(),
                          nn.Linear(width, width, bias=False), nn.ReLU(),
                          nn.Linear(width, classes, bias=False))
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--mup-src", required=True, help="a checkout of github.com/microsoft/mup (the folder holding mup/)")
-    ap.add_argument("--widths", default="128,256,512,1024,2048,4096,8192")
-    ap.add_argument("--seeds", type=int, default=5)
-    ap.add_argument("--batch", type=int, default=64)
-    ap.add_argument("--lr", type=float, default=1e-2)
-    ap.add_argument("--threads", type=int, default=0, help="torch threads for both peers (default: every core; "
-                    "Debian's torch starts with 1 here)")
-    ap.add_argument("--python-all", action="store_true", help="also time scaleinv.coordcheck with all 7 quantities")
-    a = ap.parse_args()
-    torch.set_num_threads(a.threads or os.cpu_count())
-    sys.path.insert(0, os.path.abspath(a.mup_src))
-    try:
-        from mup import MuReadout, set_base_shapes
-        from mup.coord_check import get_coord_data
-    except ImportError as e:
-        sys.exit(f"error: --mup-src: cannot import mup from {a.mup_src}: {e} "
-                 "(fix: give a microsoft/mup checkout; apt-get install python3-pandas python3-yaml)")
-    import scaleinv
-
-    widths = [int(w) for w in a.widths.split(",")]
-    g = torch.Generator().manual_seed(0)
-    x = torch.randn(a.batch, 784, generator=g)
-    y = torch.randint(0, 10, (a.batch,), generator=g)
+def run_mup(a, widths):
+    import torch
+    from torch import nn
+    from mup import MuReadout, set_base_shapes
+    from mup.coord_check import get_coord_data
 
     def mup_mlp(width):
         return nn.Sequential(nn.Linear(784, width, bias=False), nn.ReLU(),
@@ -79,57 +73,161 @@ def main():
             return m
         return make
 
-    t0 = time.time()
+    x, y = batch(a.batch)
+    t0 = time.perf_counter()
     df = get_coord_data({w: lazy(w) for w in widths}, [(x, y)], optimizer="adam", lr=a.lr, nseeds=a.seeds,
                         nsteps=3, mup=True, cuda=False, show_progress=False)
-    t_mup = time.time() - t0
+    wall = time.perf_counter() - t0
     mean = df.groupby(["module", "t", "width"])["l1"].mean()
+    slopes = {f"{m}/{t - 1}": slope(widths, [float(mean[(m, t, w)]) for w in widths]) for m in MODULES for t in (1, 2, 3)}
+    import mup
+    return {"wall": wall, "slopes": slopes, "version": __import__("importlib.metadata").metadata.version("mup"), "path": mup.__file__,
+            "torch": torch.__version__, "threads": torch.get_num_threads()}
 
-    t0 = time.time()
+
+def run_python(a, widths):
+    import torch
+    import scaleinv
+    x, y = batch(a.batch)
+    t0 = time.perf_counter()
     r = scaleinv.coordcheck(plain_mlp, widths=widths, batches=[(x, y)], param="mup", optimizer="adam", lr=a.lr,
-                            steps=2, seeds=a.seeds, progress=False, quantities=["h", "dh"])
-    t_ours_h = time.time() - t0
-    ours = {(row["module"], row["step"]): row for row in r.rows if row["quantity"] == "h"}
+                            steps=3, seeds=a.seeds, progress=False, quantities=FIVE if a.five else None)
+    wall = time.perf_counter() - t0
+    slopes = {f"{row['module']}/{row['step']}": row["measured"] for row in r.rows
+              if row["quantity"] == "h" and row["module"] in MODULES}
+    predicted = {f"{row['module']}/{row['step']}": row["predicted"] for row in r.rows
+                 if row["quantity"] == "h" and row["module"] in MODULES}
+    quantities = sorted({row["quantity"] for row in r.rows})
+    return {"wall": wall, "slopes": slopes, "predicted": predicted, "passed": r.passed, "rows": len(r.rows),
+            "failures": r.failures, "quantities": quantities, "torch": torch.__version__,
+            "threads": torch.get_num_threads()}
 
-    print(f"MLP 784 -> w -> w -> 10, widths {widths[0]}..{widths[-1]}, {a.seeds} seeds, Adam lr {a.lr:g}, "
-          f"batch {a.batch}: slope of each module's output against width")
+
+def run_cli(a, widths):
+    exe = os.environ.get("SCALEINV_BIN", os.path.join(HERE, "..", "build", "scaleinv"))
+    cmd = [exe, "coordcheck", "--model", "mlp", "--param", "mup", "--optimizer", "adam", "--lr", str(a.lr),
+           "--widths", ",".join(map(str, widths)), "--seeds", str(a.seeds), "--steps", "3", "--quiet",
+           "--set", f"train.batch_size={a.batch}"] + (["--quantities", "h,dh,hgrad,wgrad,dw"] if a.five else [])
+    t0 = time.perf_counter()
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    lines = out.stdout.strip().splitlines()
+    summary = next((l for l in lines if l.startswith("summary:")), "")
+    return {"wall": wall, "rc": out.returncode, "summary": summary, "last": lines[-1:] or [out.stderr.strip()],
+            "cmd": " ".join(["build/scaleinv"] + cmd[1:])}
+
+
+def child(a, widths):
+    import torch
+    if a.threads:
+        torch.set_num_threads(a.threads)
+    a.five = a.only.endswith("5")
+    res = {"mup": run_mup, "python": run_python, "cli": run_cli}[a.only.rstrip("5")](a, widths)
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN if a.only == "cli" else resource.RUSAGE_SELF)
+    res["cpu_s"] = ru.ru_utime + ru.ru_stime
+    json.dump(res, open(a.json, "w"))
+
+
+def spectral_floor(widths, seeds, steps=3, lanczos=16):
+    """What the two spectral-norm quantities cost at the least on this machine: each of the MLP's three
+    weight matrices gets ||W|| at steps 0..3 and ||dW|| at 1..3, each a Golub-Kahan-Lanczos run of
+    min(16, rows, cols) steps (2k - 1 matrix-vector products, each one pass over the matrix); at the
+    bandwidth of torch.mv on a width-8192 square matrix (best of 5)."""
+    import torch
+    n = 8192
+    w, v = torch.randn(n, n), torch.randn(n)
+    torch.mv(w, v)
+    best = min(_timed(lambda: torch.mv(w, v)) for _ in range(5))
+    gbs = 4.0 * n * n / best / 1e9
+    norms = (steps + 1) + steps
+    total = 0.0
+    for d in widths:
+        for rows, cols in ((d, 784), (d, d), (10, d)):
+            k = min(lanczos, rows, cols)
+            total += seeds * norms * (2 * k - 1) * 4.0 * rows * cols
+    return total / 1e9, gbs
+
+
+def _timed(f):
+    t = time.perf_counter()
+    f()
+    return time.perf_counter() - t
+
+
+def one_round(a, widths, k):
+    out = {}
+    for tool in ("mup", "python", "cli") + (() if a.no_five else ("python5", "cli5")):
+        with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
+            path = f.name
+        load = os.getloadavg()[0]
+        cmd = [sys.executable, os.path.abspath(__file__), "--only", tool, "--json", path, "--widths", a.widths,
+               "--seeds", str(a.seeds), "--batch", str(a.batch), "--lr", str(a.lr), "--threads", str(a.threads)]
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode != 0:
+            sys.exit(f"error: the {tool} run failed:\n{p.stderr.strip()[-2000:]}")
+        out[tool] = json.load(open(path))
+        out[tool]["load_before"] = load
+        os.unlink(path)
+        print(f"  round {k} {tool:6s} {out[tool]['wall']:6.1f} s (load average before {load:.2f})", flush=True)
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--widths", default="128,256,512,1024,2048,4096,8192")
+    ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--lr", type=float, default=1e-2)
+    ap.add_argument("--threads", type=int, default=0, help="torch threads in the two Python runs (default: torch's, "
+                    "every core); the CLI uses its own default (every core)")
+    ap.add_argument("--repeat", type=int, default=1, help="rounds of the three, back to back")
+    ap.add_argument("--no-five", action="store_true", help="leave out the two runs without the spectral norms")
+    ap.add_argument("--only", choices=("mup", "python", "cli", "python5", "cli5"), help=argparse.SUPPRESS)
+    ap.add_argument("--json", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    widths = [int(w) for w in a.widths.split(",")]
+    if a.only:
+        return child(a, widths)
+    print(f"MLP 784 -> w -> w -> 10, widths {widths[0]}..{widths[-1]}, {a.seeds} seeds, 3 steps, Adam lr {a.lr:g}, "
+          f"batch {a.batch}; {os.cpu_count()} cores; each tool in a fresh process, back to back", flush=True)
+    rounds = [one_round(a, widths, k + 1) for k in range(a.repeat)]
+
+    r = rounds[0]
+    m, p, c = r["mup"], r["python"], r["cli"]
+    print(f"\nmup {m['version']} from {m['path']} (PyPI), torch {m['torch']}, {m['threads']} threads; "
+          f"scaleinv.coordcheck: torch {p['torch']}, {p['threads']} threads, quantities {', '.join(p['quantities'])}")
+    print("slope of each module's output against width (round 1):")
     print(f"  {'module':6s} {'step':>4s} {'mup (l1)':>9s} {'scaleinv (RMS)':>15s} {'predicted':>9s} {'diff':>6s}")
     worst = 0.0
-    for module in ("0", "2", "4"):
-        for t in (1, 2, 3):
-            s_mup = slope(widths, [mean[(module, t, w)] for w in widths])
-            row = ours.get((module, t - 1))
-            if row is None:
+    for mod in MODULES:
+        for t in (0, 1, 2):
+            key = f"{mod}/{t}"
+            s_mup, s_ours, pred = m["slopes"][key], p["slopes"].get(key), p["predicted"].get(key)
+            if s_ours is None:
                 continue
-            pred = "-" if row["predicted"] is None else f"{row['predicted']:g}"
-            worst = max(worst, abs(s_mup - row["measured"]))
-            print(f"  {module:6s} {t - 1:4d} {s_mup:+9.3f} {row['measured']:+15.3f} {pred:>9s} "
-                  f"{s_mup - row['measured']:+6.3f}")
-    print(f"  largest difference {worst:.3f}; scaleinv's verdict: {'PASS' if r.passed else 'FAIL'}")
+            worst = max(worst, abs(s_mup - s_ours))
+            ptxt = "-" if pred is None else f"{pred:g}"
+            print(f"  {mod:6s} {t:4d} {s_mup:+9.3f} {s_ours:+15.3f} {ptxt:>9s} {s_mup - s_ours:+6.3f}")
+    print(f"  largest difference {worst:.3f}; scaleinv.coordcheck: {'PASS' if p['passed'] else 'FAIL'} "
+          f"({p['rows']} rows); CLI: {c['summary']}")
 
-    t_ours_all = None
-    if a.python_all:
-        t0 = time.time()
-        scaleinv.coordcheck(plain_mlp, widths=widths, batches=[(x, y)], param="mup", optimizer="adam", lr=a.lr,
-                            steps=3, seeds=a.seeds, progress=False)
-        t_ours_all = time.time() - t0
-    exe = os.environ.get("SCALEINV_BIN", os.path.join(HERE, "..", "build", "scaleinv"))
-    cli = {}
-    for label, q in (("all 7 quantities", "all"), ("h, dh, h', W', dW", "h,dh,hgrad,wgrad,dw")):
-        t0 = time.time()
-        out = subprocess.run([exe, "coordcheck", "--model", "mlp", "--param", "mup", "--optimizer", "adam",
-                              "--lr", str(a.lr), "--widths", ",".join(map(str, widths)), "--seeds", str(a.seeds),
-                              "--steps", "3", "--quiet", "--quantities", q, "--set", f"train.batch_size={a.batch}"],
-                             capture_output=True, text=True)
-        cli[label] = (time.time() - t0, out.returncode, out.stdout.strip().splitlines()[-1:] or out.stderr.strip())
-    print(f"\nwall time, the same grid ({len(widths)} widths x {a.seeds} seeds, 3 steps, batch {a.batch}, "
-          f"{torch.get_num_threads()} threads):")
-    print(f"  microsoft/mup get_coord_data (l1 of outputs)           {t_mup:7.1f} s")
-    print(f"  scaleinv.coordcheck, Python, h and dh                 {t_ours_h:7.1f} s")
-    if t_ours_all is not None:
-        print(f"  scaleinv.coordcheck, Python, all 7 quantities         {t_ours_all:7.1f} s")
-    for label, (t, rc, last) in cli.items():
-        print(f"  scaleinv coordcheck --model mlp (CLI), {label:18s}{t:7.1f} s   {last}")
+    print(f"\nwall time, the same grid ({len(widths)} widths x {a.seeds} seeds, 3 steps, batch {a.batch}); "
+          "ratio = mup's time / scaleinv's (target >= 1.5):")
+    for k, r in enumerate(rounds, 1):
+        m, p, c = r["mup"], r["python"], r["cli"]
+        print(f"  round {k}: microsoft/mup get_coord_data (l1 of outputs)      {m['wall']:6.1f} s  "
+              f"(cpu {m['cpu_s']:.1f} s, load before {m['load_before']:.2f})")
+        print(f"           scaleinv.coordcheck, Python, defaults (7 quantities) {p['wall']:6.1f} s  "
+              f"{m['wall'] / p['wall']:.2f}x  (cpu {p['cpu_s']:.1f} s, load before {p['load_before']:.2f})")
+        print(f"           scaleinv coordcheck --model mlp (CLI), defaults (7)  {c['wall']:6.1f} s  "
+              f"{m['wall'] / c['wall']:.2f}x  (cpu {c['cpu_s']:.1f} s, load before {c['load_before']:.2f})")
+        if "python5" in r:
+            p5, c5 = r["python5"], r["cli5"]
+            print(f"           without ||W||, ||dW|| (5 quantities): Python {p5['wall']:6.1f} s  "
+                  f"{m['wall'] / p5['wall']:.2f}x; CLI {c5['wall']:6.1f} s  {m['wall'] / c5['wall']:.2f}x")
+    gb, gbs = spectral_floor(widths, a.seeds)
+    print(f"the spectral norms (||W||, ||dW||) alone read {gb:.0f} GB: {gb / gbs:.1f} s at this machine's "
+          f"{gbs:.1f} GB/s (torch.mv, width 8192), whoever computes them")
 
 
 if __name__ == "__main__":
