@@ -381,9 +381,10 @@ void classify_tie(const OwnModelSpec& spec, const Patterns& overrides, const Spe
     const bool out_read_emb = owner.role == Role::Readout && use.role == Role::Embedding;
     if (!emb_read_out && !out_read_emb)
       throw UserError(spec.where, u.name,
-                      fmt::format("shares '{}': read as {} here ({}) and as {} there ({}), and one tensor cannot take "
-                                  "two roles' init and LR",
-                                  u.shares, role_name(use.role), use.why, role_name(owner.role), owner.why),
+                      fmt::format("shares '{}' (shape {}): read as {} here ({}) and as {} there ({}), and one tensor "
+                                  "cannot take two roles' init and LR",
+                                  u.shares, spec.target[i].shape, role_name(use.role), use.why, role_name(owner.role),
+                                  owner.why),
                       "untie it, or override one use's role to match (only an embedding read again as the readout "
                       "is planned as a tie)");
     tie.readout = emb_read_out ? u.name : owner.name;

@@ -219,7 +219,7 @@ class Refused(unittest.TestCase):
         return msg
 
     def test_shared_between_two_roles(self):
-        self.refused(_SharedAcrossRoles, "head.weight", "blocks.0.gate.weight", "readout", "router")
+        self.refused(_SharedAcrossRoles, "head.weight", "blocks.0.gate.weight", "[4, 256]", "readout", "router")
 
     def test_expert_dimension_not_first(self):
         self.refused(_ExpertsNotFirst, "experts", "[512, 4, 256]", "dimension 1", "[E, out, in]")
