@@ -212,15 +212,21 @@ namespace {
 // (judge_own_coordcheck): W' of "curved" is d^-1 (1 + 60/d) at steps 2 and 3 (a finite-width
 // term that shrinks as 1/d, the theory's exponent -1 past it), W' of "wrong" d^-1/2 (another
 // exponent, with no curvature to explain it).
-CoordCheckResult planted_own_check(const std::vector<int>& widths) {
+// The planted checks' input: hidden matrices `names` under mup / Adam, 4 seeds, a probe of 8 + 8.
+OwnCoordInput mup_adam_hidden(int steps, const std::vector<std::string>& names) {
   OwnCoordInput in;
   in.table = preset("mup");
   in.optimizer = "adam";
   in.seeds = {0, 1, 2, 3};
-  in.steps = 3;
+  in.steps = steps;
   in.n_probe = 8;
   in.n_out = 8;
-  in.layers = {{"curved", true, Role::Hidden, false, false}, {"wrong", true, Role::Hidden, false, false}};
+  for (const std::string& n : names) in.layers.push_back({n, true, Role::Hidden, false, false});
+  return in;
+}
+
+CoordCheckResult planted_own_check(const std::vector<int>& widths) {
+  OwnCoordInput in = mup_adam_hidden(3, {"curved", "wrong"});
   std::mt19937_64 rng(5);
   std::normal_distribution<double> noise(0.0, 0.01);
   for (int w : widths)
@@ -292,14 +298,9 @@ namespace {
 // numbers, not a generator: the fixtures below were drawn once (d^-p (1 + a/d) e^N(0, sd)) and kept,
 // so they are the same on every standard library.
 CoordCheckResult judge_fixed(const std::vector<std::pair<std::string, std::vector<std::vector<double>>>>& values) {
-  OwnCoordInput in;
-  in.table = preset("mup");
-  in.optimizer = "adam";
-  in.seeds = {0, 1, 2, 3};
-  in.steps = 1;
-  in.n_probe = 8;
-  in.n_out = 8;
-  for (const auto& [name, v] : values) in.layers.push_back({name, true, Role::Hidden, false, false});
+  std::vector<std::string> names;
+  for (const auto& [name, v] : values) names.push_back(name);
+  OwnCoordInput in = mup_adam_hidden(1, names);
   const std::vector<int> widths = {64, 128, 256, 512, 1024};
   for (size_t i = 0; i < widths.size(); ++i)
     for (int64_t s : in.seeds) {
