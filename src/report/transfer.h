@@ -38,6 +38,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,8 @@ struct SweepTable {
   std::string db, name;            // several databases: "a.db + b.db", their sweep names likewise
   std::vector<SweepRow> rows;
   int64_t duplicates = 0;          // points read once though in several databases (same id)
+  std::set<std::string> hparam_axes;  // grid axes a store declares hyperparameters (an imported store's meta):
+                                      // re-tuned at every cell by a joint law (report/joint_law.h)
 };
 
 // Reads the points table. UserError (exit 2) when the file is missing, is not a sweep database or
