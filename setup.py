@@ -1,7 +1,7 @@
 """Builds the _scaleinv extension for `pip install .` / `pip wheel .` with CMake (the project's one
 build description): the torch-free core only (SCALEINV_CORE_ONLY=ON), for the Python running pip.
 Needs cmake, a C++20 compiler and the core's Debian packages (libfmt-dev, nlohmann-json3-dev,
-libtomlplusplus-dev, libsqlite3-dev, libre2-dev); scripts/setup.sh installs them. pybind11 comes from
+libtomlplusplus-dev, libsqlite3-dev, libre2-dev, libcsv-dev); scripts/setup.sh installs them. pybind11 comes from
 the build environment (PyPI's, through pyproject.toml) or, where that has none, Debian's pybind11-dev.
 Metadata is in pyproject.toml."""
 import glob

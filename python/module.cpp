@@ -20,6 +20,7 @@
 #include "param/table.h"
 #include "report/predict.h"
 #include "report/transfer.h"
+#include "sweep/import_results.h"
 #include "sweep/shard.h"
 #include "sweep/sweep_summary.h"
 #include "sweep/user_sweep.h"
@@ -260,6 +261,56 @@ std::string shard_db_path(const std::string& db, const std::string& shard, const
   return default_db_path(s, parse_shard(shard));
 }
 
+// scaleinv.store.from_records: Python's records into a store through the importer the CLI's
+// import-results calls (sweep/import_results.h). `table_json`: {"columns", "rows"} (records_table);
+// `mapping_json`: {"lr", "loss", "scales": [[name, column]...], "hparams": [...], "units": {...},
+// "param", "param_column", "seed_column", "source", "append"}. Returns the summary as JSON and the
+// CLI's printed text.
+py::tuple import_records_py(const std::string& table_json, const std::string& mapping_json, const std::string& db) {
+  const InputNames names("scaleinv.store.from_records",
+                         {{"--out", "db"},
+                          {"--lr", "lr"},
+                          {"--loss", "loss"},
+                          {"--scale", "scales"},
+                          {"--hparam", "hparams"},
+                          {"--unit", "units"},
+                          {"--param", "param"},
+                          {"--param-column", "param_column"},
+                          {"--seed-column", "seed"},
+                          {"--append", "append=True"},
+                          {"FILE", "records"},
+                          {"--lr lr", "lr='lr'"},
+                          {"--loss loss", "loss='loss'"},
+                          {"--scale N=N", "scales={'N': 'N'}"},
+                          {"--scale N=N (repeat for each axis: --scale D=D)", "scales={'N': 'N', 'D': 'D'}"},
+                          {"--hparam batch_size=bs", "hparams={'batch_size': 'bs'}"},
+                          {"--hparam NAME=COLUMN", "hparams={NAME: COLUMN}"},
+                          {"--unit N=params (for --scale N=COLUMN)", "units={'N': 'params'} (for scales={'N': COLUMN})"},
+                          {"--param standard", "param='standard'"},
+                          {"--param-column param", "param_column='param'"},
+                          {"--seed-column seed", "seed='seed'"},
+                          {"--out runs/imported.db", "db='runs/imported.db'"}});
+  const json mj = json::parse(mapping_json);
+  ImportMapping m;
+  m.lr = mj.at("lr").get<std::string>();
+  m.loss = mj.at("loss").get<std::string>();
+  m.scales = mj.at("scales").get<std::vector<std::pair<std::string, std::string>>>();
+  m.hparams = mj.at("hparams").get<std::vector<std::pair<std::string, std::string>>>();
+  m.units = mj.at("units").get<std::map<std::string, std::string>>();
+  m.param = mj.at("param").get<std::string>();
+  m.param_column = mj.at("param_column").get<std::string>();
+  m.seed_column = mj.at("seed_column").get<std::string>();
+  m.source = mj.at("source").get<std::string>();
+  m.append = mj.at("append").get<bool>();
+  const ImportSummary s = import_results(records_table(table_json), m, db);
+  json cells = json::object();
+  for (const auto& [axis, values] : s.cells) cells[axis] = values;
+  const json out = {{"db", s.out},         {"rows", s.rows},     {"points", s.points},
+                    {"diverged", s.diverged}, {"skipped", s.skipped}, {"total", s.total},
+                    {"cells", cells},      {"sha256", s.sha256}, {"fingerprint", s.fingerprint}};
+  return py::make_tuple(out.dump(), import_summary_text(s));
+}
+
 }  // namespace
 }  // namespace scaleinv
 
@@ -286,5 +337,7 @@ PYBIND11_MODULE(_scaleinv, m) {
   m.def("shard_db_path", &shard_db_path, py::arg("db"), py::arg("shard"), py::arg("caller") = "scaleinv.sweep",
         "the store a shard writes");
   m.def("report", &report_py, py::arg("dbs"), py::arg("bootstrap"), "transfer-report's analysis of sweep stores as JSON");
+  m.def("import_records", &import_records_py, py::arg("table_json"), py::arg("mapping_json"), py::arg("db"),
+        "(summary JSON, printed text) of results imported into a store (sweep/import_results.h)");
   m.attr("max_bootstrap") = kMaxBootstrap;  // the most resamples predict and report take (report/transfer.h)
 }

@@ -14,7 +14,7 @@ mkdir -p "${1:-$here/.deps/debs}"
 dir="$(cd "${1:-$here/.deps/debs}" && pwd)"  # (absolute: the listing below runs after the cd)
 cd "$dir"
 apt-get download libcli11-dev nlohmann-json3-dev libtomlplusplus-dev libtomlplusplus3 \
-  libsqlite3-dev libsqlite3-0 zlib1g-dev libre2-dev libre2-9 libgtest-dev libgmock-dev libgloo-dev dataset-fashion-mnist
+  libsqlite3-dev libsqlite3-0 zlib1g-dev libre2-dev libre2-9 libcsv-dev libcsv3 libgtest-dev libgmock-dev libgloo-dev dataset-fashion-mnist
 ls -1 "$dir"
 # The KJV text the demo and the sweeps train on, as scaleinv caches it (4.4 MB): a GPU machine has
 # no bible-kjv, so bench/gpu_check.sh points SCALEINV_DATA_DIR at .deps/data when it holds this.

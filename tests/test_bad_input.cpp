@@ -16,6 +16,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <fmt/format.h>
@@ -374,6 +375,22 @@ std::vector<BadCase> cases() {
                    "PATH=/nonexistent"});
   out.push_back({"sample_junk_checkpoint", {{"c.pt", std::string(5000, 'j')}}, "sample --checkpoint {D}/c.pt", "{D}/c.pt",
                  "checksum"});
+  // import-results (sweep/import_results.h): each refusal names the column or axis, no store left.
+  const std::string csv_head = "N,D,lr,bs,loss\n", ok_row = "2150000000,1e11,0.001,128,2.5\n";
+  const std::string import_args = "import-results {D}/r.csv --out {D}/s.db --lr lr --loss loss --scale N=N --scale D=D";
+  for (const auto& [n, text, extra, field] : std::vector<std::tuple<std::string, std::string, std::string, std::string>>{
+           {"import_column_not_in_file", csv_head + ok_row, " --hparam batch_size=batch", "--hparam"},
+           {"import_loss_is_text", csv_head + ok_row + "2150000000,1e11,0.002,128,oops\n", "", "--loss"},
+           {"import_two_rows_one_point", csv_head + ok_row + "2.15e9,1e11,0.001,128,2.6\n", "", "rows"},
+           {"import_negative_scale", csv_head + "-5,1e11,0.001,128,2.5\n", "", "--scale"},
+           {"import_zero_lr", csv_head + "2150000000,1e11,0,128,2.5\n", "", "--lr"},
+           {"import_scale_not_a_number", csv_head + "2B,1e11,0.001,128,2.5\n", "", "--scale"},
+           {"import_empty_file", "", "", "FILE"},
+           {"import_no_rows", csv_head, "", "FILE"},
+       })
+    out.push_back({n, {{"r.csv", text}}, import_args + extra, "{D}/r.csv", field});
+  out.push_back({"import_out_over_its_file", {{"r.csv", csv_head + ok_row}},
+                 "import-results {D}/r.csv --out {D}/r.csv --lr lr --loss loss --scale N=N", "{D}/r.csv", "--out"});
   return out;
 }
 
@@ -396,7 +413,7 @@ std::set<std::string> listing(const std::string& dir) {
 
 TEST(BadInput, EveryMistakeIsOneLineNamingFileFieldAndFixWithExitCode2AndNothingWritten) {
   const std::vector<BadCase> all = cases();
-  ASSERT_EQ(all.size(), 308u);  // the count docs/reliability.md (and README's results table) states: a new case updates all three
+  ASSERT_EQ(all.size(), 317u);  // the count docs/reliability.md (and README's results table) states: a new case updates all three
   std::printf("%zu bad inputs\n", all.size());  // the count docs/reliability.md states
   const std::string root = scaleinv::testing::temp_dir("bad_input");
   struct Outcome {

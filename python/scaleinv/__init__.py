@@ -6,17 +6,19 @@
     print(r); assert r.passed
     r = scaleinv.sweep(make_model, train, space={...}, db="runs/sweeps/mine.db")  # or scaleinv.search
     print(scaleinv.predict("runs/sweeps/width.db", at={"width": 2048}))   # the LR there, with its interval
+    scaleinv.store.from_records(df, "runs/steplaw.db", lr="lr", loss="loss", scales={"N": "N"})  # results from elsewhere
 
 The C++ core (_scaleinv, torch-free) does the work: roles, the shifted table (seed 000 eq. 28), the
 theory and the coordinate check's verdicts; this package measures with torch and builds the torch
 optimizer. torch is imported when a function that needs it is first used, so `scaleinv.table`,
-`scaleinv.theory`, `scaleinv.presets`, `scaleinv.predict` and `scaleinv.report` work without it, beside any torch >= 1.13;
+`scaleinv.theory`, `scaleinv.presets`, `scaleinv.predict`, `scaleinv.report` and `scaleinv.store` work without it, beside any torch >= 1.13;
 without torch the other names exist (hasattr, `from scaleinv import *`, pydoc) and raise ImportError
 with the fix when used.
 Bad input raises scaleinv.UserError (a ValueError) with one line naming the field and the fix.
 """
 import importlib
 
+from . import store  # results from elsewhere into a sweep store (torch-free)
 from ._core import Prediction, UserError, predict, presets, report, table, theory
 
 # name -> the submodule that defines it (loaded, with torch, on first use).
@@ -24,7 +26,7 @@ _TORCH_SIDE = {"apply": "_apply", "plan": "_apply", "named_tensors": "_apply", "
                "CoordCheckResult": "_coordcheck", "lr_schedule": "_schedule", "check_schedule": "_schedule",
                "sweep": "_sweep", "search": "_sweep", "SweepResult": "_sweep"}
 
-__all__ = ["Prediction", "UserError", "predict", "presets", "report", "table", "theory"] + sorted(_TORCH_SIDE)
+__all__ = ["Prediction", "UserError", "predict", "presets", "report", "store", "table", "theory"] + sorted(_TORCH_SIDE)
 
 
 def _needs_torch_message(name):

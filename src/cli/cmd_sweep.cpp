@@ -15,6 +15,7 @@
 #include "cli/commands.h"
 #include "core/errors.h"
 #include "core/stop_signal.h"
+#include "sweep/import_results.h"
 #include "sweep/search_runner.h"
 #include "sweep/shard.h"
 #include "sweep/sweep_runner.h"
@@ -69,6 +70,9 @@ void add_sweep_command(CLI::App& app, int& exit_code) {
   rank->callback([o, &exit_code] {
     if (!std::filesystem::exists(o->out))
       throw UserError(o->out, "--db", "no such database", "give the file written by scaleinv sweep (--out)");
+    if (is_imported_store(o->out))  // a grid of results from elsewhere: no search trials to rank
+      throw UserError(o->out, "--db", "holds results imported by scaleinv import-results (a grid), not a search's trials",
+                      "read it with scaleinv predict --db " + o->out + " or scaleinv transfer-report --db " + o->out);
     SweepSpec spec = o->config.empty() ? stored_user_sweep(o->out) : load_sweep(o->config);
     if (const std::string fp = sweep_db_fingerprint(o->out); fp != spec.fingerprint)
       throw UserError(o->out, "meta.fingerprint",

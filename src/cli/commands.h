@@ -23,6 +23,7 @@ void add_predict_command(CLI::App& app, int& exit_code);   // cmd_predict.cpp (o
 void add_scales_command(CLI::App& app, int& exit_code);    // cmd_scales.cpp (unit scales at init)
 void add_precision_command(CLI::App& app, int& exit_code); // cmd_precision.cpp (simulated bf16 / fp8)
 void add_weights_commands(CLI::App& app, int& exit_code);  // cmd_weights.cpp (export, import: safetensors)
+void add_import_results_command(CLI::App& app, int& exit_code);  // cmd_import.cpp (results from elsewhere into a store)
 // train's command line, declared once: train parses it, and launch parses a train command with
 // the same declarations before any rank starts, so a mistake in it (an unknown flag, a bad
 // --stop-after, the config) is one line, not one per rank (cmd_train.cpp).

@@ -59,6 +59,7 @@ int main(int argc, char** argv) {
   scaleinv::add_scales_command(app, exit_code);
   scaleinv::add_precision_command(app, exit_code);
   scaleinv::add_weights_commands(app, exit_code);
+  scaleinv::add_import_results_command(app, exit_code);
   app.parse_complete_callback([&] {
     if (threads < 0 || threads > 4096)
       throw scaleinv::UserError("command line", "--threads", fmt::format("{} cores", threads),

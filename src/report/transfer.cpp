@@ -206,6 +206,7 @@ SweepTable read_sweep_rows(const std::string& db_path) {
   SweepTable t;
   t.db = db_path;
   std::vector<std::vector<SqlValue>> rows;
+  bool imported = false;  // a store of results imported from elsewhere (sweep/import_results.h)
   try {
     SqliteDb db(db_path, SqliteDb::Mode::ReadOnly);  // a report never modifies its input
     db.check_integrity();
@@ -213,6 +214,7 @@ SweepTable read_sweep_rows(const std::string& db_path) {
       throw UserError(db_path, "--db", "not a sweep database (no points table)", "give the file written by scaleinv sweep");
     auto name = db.query("SELECT value FROM meta WHERE key = 'name'");
     if (!name.empty()) t.name = sql_text(name[0][0], db_path, "meta.name");
+    imported = !db.query("SELECT 1 FROM meta WHERE key = 'imported'").empty();
     rows = db.query(
         "SELECT id, param, width, depth, lr_log2, seed, final_loss, diverged, axes, config FROM points ORDER BY rowid");
   } catch (const UserError&) {
@@ -234,9 +236,11 @@ SweepTable read_sweep_rows(const std::string& db_path) {
     s.id = sql_text(r[0], db_path, "points.id");
     s.param = std::holds_alternative<std::string>(r[1]) ? std::get<std::string>(r[1]) : "?";
     // No fit can use a width that is not a positive whole number, or a log2 LR that is missing or
-    // not finite (a NULL became a predicted log2 LR of -4.6e12; 1e30 read back as -9.2e18).
+    // not finite (a NULL became a predicted log2 LR of -4.6e12; 1e30 read back as -9.2e18). An
+    // imported store holds width 0 where the results have no width (their scales are axes, N and
+    // D say): no width axis, as a Python sweep's depth 0 (seed_curves' titles leave out a scale of 0).
     const double width = num(r[2]), lr_log2 = num(r[4]);
-    if (!(width >= 1 && width <= 9.007199254740992e15 && width == std::floor(width)))
+    if (!(imported && width == 0) && !(width >= 1 && width <= 9.007199254740992e15 && width == std::floor(width)))
       throw UserError(db_path, "points.width",
                       fmt::format("point '{}' has width {}, not a whole number from 1 to 2^53", s.id,
                                   std::isfinite(width) ? fmt::format("{:g}", width) : std::string("NULL or not finite")),
