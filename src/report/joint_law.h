@@ -67,6 +67,10 @@
 
 namespace scaleinv {
 
+// The fitted rows' default tolerance (percent): every run within 0.25% of its cell's best, Step
+// Law's; over the stores docs/predict.md holds out it beat each cell's argmin on average.
+inline constexpr double kJointNearOptimalPct = 0.25;
+
 struct JointLawOptions {
   std::vector<std::string> axes;            // the law's axes (e.g. {"N", "D"}); "batch"/"steps" read as train.*
   std::string hparam = "lr";                // what the law predicts: "lr" or a numeric grid key
@@ -76,7 +80,7 @@ struct JointLawOptions {
   std::map<std::string, double> reference;  // "c" and one exponent per law axis; empty: no reference law
   std::string reference_name = "reference law";
   std::string param;                        // only this parameterization ("" = every one)
-  double near_optimal_pct = 0;              // 0: each cell's argmin; > 0: every run within pct% of the cell's best
+  double near_optimal_pct = kJointNearOptimalPct;  // 0: each cell's argmin; > 0: every run within pct% of its cell's best
   double max_extrapolation = 3;             // doublings outside the fitted cells, per axis, at most
   double level = 0.90;                      // the interval's coverage
   int bootstrap = 200;                      // cell resamples (0: the law's own spread is left out)
