@@ -16,8 +16,10 @@
 
 #include "adapt/own_model.h"
 #include "core/errors.h"
+#include "core/json_number.h"
 #include "measure/coord_result.h"
 #include "param/table.h"
+#include "report/joint_law.h"
 #include "report/predict.h"
 #include "report/transfer.h"
 #include "sweep/import_results.h"
@@ -184,6 +186,41 @@ py::tuple predict_py(const std::vector<std::string>& dbs, const std::map<std::st
   return py::make_tuple(predict_to_json(preds, o).dump(), predict_markdown(preds, o));
 }
 
+// (law JSON, printed tables) of `scaleinv predict --joint` (report/joint_law.h).
+py::tuple predict_joint_py(const std::vector<std::string>& dbs, const std::vector<std::string>& axes,
+                           const std::map<std::string, double>& at, const std::map<std::string, double>& fit_upto,
+                           const std::string& param, const std::string& hparam, double near_optimal, double max_extrapolation,
+                           int64_t bootstrap, const std::vector<std::string>& retune,
+                           const std::map<std::string, double>& reference, const std::string& reference_name, bool loso) {
+  auto names = report_input_names();
+  names.insert({{"--joint", "joint"}, {"--retune", "retune"}, {"--reference-law", "reference_law"}, {"--loso", "loso"},
+                {"--joint N,D", "joint=['N', 'D']"}, {"--at N=...,D=...", "at={'N': ..., 'D': ...}"},
+                {"--holdout --fit-upto N=5.4e8", "holdout=True, fit_upto={'N': 5.4e8}"},
+                {"--reference-law c=1.79,N=-0.713,D=0.307", "reference_law={'c': 1.79, 'N': -0.713, 'D': 0.307}"}});
+  const InputNames in("scaleinv.predict", names);
+  check_bootstrap(bootstrap, "command line", "--bootstrap", input_name("--bootstrap 200"));
+  JointLawOptions o;
+  o.axes = axes;
+  o.at = at;
+  o.holdout_upto = fit_upto;
+  o.param = param;
+  o.hparam = hparam.empty() ? "lr" : hparam;
+  o.near_optimal_pct = near_optimal;
+  o.max_extrapolation = max_extrapolation;
+  o.bootstrap = static_cast<int>(bootstrap);
+  o.retune = retune;
+  o.reference = reference;
+  o.reference_name = reference_name;
+  const SweepTable t = read_sweep_rows(dbs);
+  JointLawResult r = fit_joint_law(t, o);
+  nlohmann::json j = joint_law_to_json(r);
+  if (loso) {
+    const Coverage c = loso_coverage(t, o);
+    j["loso"] = {{"covered", c.covered}, {"read", c.read}, {"mean_abs_error", json_number(c.mean_abs_error)}};
+  }
+  return py::make_tuple(j.dump(), joint_law_markdown(r));
+}
+
 // transfer-report's analysis as JSON (report/transfer.h), the tables as markdown.
 std::string report_py(const std::vector<std::string>& dbs, int64_t bootstrap) {
   const InputNames names("scaleinv.report", report_input_names());
@@ -326,6 +363,10 @@ PYBIND11_MODULE(_scaleinv, m) {
         "roles and per-tensor factors for a model scaleinv did not write (adapt/own_model.h)");
   m.def("judge_coordcheck", &judge_coordcheck, py::arg("input_json"),
         "(coordcheck JSON, printed table, plot stems) of runs measured in Python");
+  m.def("predict_joint", &predict_joint_py, py::arg("dbs"), py::arg("axes"), py::arg("at"), py::arg("fit_upto"),
+        py::arg("param"), py::arg("hparam"), py::arg("near_optimal"), py::arg("max_extrapolation"), py::arg("bootstrap"),
+        py::arg("retune"), py::arg("reference"), py::arg("reference_name"), py::arg("loso"),
+        "(law JSON, printed tables) of a joint law over sweep stores");
   m.def("predict", &predict_py, py::arg("dbs"), py::arg("at"), py::arg("holdout"), py::arg("fit_upto"), py::arg("param"),
         py::arg("max_extrapolation"), py::arg("bootstrap"), py::arg("near_optimal") = 0.0, py::arg("hparam") = "", "(predictions JSON, printed tables) of sweep stores");
   m.def("user_sweep_info", &user_sweep_info, py::arg("text"), py::arg("is_json"), py::arg("where"),

@@ -115,7 +115,8 @@ class Prediction(dict):
 
 
 def predict(db, at=None, holdout=False, fit_upto=None, param=None, max_extrapolation=3, bootstrap=200,
-            near_optimal=0, hparam=None):
+            near_optimal=None, hparam=None, joint=None, retune=None, reference_law=None, reference_name="reference law",
+            loso=False):
     """The optimal LR at a target scale from one or more sweep stores, with its 90% interval
     (src/report/predict.h: a power law per axis, declined past max_extrapolation doublings).
     near_optimal=PCT: each scale's optimum is the centre of the LRs within PCT% of its best loss
@@ -126,8 +127,20 @@ def predict(db, at=None, holdout=False, fit_upto=None, param=None, max_extrapola
 
         p = scaleinv.predict("runs/sweeps/width.db", at={"width": 2048})
         p = scaleinv.predict("runs/sweeps/width.db", holdout=True, fit_upto=512)
+
+    joint=[AXES]: one law in several axes at once, log2 h* = a + sum b_i log2 x_i
+    (src/report/joint_law.h; at names every axis, fit_upto is then {axis: largest fitted value});
+    retune=[KEYS] re-tuned in every cell besides the LR; reference_law={'c': C, axis: exponent, ...}
+    a published law to compare; loso=True adds the interval's leave-one-scale-out coverage.
+
+        p = scaleinv.predict("steplaw.db", joint=["N", "D"], holdout=True, fit_upto={"N": 5.4e8},
+                             near_optimal=0.25)
     """
+    if joint is not None:
+        return _predict_joint(db, joint, at, holdout, fit_upto, param, max_extrapolation, bootstrap, near_optimal,
+                              hparam, retune, reference_law, reference_name, loso)
     at = {} if at is None else at
+    near_optimal = 0 if near_optimal is None else near_optimal  # (the parabola vertex: the one-axis default)
     if not isinstance(at, dict) or not all(isinstance(k, str) for k in at):
         raise UserError(f"at: {at!r} is not a dict of axis name -> value (fix: at={{'width': 2048}})")
     at = {k: _number(f"at[{k!r}]", v, "at={'width': 2048}", lo=0, lo_open=True) for k, v in at.items()}
@@ -142,6 +155,50 @@ def predict(db, at=None, holdout=False, fit_upto=None, param=None, max_extrapola
     if hparam is not None and not isinstance(hparam, str):
         raise UserError(f"hparam: {hparam!r} is not a grid key (fix: hparam='hp.branch_mult')")
     data, text = _scaleinv.predict(_db_list("scaleinv.predict", db), at, holdout, fit, param or "", ext, bootstrap, near, hparam or "")
+    return Prediction(json.loads(data), text)
+
+
+def _names(what, v, example):
+    if isinstance(v, str) or not all(isinstance(k, str) for k in (v or [])):
+        raise UserError(f"{what}: {v!r} is not a list of axis names (fix: {example})")
+    return list(v or [])
+
+
+def _axis_map(what, v, example):
+    v = {} if v is None else v
+    if not isinstance(v, dict) or not all(isinstance(k, str) for k in v):
+        raise UserError(f"{what}: {v!r} is not a dict of axis name -> value (fix: {example})")
+    return {k: _number(f"{what}[{k!r}]", x, example) for k, x in v.items()}
+
+
+def _predict_joint(db, joint, at, holdout, fit_upto, param, max_extrapolation, bootstrap, near_optimal, hparam,
+                   retune, reference_law, reference_name, loso):
+    axes = _names("joint", joint, "joint=['N', 'D']")
+    at = _axis_map("at", at, "at={'N': 1e9, 'D': 1e11}")
+    if not isinstance(holdout, bool):
+        raise UserError(f"holdout: {holdout!r} is not True or False")
+    if fit_upto is not None and not isinstance(fit_upto, dict):
+        raise UserError(f"fit_upto: {fit_upto!r} is a number; a joint law's holdout names its axis "
+                        "(fix: fit_upto={'N': 5.4e8})")
+    upto = _axis_map("fit_upto", fit_upto, "fit_upto={'N': 5.4e8}")
+    if holdout and not upto:
+        raise UserError("fit_upto: a joint law's holdout needs the cells to fit (fix: holdout=True, fit_upto={'N': 5.4e8})")
+    if upto and not holdout:
+        raise UserError("fit_upto: needs holdout=True (fix: holdout=True, fit_upto={'N': 5.4e8})")
+    ref = _axis_map("reference_law", reference_law, "reference_law={'c': 1.79, 'N': -0.713, 'D': 0.307}")
+    if param is not None and not isinstance(param, str):
+        raise UserError(f"param: {param!r} is not a parameterization name (fix: param='mup')")
+    if hparam is not None and not isinstance(hparam, str):
+        raise UserError(f"hparam: {hparam!r} is not a grid key (fix: hparam='batch_size')")
+    if not isinstance(reference_name, str) or not isinstance(loso, bool):
+        raise UserError("reference_name must be a string and loso True or False")
+    ext = _number("max_extrapolation", max_extrapolation, "max_extrapolation=3", lo=0)
+    bootstrap = _bootstrap("scaleinv.predict", bootstrap)
+    near = 0.25 if near_optimal is None else near_optimal  # (every run within 0.25%: the joint law's default)
+    near = _number("near_optimal", near, "near_optimal=0.25 (percent of the best loss), or 0", lo=0, hi=50)
+    data, text = _scaleinv.predict_joint(_db_list("scaleinv.predict", db), axes, at, upto, param or "", hparam or "",
+                                         near, ext, bootstrap, _names("retune", retune, "retune=['batch_size']"), ref,
+                                         reference_name, loso)
     return Prediction(json.loads(data), text)
 
 

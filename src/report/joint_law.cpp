@@ -428,7 +428,7 @@ void judge_held_out(JointPrediction& p, const LawCell& c) {
 
 std::vector<std::string> law_axes(const SweepTable& table, const JointLawOptions& o) {
   if (o.axes.empty())
-    throw UserError("command line", "--joint", "no axis to fit", "name the law's axes, e.g. --joint N,D");
+    throw UserError("command line", "--joint", "no axis to fit", fmt::format("name the law's axes, e.g. {}", input_name("--joint N,D")));
   const std::vector<std::string> have = analysis_axes(table);
   std::vector<std::string> axes;
   for (const auto& raw : o.axes) {
@@ -448,7 +448,7 @@ std::vector<std::string> law_axes(const SweepTable& table, const JointLawOptions
 
 void check_request(const SweepTable& table, const JointLawOptions& o, const std::vector<std::string>& axes) {
   if (o.at.empty() && o.holdout_upto.empty())
-    throw UserError("command line", "--at", "nothing to predict", "give --at N=...,D=... or --holdout --fit-upto AXIS=VALUE");
+    throw UserError("command line", "--at", "nothing to predict", fmt::format("give {} or {}", input_name("--at N=...,D=..."), input_name("--holdout --fit-upto N=5.4e8")));
   auto positive = [](const std::map<std::string, double>& m, const char* field) {
     for (const auto& [k, v] : m)
       if (!(v > 0) || !std::isfinite(v))
@@ -460,18 +460,18 @@ void check_request(const SweepTable& table, const JointLawOptions& o, const std:
     for (const auto& a : axes)
       if (!o.at.count(a))
         throw UserError("command line", "--at", fmt::format("the law is in {} but the target gives no {}", fmt::join(axes, ", "), a),
-                        fmt::format("give every axis of the law, e.g. --at {}=...", a));
+                        fmt::format("give every axis of the law in {}", input_name("--at")));
   for (const auto& [k, v] : o.at)
     if (std::find(axes.begin(), axes.end(), canonical(k)) == axes.end())
       throw UserError("command line", "--at", fmt::format("{} is not an axis of the law ({})", k, fmt::join(axes, ", ")),
-                      "name it in --joint too, or leave it out");
+                      fmt::format("name it in {} too, or leave it out", input_name("--joint")));
   if (!o.reference.empty()) {
     bool ok = o.reference.count("c") && o.reference.at("c") > 0 && o.reference.size() == axes.size() + 1;
     for (const auto& a : axes) ok = ok && o.reference.count(a);
     if (!ok)
       throw UserError("command line", "--reference-law",
                       fmt::format("needs c > 0 and one exponent per law axis ({}), nothing else", fmt::join(axes, ", ")),
-                      "e.g. --reference-law c=1.79,N=-0.713,D=0.307");
+                      fmt::format("e.g. {}", input_name("--reference-law c=1.79,N=-0.713,D=0.307")));
   }
   if (!is_lr(o.hparam)) {
     const bool swept = std::any_of(table.rows.begin(), table.rows.end(), [&](const SweepRow& r) { return r.axes.count(o.hparam); });
@@ -501,7 +501,7 @@ JointLawFit fit_param(const SweepTable& table, const std::string& param, const s
     if (std::find(cell_axes.begin(), cell_axes.end(), canonical(k)) == cell_axes.end())
       throw UserError("command line", "--fit-upto",
                       fmt::format("{} does not vary between the cells of {} (they vary in {})", k, param, fmt::join(cell_axes, ", ")),
-                      "split on an axis of the law or one the cells vary in, e.g. --fit-upto N=5.4e8");
+                      fmt::format("split on an axis of the law or one the cells vary in, e.g. {}", input_name("--holdout --fit-upto N=5.4e8")));
   std::vector<int> rows;
   std::vector<std::vector<double>> near;
   std::vector<LawCell> cells = build_cells(table, param, cell_axes, axes.size(), o.hparam, retuned, o.near_optimal_pct, rows, near);
