@@ -91,11 +91,16 @@ void run_joint(const std::vector<std::string>& dbs, const JointLawOptions& jo, c
   JointLawResult r = fit_joint_law(t, jo);
   if (ja.loso) {
     const Coverage c = loso_coverage(t, jo);
-    r.notes.push_back(fmt::format("Leave-one-scale-out over {} (each value of {} above its two smallest read from the "
-                                  "cells below it): {} of {} measured optima inside the {:.0f}% interval ({:.0f}%), mean "
-                                  "|error| {:.2f} doublings.",
-                                  t.db, r.fits.empty() ? std::string("?") : r.fits[0].axes[0], c.covered, c.read,
-                                  jo.level * 100, c.read ? 100.0 * c.covered / c.read : 0.0, c.mean_abs_error));
+    const std::string axis = r.fits.empty() ? std::string("?") : r.fits[0].axes[0];
+    r.notes.push_back(c.read == 0
+                          ? fmt::format("Leave-one-scale-out over {}: no scale to read (it needs a value of {} with cells "
+                                        "enough below it to fit the law).",
+                                        t.db, axis)
+                          : fmt::format("Leave-one-scale-out over {} (each value of {} above its two smallest read from the "
+                                        "cells below it): {} of {} measured optima inside the {:.0f}% interval ({:.0f}%), "
+                                        "mean |error| {:.2f} doublings.",
+                                        t.db, axis, c.covered, c.read, jo.level * 100, 100.0 * c.covered / c.read,
+                                        c.mean_abs_error));
   }
   std::fputs(joint_law_markdown(r).c_str(), stdout);
   std::printf("\n%s: %zu points\n", t.db.c_str(), t.rows.size());
@@ -164,6 +169,7 @@ void add_predict_command(CLI::App& app, int& exit_code) {
       jo.holdout_upto = upto;
       if (!o->joint.reference.empty()) jo.reference = parse_targets({o->joint.reference});
       jo.reference_name = o->joint.reference_name;
+      jo.loso = o->joint.loso;
       jo.param = o->param;
       // Every near-optimal run (0.25%, Step Law's tolerance) by default: over the stores held out in
       // docs/predict.md it beat each cell's argmin (mean |error| 0.34 against 0.39 doublings).

@@ -402,7 +402,8 @@ JointPrediction read_at(const FitState& s, const std::map<std::string, double>& 
     for (const auto& a : f.axes) v += o.reference.at(a) * std::log2(x.at(a));
     baseline(o.reference_name, v);
   }
-  if (!f.loss_coef.empty()) {
+  const bool loss_known = std::all_of(f.loss_axes.begin(), f.loss_axes.end(), [&](const std::string& a) { return x.count(a) > 0; });
+  if (!f.loss_coef.empty() && loss_known) {  // (a target that names no pooled axis has no loss to read)
     const std::vector<double> dl = design(x, f.loss_axes);
     const double lev = dot(dl, solve(s.loss_xtx, dl));
     const double l2 = dot(f.loss_coef, dl), half = f.t * f.loss_sd * std::sqrt(1 + lev);
@@ -447,7 +448,7 @@ std::vector<std::string> law_axes(const SweepTable& table, const JointLawOptions
 }
 
 void check_request(const SweepTable& table, const JointLawOptions& o, const std::vector<std::string>& axes) {
-  if (o.at.empty() && o.holdout_upto.empty())
+  if (o.at.empty() && o.holdout_upto.empty() && !o.loso)
     throw UserError("command line", "--at", "nothing to predict", fmt::format("give {} or {}", input_name("--at N=...,D=..."), input_name("--holdout --fit-upto N=5.4e8")));
   auto positive = [](const std::map<std::string, double>& m, const char* field) {
     for (const auto& [k, v] : m)
@@ -461,10 +462,12 @@ void check_request(const SweepTable& table, const JointLawOptions& o, const std:
       if (!o.at.count(a))
         throw UserError("command line", "--at", fmt::format("the law is in {} but the target gives no {}", fmt::join(axes, ", "), a),
                         fmt::format("give every axis of the law in {}", input_name("--at")));
+  // A target may also name an axis the law pools (N beside a batch-size law in D): its loss is read there.
+  const std::vector<std::string> have = analysis_axes(table);
   for (const auto& [k, v] : o.at)
-    if (std::find(axes.begin(), axes.end(), canonical(k)) == axes.end())
-      throw UserError("command line", "--at", fmt::format("{} is not an axis of the law ({})", k, fmt::join(axes, ", ")),
-                      fmt::format("name it in {} too, or leave it out", input_name("--joint")));
+    if (std::find(have.begin(), have.end(), canonical(k)) == have.end())
+      throw UserError("command line", "--at", fmt::format("'{}' is no axis of {} (its axes: {})", k, table.db, fmt::join(have, ", ")),
+                      fmt::format("name the law's axes ({}) and, for the loss, the ones it pools", fmt::join(axes, ", ")));
   if (!o.reference.empty()) {
     bool ok = o.reference.count("c") && o.reference.at("c") > 0 && o.reference.size() == axes.size() + 1;
     for (const auto& a : axes) ok = ok && o.reference.count(a);

@@ -79,6 +79,8 @@ struct JointLawOptions {
   std::map<std::string, double> holdout_upto;  // axis -> largest fitted value; non-empty: the held-out check
   std::map<std::string, double> reference;  // "c" and one exponent per law axis; empty: no reference law
   std::string reference_name = "reference law";
+  bool loso = false;                        // the leave-one-scale-out coverage is asked for (then at and
+                                            // holdout_upto may both be empty: the law alone is fitted)
   std::string param;                        // only this parameterization ("" = every one)
   double near_optimal_pct = kJointNearOptimalPct;  // 0: each cell's argmin; > 0: every run within pct% of its cell's best
   double max_extrapolation = 3;             // doublings outside the fitted cells, per axis, at most

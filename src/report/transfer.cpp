@@ -215,6 +215,14 @@ SweepTable read_sweep_rows(const std::string& db_path) {
     auto name = db.query("SELECT value FROM meta WHERE key = 'name'");
     if (!name.empty()) t.name = sql_text(name[0][0], db_path, "meta.name");
     imported = !db.query("SELECT 1 FROM meta WHERE key = 'imported'").empty();
+    // The axes an imported store declares hyperparameters (meta.hparams, a JSON list): a joint law
+    // re-tunes them in every cell (report/joint_law.h).
+    if (auto h = db.query("SELECT value FROM meta WHERE key = 'hparams'"); imported && !h.empty()) {
+      const nlohmann::json list = nlohmann::json::parse(sql_text(h[0][0], db_path, "meta.hparams"), nullptr, false);
+      if (list.is_array())
+        for (const auto& k : list)
+          if (k.is_string()) t.hparam_axes.insert(k.get<std::string>());
+    }
     rows = db.query(
         "SELECT id, param, width, depth, lr_log2, seed, final_loss, diverged, axes, config FROM points ORDER BY rowid");
   } catch (const UserError&) {
@@ -308,6 +316,7 @@ SweepTable read_sweep_rows(const std::vector<std::string>& db_paths) {
   for (const SweepTable& t : tables) {
     all.db += (all.db.empty() ? "" : " + ") + t.db;
     if (all.name.find(t.name) == std::string::npos) all.name += (all.name.empty() ? "" : " + ") + t.name;
+    all.hparam_axes.insert(t.hparam_axes.begin(), t.hparam_axes.end());
     for (const auto& r : t.rows) {
       if (!ids.insert(r.id).second) {
         ++all.duplicates;
