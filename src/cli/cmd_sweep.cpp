@@ -15,6 +15,7 @@
 #include "cli/commands.h"
 #include "core/errors.h"
 #include "core/stop_signal.h"
+#include "report/cell_ranking.h"
 #include "sweep/import_results.h"
 #include "sweep/search_runner.h"
 #include "sweep/shard.h"
@@ -29,7 +30,7 @@ void add_sweep_command(CLI::App& app, int& exit_code) {
   struct Opts {
     std::string config, out, shard = "0/1", batch = "auto";
     bool resume = false, quiet = false, no_batch = false;
-    int jobs = 0;
+    int jobs = 0, top = 3;
     std::vector<std::string> merge_paths;
   };
   auto o = std::make_shared<Opts>();
@@ -66,13 +67,18 @@ void add_sweep_command(CLI::App& app, int& exit_code) {
 
   auto* rank = sweep->add_subcommand("rank", "Rank the trials of a [search] sweep from its database (e.g. after merging shards)");
   reads(rank->add_option("--config", o->config, "the search's sweep TOML (a Python search of your model: read from the database when left out)"));
-  reads(rank->add_option("--db", o->out, "its database (merged shards, or a partial one)")->required());
+  reads(rank->add_option("--db", o->out, "its database (merged shards, or a partial one; an imported store: each cell's best runs)")->required());
+  rank->add_option("--top", o->top, "an imported store: runs shown per cell (default 3)");
   rank->callback([o, &exit_code] {
     if (!std::filesystem::exists(o->out))
       throw UserError(o->out, "--db", "no such database", "give the file written by scaleinv sweep (--out)");
-    if (is_imported_store(o->out))  // a grid of results from elsewhere: no search trials to rank
-      throw UserError(o->out, "--db", "holds results imported by scaleinv import-results (a grid), not a search's trials",
-                      "read it with scaleinv predict --db " + o->out + " or scaleinv transfer-report --db " + o->out);
+    if (is_imported_store(o->out)) {  // a grid of results from elsewhere: each cell's best runs
+      if (!o->config.empty())
+        throw UserError("command line", "--config", "an imported store has no sweep file", "leave --config out");
+      std::fputs(rank_cells_markdown(read_sweep_rows(o->out), o->top).c_str(), stdout);
+      exit_code = 0;
+      return;
+    }
     SweepSpec spec = o->config.empty() ? stored_user_sweep(o->out) : load_sweep(o->config);
     if (const std::string fp = sweep_db_fingerprint(o->out); fp != spec.fingerprint)
       throw UserError(o->out, "meta.fingerprint",
