@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <cmath>
 #include <atomic>
 #include <filesystem>
 #include <fstream>
@@ -22,6 +23,8 @@
 #include <fmt/format.h>
 
 #include "cli_util.h"
+#include "core/atomic_file.h"
+#include "sweep/import_results.h"
 
 namespace fs = std::filesystem;
 using scaleinv::testing::slurp;
@@ -68,6 +71,29 @@ std::string table_file(const std::string& hidden) {
   const std::string row = "a = 0\nb = \"1/2\"\nlr = { sgd = 0, adam = 1, adafactor = \"1/2\" }\n";
   return "name = \"bad\"\nbase_width = 64\nbase_depth = 4\n[roles.embedding]\n" + row + "[roles.hidden]\n" + hidden +
          "\n[roles.readout]\n" + row + "[roles.vector]\n" + row;
+}
+
+// An imported store of 4 cells, N = 1e8..8e8 and D = d_of(N), a 5-point LR grid each (the bytes of
+// the file import_results writes; predict --joint's bad-input cases read it).
+template <typename F>
+std::string nd_store(F d_of) {
+  scaleinv::ResultTable t;
+  t.file = "planted.csv";
+  t.format = "csv";
+  t.columns = {"N", "D", "lr", "loss"};
+  for (double n : {1e8, 2e8, 4e8, 8e8})
+    for (int k = -10; k <= -6; ++k)
+      t.rows.push_back({fmt::format("{:.0f}", n), fmt::format("{:.0f}", d_of(n)), fmt::format("{}", std::exp2(k)),
+                        fmt::format("{}", 2.0 + 0.01 * (k + 8) * (k + 8))});
+  scaleinv::ImportMapping m;
+  m.lr = "lr";
+  m.loss = "loss";
+  m.scales = {{"N", "N"}, {"D", "D"}};
+  const std::string dir = scaleinv::testing::temp_dir("bad_input_nd_store");
+  scaleinv::import_results(t, m, dir + "/s.db");
+  std::string bytes = slurp(dir + "/s.db");
+  scaleinv::remove_tree(dir);
+  return bytes;
 }
 
 std::vector<BadCase> cases() {
@@ -391,6 +417,19 @@ std::vector<BadCase> cases() {
     out.push_back({n, {{"r.csv", text}}, import_args + extra, "{D}/r.csv", field});
   out.push_back({"import_out_over_its_file", {{"r.csv", csv_head + ok_row}},
                  "import-results {D}/r.csv --out {D}/r.csv --lr lr --loss loss --scale N=N", "{D}/r.csv", "--out"});
+  // A joint law (predict --joint): axes on one line, an axis with one value, a target missing an
+  // axis, a one-axis holdout value, an incomplete reference law, a joint-only flag without --joint.
+  const std::string line = nd_store([](double n) { return 20 * n; });  // D = 20 N in every cell
+  const std::string one_d = nd_store([](double) { return 1e10; });      // D held at one value
+  for (const auto& [n, db, args, field] : std::vector<std::tuple<std::string, std::string, std::string, std::string>>{
+           {"joint_axes_collinear", line, "--joint N,D --at N=1e9,D=2e10", "--joint"},
+           {"joint_axis_one_value", one_d, "--joint N,D --at N=1e9,D=1e10", "--joint"},
+           {"joint_target_missing_axis", one_d, "--joint N --at D=1e10", "--at"},
+           {"joint_fit_upto_without_axis", one_d, "--joint N --holdout --fit-upto 4e8", "--fit-upto"},
+           {"joint_reference_law_incomplete", one_d, "--joint N --at N=1e9 --reference-law c=1.79", "--reference-law"},
+           {"joint_loso_without_joint", one_d, "--at N=1e9 --loso", "--loso"},
+       })
+    out.push_back({n, {{"s.db", db}}, "predict --db {D}/s.db " + args + " --json {D}/p.json", "command line", field});
   return out;
 }
 
@@ -413,7 +452,7 @@ std::set<std::string> listing(const std::string& dir) {
 
 TEST(BadInput, EveryMistakeIsOneLineNamingFileFieldAndFixWithExitCode2AndNothingWritten) {
   const std::vector<BadCase> all = cases();
-  ASSERT_EQ(all.size(), 317u);  // the count docs/reliability.md (and README's results table) states: a new case updates all three
+  ASSERT_EQ(all.size(), 323u);  // the count docs/reliability.md (and README's results table) states: a new case updates all three
   std::printf("%zu bad inputs\n", all.size());  // the count docs/reliability.md states
   const std::string root = scaleinv::testing::temp_dir("bad_input");
   struct Outcome {
