@@ -252,3 +252,64 @@ class PredictTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+STEPLAW_CSV = os.path.join(os.path.dirname(DB), "published", "steplaw_dense.csv")
+
+
+class JointLawTest(unittest.TestCase):
+    """scaleinv.predict(joint=[...]) on Step Law's published runs imported from Python: the issue's
+    held-out bar (mean |error| below the paper's law's 0.26 doublings, regret below 0.04%, every
+    held-out optimum covered), the same numbers as the CLI on the store the CLI imported, and its
+    bad input spelled as keywords."""
+
+    @classmethod
+    def setUpClass(cls):
+        import csv
+        import tempfile
+        cls.tmp = tempfile.TemporaryDirectory()
+        with open(STEPLAW_CSV, newline="") as f:
+            rows = list(csv.DictReader(f))
+        cls.db = os.path.join(cls.tmp.name, "steplaw.db")
+        scaleinv.store.from_records(rows, cls.db, lr="lr", loss="smooth_loss", scales={"N": "N", "D": "D"},
+                                    hparams={"batch_size": "bs"}, param="standard")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_held_out_cells_beat_the_papers_law(self):
+        p = scaleinv.predict(self.db, joint=["N", "D"], holdout=True, fit_upto={"N": 5.4e8},
+                             reference_law={"c": 1.79, "N": -0.713, "D": 0.307}, loso=True)
+        held = [q for q in p.predictions if q["held_out"]]
+        self.assertEqual(len(held), 3)
+        errors = [abs(q["holdout"]["error_doublings"]) for q in held]
+        regrets = [q["holdout"]["regret_pct"] for q in held]
+        paper = [abs(q["baselines"][2]["error_doublings"]) for q in held]
+        self.assertLess(sum(errors) / 3, 0.26)
+        self.assertLess(sum(regrets) / 3, 0.04)
+        self.assertAlmostEqual(sum(paper) / 3, 0.2648, places=3)
+        self.assertTrue(all(q["holdout"]["covered"] for q in held))
+        self.assertEqual(p["fits"][0]["retuned"], ["batch_size"])
+        self.assertEqual(p["estimator"], "near-optimal runs, 0.25%")
+        self.assertEqual(p["loso"]["read"], 6)
+        # The CLI on the store it imported (docs/results/data) gives the same law.
+        cli = scaleinv.predict(os.path.join(os.path.dirname(DB), "steplaw_dense.db"), joint=["N", "D"],
+                               holdout=True, fit_upto={"N": 5.4e8})
+        self.assertEqual([c["value"] for c in cli["fits"][0]["coefficients"]],
+                         [c["value"] for c in p["fits"][0]["coefficients"]])
+
+    def test_bad_input_is_one_line_in_keywords(self):
+        cases = [
+            (dict(joint=["N", "D"], at={"N": 1e9}), "field 'at': the law is in N, D but the target gives no D"),
+            (dict(joint=["N", "D"], holdout=True, fit_upto=5e8), "fit_upto"),
+            (dict(joint=["N", "tokens"], at={"N": 1e9, "tokens": 1e11}), "field 'joint': 'tokens' is no axis"),
+            (dict(joint=["N", "D"], at={"N": 1e9, "D": 1e11}, reference_law={"c": 1.79}), "field 'reference_law'"),
+            (dict(joint="N,D", at={"N": 1e9}), "joint"),
+        ]
+        for kwargs, expected in cases:
+            with self.assertRaises(scaleinv.UserError) as e:
+                scaleinv.predict(self.db, **kwargs)
+            self.assertIn(expected, str(e.exception))
+            self.assertNotIn("\n", str(e.exception))
+            self.assertNotIn("--", str(e.exception))
