@@ -243,3 +243,23 @@ lr_log2 = {from = -10, to = -4}
   EXPECT_EQ(stored.fingerprint, s.fingerprint);
   EXPECT_EQ(rank_search(stored, o.db_path).front().trial, best["trial"].get<int>());
 }
+
+// A parameter or token count past the config's int (issue 60: "a width of 2.15e9 fails with the
+// space sets no width") is an axis of its own: kept as a number in the point's axes, exactly, and
+// the width's refusal says so.
+TEST(UserSpace, ACountPastTheIntIsItsOwnAxisNotAWidth) {
+  const SweepSpec s = user_sweep_from_text(
+      "[fixed]\nparam = \"mup\"\nsteps = 3\nwidth = 16\n[grid]\nN = [2150000000, 4300000000]\nD = [1e11]\nlr_log2 = [-6]\n",
+      false, "space.toml");
+  ASSERT_EQ(s.points.size(), 2u);
+  EXPECT_EQ(s.points[0].axes["N"].get<double>(), 2150000000.0);
+  EXPECT_EQ(s.points[1].axes["N"].get<double>(), 4300000000.0);
+  EXPECT_EQ(s.points[0].axes["D"].get<double>(), 1e11);
+  try {
+    user_sweep_from_text("[fixed]\nparam = \"mup\"\nsteps = 3\n[grid]\nwidth = [2150000000]\nlr_log2 = [-6]\n", false,
+                         "space.toml");
+    ADD_FAILURE() << "a width of 2.15e9 was accepted";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("a parameter or token count is an axis of its own"), std::string::npos) << e.what();
+  }
+}

@@ -108,9 +108,10 @@ bool check_user_values(const std::string& name, std::vector<nlohmann::json>& val
       throw UserError(where, field, fmt::format("{} is below what {} takes ({} {:g})", v.dump(), u->name,
                                                 u->min_open ? ">" : ">=", u->min),
                       "give values in its range");
-    if (x > u->max)
-      throw UserError(where, field, fmt::format("{} is above what {} takes (<= {:.0f})", v.dump(), u->name, u->max),
-                      "give values in its range");
+    if (x > u->max)  // (a model dimension: a parameter or token count is an axis of its own, 64-bit)
+      throw UserError(where, field, fmt::format("{} is above what {} takes (<= {:.0f}: a model dimension)", v.dump(), u->name, u->max),
+                      "give values in its range; a parameter or token count is an axis of its own, e.g. "
+                      "N = [2.15e9] beside width (read as a number: predict --joint N,D fits it)");
   }
   return u->kind == Kind::Integer;
 }
