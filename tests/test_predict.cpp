@@ -236,6 +236,15 @@ TEST(Predict, ComposesASecondSweptAxisAndRefusesAnUnvariedOne) {
   EXPECT_NEAR(w->lr_log2, planted(1024, 8), 1e-9);
   ASSERT_FALSE(w->notes.empty());
   EXPECT_NE(w->notes.back().find("act separately"), std::string::npos);
+  // The added axis is declined past its own data as the group's axis is (issue 60): depth 2..16
+  // fitted (its group at width 64), 256 is 4 doublings past 16, past the limit and the span (3).
+  o.at = {{"width", 1024}, {"depth", 256}};
+  const auto far = predict(t, o);
+  const auto wf = std::find_if(far.begin(), far.end(), [](const Prediction& p) { return p.axis == "width"; });
+  ASSERT_NE(wf, far.end());
+  EXPECT_NE(wf->status.find("declined: depth 256 is 4.00 doublings outside the depth law's fitted values 2..16"),
+            std::string::npos) << wf->status;
+  EXPECT_TRUE(std::isnan(wf->lr_log2));
   // A store that never varied depth holds no law in depth (issue 63 class 3): a CLI sweep at depth 2
   // (composed with an assumed exponent 0 and a note before) and a Python sweep that never set it,
   // depth 0 (dropped silently before) are refused alike, naming the axis and what the points hold.

@@ -192,9 +192,9 @@ void add_regime_note(Prediction& p, const SweepRow& sample) {
 }
 
 // The slope of `axis` for `param` from the first group of that axis holding it: its draws'
-// slopes (draw 0 first), empty when none.
+// slopes (draw 0 first), empty when none; `values` gets that group's values of the axis.
 std::vector<double> other_axis_slopes(const SweepTable& table, const std::string& axis, const std::string& param,
-                                      const TransferOptions& o, double near_optimal_pct) {
+                                      const TransferOptions& o, double near_optimal_pct, std::vector<double>& values) {
   for (const auto& [key, part] : seed_curves::partition_rows(table, axis)) {
     const auto it = part.data.find(param);
     if (it == part.data.end() || it->second.size() < 2) continue;
@@ -202,6 +202,7 @@ std::vector<double> other_axis_slopes(const SweepTable& table, const std::string
     const auto draws = seed_curves::seed_draws(seed_curves::seeds_of(seed_curves::GroupData{{param, it->second}}),
                                                o.bootstrap, o.rng_seed);
     const ParamCurves pc = param_curves(it->second, draws, near_optimal_pct);
+    values = pc.values;
     std::vector<double> out;
     for (const OlsFit& f : fits_of(pc, pc.values.size())) out.push_back(f.slope);
     return out;
@@ -216,7 +217,8 @@ void compose_other_axes(Prediction& p, const SweepTable& table, const SweepRow& 
     if (axis == p.axis) continue;
     const double held = held_value(sample, axis);
     if (held == target) continue;
-    const std::vector<double> slopes = other_axis_slopes(table, axis, p.param, opts.transfer, opts.near_optimal_pct);
+    std::vector<double> values;
+    const std::vector<double> slopes = other_axis_slopes(table, axis, p.param, opts.transfer, opts.near_optimal_pct, values);
     // check_target_axes saw a law of the axis for this parameterization; it may still be unread
     // here: this group holds no value of it, or every resample of the law lost its optima.
     if (!(held > 0) || slopes.empty() || !std::isfinite(slopes[0])) {
@@ -226,6 +228,17 @@ void compose_other_axes(Prediction& p, const SweepTable& table, const SweepRow& 
       p.lr_log2 = p.lo = p.hi = kNaN;
       return;
     }
+    // The added axis is read as far from its data as the group's own (issue 60: it was never
+    // declined): outside its fitted values by more than the limit or its span, the target is declined.
+    const double out = outside(target, values.front(), values.back()), span = std::log2(values.back() / values.front());
+    if (out > opts.max_extrapolation + 1e-9 || out > span + 1e-9) {
+      p.status = fmt::format("declined: {} {:g} is {:.2f} doublings outside the {} law's fitted values {:g}..{:g} (the "
+                             "limit: {:g} doublings and no more than that span, {:.2f}); --joint fits both axes at once",
+                             axis, target, out, axis, values.front(), values.back(), opts.max_extrapolation, span);
+      p.lr_log2 = p.lo = p.hi = kNaN;
+      return;
+    }
+    p.extrapolation = std::max(p.extrapolation, out);
     const double dist = std::log2(target / held);
     std::vector<double> boot(slopes.begin() + 1, slopes.end());
     boot.erase(std::remove_if(boot.begin(), boot.end(), [](double v) { return !std::isfinite(v); }), boot.end());

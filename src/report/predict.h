@@ -40,7 +40,9 @@
 // own axis is predicted as above; every other named axis whose value differs from the one the
 // group holds fixed adds b_k log2(target_k / held_k), with b_k from a group of that axis in the
 // same store for the same parameterization (its interval added in quadrature; the axes assumed
-// to act separately, log-additively: a note says so). An axis the store never varied for a
+// to act separately, log-additively: a note says so; `predict --joint` fits them as one law, see
+// report/joint_law.h). The added axis is declined as the group's own is: a target outside that
+// law's fitted values by more than max_extrapolation doublings or its span. An axis the store never varied for a
 // parameterization predicted holds no law: a target on it is refused (UserError naming the axis
 // and what the points hold: one value, e.g. a CLI sweep's depth 2, or none, a Python sweep's depth
 // that was never set), unless it is the value the points hold (nothing moves). A group that holds
