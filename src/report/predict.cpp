@@ -265,6 +265,7 @@ void set_nan_holdout(Prediction& p) {
   p.measured = p.measured_lo = p.measured_hi = p.error = p.error_lo = p.error_hi = kNaN;
   p.regret = p.regret_lo = p.regret_hi = kNaN;
   p.base_lr_log2 = p.base_error = p.base_regret = p.base_regret_lo = p.base_regret_hi = kNaN;
+  p.last_lr_log2 = p.last_error = p.last_regret = p.last_regret_lo = p.last_regret_hi = kNaN;
 }
 
 constexpr size_t kNone = static_cast<size_t>(-1);
@@ -322,7 +323,10 @@ Prediction predict_one(const std::string& axis, const seed_curves::Part& key, co
   p.base_lr_log2 = pc.by_draw[0][0].opt.lr_log2;
   p.base_error = p.base_lr_log2 - p.measured;
   p.base_regret = regret_at(pc.by_draw[0][h].points, p.base_lr_log2);
-  std::vector<double> meas, err, reg, breg;
+  p.last_lr_log2 = pc.by_draw[0][n_fit - 1].opt.lr_log2;
+  p.last_error = p.last_lr_log2 - p.measured;
+  p.last_regret = regret_at(pc.by_draw[0][h].points, p.last_lr_log2);
+  std::vector<double> meas, err, reg, breg, lreg;
   for (size_t d = 1; d < pc.by_draw.size(); ++d) {
     const DrawCurve& c = pc.by_draw[d][h];
     const double pred = r.per_draw[d - 1];
@@ -330,6 +334,7 @@ Prediction predict_one(const std::string& axis, const seed_curves::Part& key, co
     if (std::isfinite(c.opt.lr_log2) && std::isfinite(pred)) err.push_back(pred - c.opt.lr_log2);
     if (const double g = regret_at(c.points, pred); !std::isnan(g)) reg.push_back(g);
     if (const double g = regret_at(c.points, pc.by_draw[d][0].opt.lr_log2); !std::isnan(g)) breg.push_back(g);
+    if (const double g = regret_at(c.points, pc.by_draw[d][n_fit - 1].opt.lr_log2); !std::isnan(g)) lreg.push_back(g);
   }
   p.measured_lo = q.lo(meas);
   p.measured_hi = q.hi(meas);
@@ -339,6 +344,8 @@ Prediction predict_one(const std::string& axis, const seed_curves::Part& key, co
   p.regret_hi = q.hi(reg);
   p.base_regret_lo = q.lo(breg);
   p.base_regret_hi = q.hi(breg);
+  p.last_regret_lo = q.lo(lreg);
+  p.last_regret_hi = q.hi(lreg);
   return p;
 }
 
@@ -611,21 +618,24 @@ std::string markdown_of(const std::vector<Prediction>& preds, const PredictOptio
     if (any_target) s += "\n";
     s += fmt::format("Held out: fitted on every value but the largest (or up to --fit-upto), read at each value above. Error in "
                      "doublings (predicted - measured optimum); regret of training at the predicted {}, against the best grid "
-                     "point there; the baseline carries the smallest value's optimum unchanged (also the parameterization's "
-                     "own rule):\n\n"
+                     "point there; two baselines: the smallest value's optimum carried unchanged (also the parameterization's "
+                     "own rule) and the largest fitted value's:\n\n"
                      "| group | fitted on | held out | predicted [90%] | measured [5-95%] | error [5-95%] | regret [5-95%] | "
-                     "base carried: error, regret [5-95%] |\n|---|---|---|---|---|---|---|---|\n",
+                     "base carried: error, regret [5-95%] | largest fitted carried: error, regret [5-95%] |\n"
+                     "|---|---|---|---|---|---|---|---|---|\n",
                      what);
     for (const auto& p : preds) {
       if (!p.held_out) continue;
       if (p.status != "predicted") {
-        s += fmt::format("| {} | {} | {:g} | {}{} | | | | |\n", p.title(), fitted(p), p.target, p.status, note_refs(p));
+        s += fmt::format("| {} | {} | {:g} | {}{} | | | | | |\n", p.title(), fitted(p), p.target, p.status, note_refs(p));
         continue;
       }
-      s += fmt::format("| {} | {} | {:g} | {}{}{} | {}{} | {}{} | {}{} | {}, {}{} |\n", p.title(), fitted(p), p.target,
-                       num(p.lr_log2), interval(p.lo, p.hi), note_refs(p), num(p.measured), interval(p.measured_lo, p.measured_hi),
-                       num(p.error), interval(p.error_lo, p.error_hi), pct(p.regret), interval(p.regret_lo, p.regret_hi),
-                       num(p.base_error), pct(p.base_regret), interval(p.base_regret_lo, p.base_regret_hi));
+      s += fmt::format("| {} | {} | {:g} | {}{}{} | {}{} | {}{} | {}{} | {}, {}{} | {}, {}{} |\n", p.title(), fitted(p),
+                       p.target, num(p.lr_log2), interval(p.lo, p.hi), note_refs(p), num(p.measured),
+                       interval(p.measured_lo, p.measured_hi), num(p.error), interval(p.error_lo, p.error_hi), pct(p.regret),
+                       interval(p.regret_lo, p.regret_hi), num(p.base_error), pct(p.base_regret),
+                       interval(p.base_regret_lo, p.base_regret_hi), num(p.last_error), pct(p.last_regret),
+                       interval(p.last_regret_lo, p.last_regret_hi));
     }
   }
   if (!notes.empty()) {
@@ -681,7 +691,10 @@ nlohmann::json predict_to_json(const std::vector<Prediction>& preds, const Predi
                       {"error_doublings", n(p.error)}, {"error_interval", {n(p.error_lo), n(p.error_hi)}},
                       {"regret_pct", n(p.regret)}, {"regret_interval", {n(p.regret_lo), n(p.regret_hi)}},
                       {"base_lr_log2", n(p.base_lr_log2)}, {"base_error_doublings", n(p.base_error)},
-                      {"base_regret_pct", n(p.base_regret)}, {"base_regret_interval", {n(p.base_regret_lo), n(p.base_regret_hi)}}};
+                      {"base_regret_pct", n(p.base_regret)}, {"base_regret_interval", {n(p.base_regret_lo), n(p.base_regret_hi)}},
+                      {"largest_fitted_lr_log2", n(p.last_lr_log2)}, {"largest_fitted_error_doublings", n(p.last_error)},
+                      {"largest_fitted_regret_pct", n(p.last_regret)},
+                      {"largest_fitted_regret_interval", {n(p.last_regret_lo), n(p.last_regret_hi)}}};
     arr.push_back(std::move(j));
   }
   nlohmann::json at = nlohmann::json::object();

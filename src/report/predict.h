@@ -54,8 +54,9 @@
 // the held-out curve's mean loss at the predicted LR (linear in log2 LR between the neighbouring
 // grid points, so never below either: conservative where the curve is convex) against its best
 // grid point, in percent; both with their bootstrap intervals (per resample: that resample's law
-// and curve). Baseline: the smallest value's optimum carried unchanged, which is also the
-// parameterization's own rule (a swept LR is the base LR the table's exponents scale).
+// and curve). Baselines: the smallest value's optimum carried unchanged, which is also the
+// parameterization's own rule (a swept LR is the base LR the table's exponents scale), and the
+// largest fitted value's optimum carried (what a user carries by hand, issue 60).
 // Another hyperparameter (`hparam`, a numeric grid key swept beside the LR and a scale, e.g.
 // hp.branch_mult): its optimum is read, fitted, held out and declined exactly as the LR's, on the
 // store's profile over the LR (report/hparam_profile.h: at every value of the key the LR re-tuned,
@@ -119,6 +120,8 @@ struct Prediction {
   double error = 0, error_lo = 0, error_hi = 0;           // doublings, predicted - measured
   double regret = 0, regret_lo = 0, regret_hi = 0;        // percent
   double base_lr_log2 = 0, base_error = 0, base_regret = 0, base_regret_lo = 0, base_regret_hi = 0;
+  // The largest fitted value's optimum carried (what a user carries by hand), the same readings.
+  double last_lr_log2 = 0, last_error = 0, last_regret = 0, last_regret_lo = 0, last_regret_hi = 0;
   std::string title() const;  // "mup, width (depth 2)"
 };
 
