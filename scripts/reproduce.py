@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Regenerate a results page (docs/results/NAME.md) from the commands it shows.
+"""Regenerate a results page (docs/results/NAME.md, or an extra page named in EXTRA_PAGES:
+`predict` is docs/predict.md) from the commands it shows.
 
 A results page shows each figure as a fenced block that starts with the command that printed it:
 
@@ -54,6 +55,8 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "docs", "results")
+# Pages outside docs/results whose command outputs are regenerated and checked the same way, by name.
+EXTRA_PAGES = {"predict": os.path.join("docs", "predict.md")}
 EXE = "build/scaleinv"
 CHEAP = ("transfer-report", "predict")
 
@@ -84,8 +87,8 @@ class Section:
         return m.group(1) if m else None
 
     def sweep(self):
-        a = self.argv()
-        return self.ours() and len(a) > 1 and a[1] == "sweep"
+        a = self.argv()  # (sweep rank and sweep merge read stores; they make none)
+        return self.ours() and len(a) > 1 and a[1] == "sweep" and not (len(a) > 2 and a[2] in ("rank", "merge"))
 
     def copy(self):
         """A store copied for a later sweep to resume: `cp runs/sweeps/A.db runs/sweeps/B.db`."""
@@ -114,7 +117,8 @@ class Section:
             stores = re.findall(r"ATTACH\s+'([^']+)'", text, re.I) + [a for a in self.argv() if a.endswith(".db")]
             return self.runnable() and bool(stores) and all(d.startswith("docs/results/data/") for d in stores)
         a = self.argv()
-        return (self.runnable() and len(a) > 1 and a[1] in CHEAP and self.dbs()
+        reads = len(a) > 1 and (a[1] in CHEAP or a[1:3] == ["sweep", "rank"])
+        return (self.runnable() and reads and self.dbs()
                 and all(d.startswith("docs/results/data/") for d in self.dbs()))
 
 
@@ -262,10 +266,16 @@ def run(sec, scratch, resume=False):
     return lines
 
 
+def page_rel(name):
+    """A page's path from the repository root: docs/results/NAME.md, or an extra page's."""
+    return EXTRA_PAGES.get(name, os.path.join("docs", "results", name + ".md"))
+
+
 def regenerate(name, check, cheap, listing, subs, resume=False):
-    path = os.path.join(RESULTS, name + ".md")
+    rel = page_rel(name)
+    path = os.path.join(ROOT, rel)
     if not os.path.isfile(path):
-        fail(f"docs/results/{name}.md: no such page (fix: one of {', '.join(pages())}, or all)")
+        fail(f"{rel}: no such page (fix: one of {', '.join(pages())}, or all)")
     lines = open(path).read().split("\n")
     secs = sections(lines)
     made = set()  # the stores the page's sweeps write (a listing at the top names them before use)
@@ -277,7 +287,7 @@ def regenerate(name, check, cheap, listing, subs, resume=False):
             made.add(a[2])
     for s in secs:
         if s.ours() or s.sql() or s.copy():
-            check_needs(f"docs/results/{name}.md", s, subs, made)
+            check_needs(rel, s, subs, made)
     todo = [s for s in secs if s.runnable() and (s.cheap() or not cheap)]
     if listing:
         for s in secs:
@@ -286,7 +296,7 @@ def regenerate(name, check, cheap, listing, subs, resume=False):
         return 0
     if not todo:
         return 0
-    resumed = stores_in_the_way(f"docs/results/{name}.md", todo, resume)
+    resumed = stores_in_the_way(rel, todo, resume)
     ran = {}  # the same command listed at the top and shown with its output below runs once
     commands = len({tuple(s.argv()) for s in todo})
     with tempfile.TemporaryDirectory(prefix="scaleinv_reproduce.") as scratch:
@@ -294,7 +304,7 @@ def regenerate(name, check, cheap, listing, subs, resume=False):
             key = tuple(s.argv())
             if key not in ran:
                 print(f"reproduce: [{len(ran) + 1}/{commands}] "
-                      f"docs/results/{name}.md:{s.line_no + 1}: {s.command}", file=sys.stderr, flush=True)
+                      f"{rel}:{s.line_no + 1}: {s.command}", file=sys.stderr, flush=True)
                 t0 = time.monotonic()
                 ran[key] = run(s, scratch, s.line_no in resumed)
                 print(f"reproduce: done in {clock(time.monotonic() - t0)}", file=sys.stderr, flush=True)
@@ -308,23 +318,24 @@ def regenerate(name, check, cheap, listing, subs, resume=False):
             at = s.line_no + s.cmd_lines
             new[at:at + len(s.output)] = ran[key]
     if new == lines:
-        print(f"docs/results/{name}.md: {len(todo)} section(s) regenerated, unchanged")
+        print(f"{rel}: {len(todo)} section(s) regenerated, unchanged")
         return 0
     if check:
         sys.stdout.writelines(difflib.unified_diff([l + "\n" for l in lines], [l + "\n" for l in new],
-                                                   f"docs/results/{name}.md", "regenerated"))
-        print(f"docs/results/{name}.md: differs from what its commands print today", file=sys.stderr)
+                                                   rel, "regenerated"))
+        print(f"{rel}: differs from what its commands print today", file=sys.stderr)
         return 1
-    fd, tmp = tempfile.mkstemp(dir=RESULTS, prefix=f".{name}.", suffix=".md")
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=f".{name}.", suffix=".md")
     with os.fdopen(fd, "w") as f:
         f.write("\n".join(new))
     os.replace(tmp, path)
-    print(f"docs/results/{name}.md: {len(todo)} section(s) regenerated, rewritten")
+    print(f"{rel}: {len(todo)} section(s) regenerated, rewritten")
     return 0
 
 
 def pages():
-    return sorted(f[:-3] for f in os.listdir(RESULTS) if f.endswith(".md") and f != "index.md")
+    results = sorted(f[:-3] for f in os.listdir(RESULTS) if f.endswith(".md") and f != "index.md")
+    return results + sorted(EXTRA_PAGES)
 
 
 def main():
@@ -337,7 +348,7 @@ def main():
              f"(pages: {', '.join(pages())}){'; unknown ' + ', '.join(sorted(unknown)) if unknown else ''}")
     subs = subcommands()
     if names[0] != "all" and names[0] not in pages():  # a page's name, not a path ('../predict', '../../README')
-        fail(f"{names[0]}: not a page of docs/results (fix: one of {', '.join(pages())}, or all)")
+        fail(f"{names[0]}: not a page of docs/results nor an extra page (fix: one of {', '.join(pages())}, or all)")
     todo = pages() if names[0] == "all" else [names[0]]
     worst = 0
     for n in todo:

@@ -2,6 +2,7 @@
 #include "report/cell_ranking.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -39,12 +40,20 @@ std::string cell_of(const SweepRow& r, const std::set<std::string>& hparams) {
 
 std::string rank_cells_markdown(const SweepTable& table, int top) {
   if (top < 1) throw UserError("command line", "--top", fmt::format("{} runs per cell", top), "e.g. --top 3");
-  std::map<std::string, std::map<std::pair<int64_t, std::string>, Point>> cells;
+  // Cells in numeric order: the parameterization, then each axis' value (width, depth, then the
+  // others by name); the name is what the table shows.
+  using CellKey = std::pair<std::string, std::vector<double>>;
+  std::map<CellKey, std::map<std::pair<int64_t, std::string>, Point>> cells;
+  std::map<CellKey, std::string> names;
   for (const SweepRow& r : table.rows) {
+    CellKey key{r.param, {static_cast<double>(r.width), static_cast<double>(r.depth)}};
+    for (const auto& [k, v] : r.axes)
+      if (!table.hparam_axes.count(k)) key.second.push_back(seed_curves::is_number(v) ? std::strtod(v.c_str(), nullptr) : 0.0);
+    names.emplace(key, cell_of(r, table.hparam_axes));
     std::string hp;
     for (const auto& [k, v] : r.axes)
       if (table.hparam_axes.count(k)) hp += fmt::format("{}{}={}", hp.empty() ? "" : ", ", k, v);
-    Point& p = cells[cell_of(r, table.hparam_axes)][{seed_curves::lr_key(r.lr_log2), hp}];
+    Point& p = cells[key][{seed_curves::lr_key(r.lr_log2), hp}];
     p.lr_log2 = r.lr_log2;
     p.hparams = hp;
     p.diverged = p.diverged || r.diverged || !std::isfinite(r.final_loss);
@@ -55,7 +64,8 @@ std::string rank_cells_markdown(const SweepTable& table, int top) {
                               "| cell | rank | LR | log2 LR | other hyperparameters | loss | regret |\n"
                               "|---|---|---|---|---|---|---|\n",
                               top);
-  for (const auto& [cell, points] : cells) {
+  for (const auto& [key, points] : cells) {
+    const std::string& cell = names.at(key);
     std::vector<const Point*> order;
     for (const auto& [key, p] : points) order.push_back(&p);
     std::stable_sort(order.begin(), order.end(), [](const Point* a, const Point* b) { return a->mean() < b->mean(); });
