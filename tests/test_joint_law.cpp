@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_util.h"
+#include "planted_noise.h"
 #include "core/atomic_file.h"
 #include "core/errors.h"
 #include "report/joint_law.h"
@@ -26,16 +27,7 @@ namespace {
 constexpr double kA = 6.0, kN = -0.75, kD = 0.25;
 double planted(double n, double d) { return kA + kN * std::log2(n) + kD * std::log2(d); }
 
-struct Noise {  // splitmix64 and Box-Muller: the same noise on every platform
-  uint64_t s;
-  double uniform() {
-    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return (static_cast<double>((z ^ (z >> 31)) >> 11) + 0.5) * 0x1.0p-53;
-  }
-  double normal() { return std::sqrt(-2.0 * std::log(uniform())) * std::cos(6.283185307179586 * uniform()); }
-};
+using scaleinv::testing::Noise;
 
 // Cells at (N, D) with an LR grid in quarter-doublings around the planted optimum and batch sizes
 // 2^2..2^8; the loss is quadratic in both (no interaction), plus noise of sd `sigma` on each cell's

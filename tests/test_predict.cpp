@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_util.h"
+#include "planted_noise.h"
 #include "core/errors.h"
 #include "report/hparam_profile.h"
 #include "report/predict.h"
@@ -24,17 +25,7 @@ namespace {
 constexpr double kA = -3.0, kBw = -0.5, kBd = -0.25;
 double planted(double w, double d) { return kA + kBw * std::log2(w) + kBd * std::log2(d); }
 
-// splitmix64 and Box-Muller: the same noise on every platform.
-struct Noise {
-  uint64_t s;
-  double uniform() {
-    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return (static_cast<double>((z ^ (z >> 31)) >> 11) + 0.5) * 0x1.0p-53;
-  }
-  double normal() { return std::sqrt(-2.0 * std::log(uniform())) * std::cos(6.283185307179586 * uniform()); }
-};
+using scaleinv::testing::Noise;
 
 // A sweep over (widths x depths) x LR grid -14..-2 in half-doublings x seeds: loss quadratic in
 // log2 LR around the planted optimum, plus Gaussian noise of sd `sigma` per run.

@@ -325,15 +325,6 @@ json table_json(const ResultTable& t) {
 
 // ---- The store -----------------------------------------------------------------------------------
 
-std::string utc_now() {
-  std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 json mapping_json(const ImportMapping& m) {
   json scales = json::array(), hparams = json::array();
   for (const auto& [n, c] : m.scales) scales.push_back({n, c});

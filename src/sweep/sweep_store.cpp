@@ -45,15 +45,6 @@ const char* kColumns =
 
 SqlValue num(double v) { return std::isfinite(v) ? SqlValue(v) : SqlValue(nullptr); }
 
-std::string utc_now() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 // At most 200 [step, loss] pairs, evenly spaced, first and last kept.
 nlohmann::json curve_json(const std::vector<double>& losses) {
   nlohmann::json out = nlohmann::json::array();
@@ -91,6 +82,15 @@ std::optional<std::string> read_meta(SqliteDb& db, const std::string& key) {
 int64_t count_rows(SqliteDb& db) { return sql_int(db.query("SELECT COUNT(*) FROM points")[0][0], db.path(), "points"); }
 
 }  // namespace
+
+std::string utc_now() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
 
 SweepStore::SweepStore(const std::string& path) : path_(path), db_(open_store(path)) {}
 

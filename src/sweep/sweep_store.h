@@ -91,6 +91,9 @@ class SweepStore {
 
 // (A point's windowed loss is window_mean in train/trainer.h with the sweep's window.)
 
+// Now in UTC, ISO 8601 ("2026-11-28T21:32:46Z"): a point's created_at, an import's time.
+std::string utc_now();
+
 // The grid fingerprint a sweep database holds (read-only). UserError naming the file when it is
 // not a sweep database (no meta and points tables, no fingerprint) or fails SQLite's integrity check.
 std::string sweep_db_fingerprint(const std::string& path);
