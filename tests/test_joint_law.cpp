@@ -290,3 +290,23 @@ TEST(JointLaw, StepLawHeldOutCellsBeatThePapersLaw) {
   EXPECT_LT(regret, 0.04);
   scaleinv::remove_tree(dir);
 }
+
+TEST(JointLaw, AParameterizationTheLawCannotFitIsLeftOutWithANote) {
+  // standard at 15 cells, mup at two only (three coefficients need four): mup is named in a note
+  // and standard is fitted; a store of mup alone is refused with the same reason.
+  SweepTable t = cells(grid(kNs, kRatios), 0.0, 1);
+  SweepTable two = cells({{1e8, 1e10}, {2e8, 4e10}}, 0.0, 2);
+  for (auto& r : two.rows) r.param = "mup";
+  t.rows.insert(t.rows.end(), two.rows.begin(), two.rows.end());
+  JointLawOptions o;
+  o.axes = {"N", "D"};
+  o.at = {{"N", 3.2e9}, {"D", 3.2e9 * 40}};
+  const JointLawResult r = fit_joint_law(t, o);
+  ASSERT_EQ(r.fits.size(), 1u);
+  EXPECT_EQ(r.fits[0].param, "standard");
+  ASSERT_EQ(r.notes.size(), 1u);
+  EXPECT_NE(r.notes[0].find("mup left out: command line: field '--joint': 2 fitted cells for 3 coefficients"),
+            std::string::npos) << r.notes[0];
+  EXPECT_NE(joint_law_markdown(r).find("mup left out"), std::string::npos);
+  EXPECT_NE(error_of(two, o).find("2 fitted cells for 3 coefficients"), std::string::npos);
+}

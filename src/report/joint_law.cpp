@@ -558,7 +558,24 @@ JointLawResult fit_joint_law(const SweepTable& table, const JointLawOptions& opt
   r.opts = opts;
   const std::vector<std::string> axes = law_axes(table, opts);
   check_request(table, opts, axes);
-  for (const std::string& param : params_of(table, opts.param)) r.fits.push_back(fit_param(table, param, axes, opts, r, true));
+  // With several parameterizations, one the law cannot be fitted to (too few cells, one value of an
+  // axis, axes collinear in its cells) is left out with a note naming why; with one, or when none
+  // fits, its refusal is the answer.
+  const std::vector<std::string> params = params_of(table, opts.param);
+  std::vector<std::string> refused;
+  for (const std::string& param : params) {
+    try {
+      JointLawResult part;
+      JointLawFit f = fit_param(table, param, axes, opts, part, true);
+      r.fits.push_back(std::move(f));
+      for (auto& p : part.predictions) r.predictions.push_back(std::move(p));
+    } catch (const UserError& e) {
+      if (params.size() == 1) throw;
+      refused.push_back(e.what());
+      r.notes.push_back(fmt::format("{} left out: {}", param, e.what()));
+    }
+  }
+  if (r.fits.empty()) throw UserError(refused.front());
   return r;
 }
 
