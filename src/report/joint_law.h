@@ -10,12 +10,13 @@
 // B* = 0.58 D^0.571) and of every one-axis rule predict.h fits; with one axis it is predict.h's law.
 // h is the LR, or another swept hyperparameter (`hparam`, e.g. a batch size).
 //
-// Cells. A cell is one point of the law's axes; the rows of a cell are averaged over seeds per
-// point of the re-tuned axes: the LR, the predicted hyperparameter, and every axis the store
-// declares a hyperparameter (an imported store's meta) or `retune` names. A cell's loss surface is
-// that seed-mean loss over the re-tuned points (+inf where a seed diverged; a point not run is
-// missing, not diverged). Any other axis that varies is pooled (the law does not see it; a note
-// names it).
+// Cells. The re-tuned axes are the LR, the predicted hyperparameter, and every axis the store
+// declares a hyperparameter (an imported store's meta) or `retune` names; any other axis that
+// varies and is not in the law is pooled (the law does not see it; the output names it: B* in D
+// alone is fitted over cells at every N). A cell is one point of the law's and the pooled axes;
+// its rows are averaged over seeds per re-tuned point, and its loss surface is that seed-mean loss
+// (+inf where a seed diverged; a point not run is missing, not diverged). A target may name pooled
+// axes too (the loss is read there), and holdout_upto may split on one.
 // The fitted rows (`near_optimal_pct`):
 //  - 0: each cell's optimum, the re-tuned point of least loss (its h) -- one row per cell;
 //  - > 0: every re-tuned point of the cell within pct% of its best loss -- one row each, Step Law's
@@ -146,7 +147,8 @@ struct JointLawResult {
 // that is also a law axis or is not swept, a target missing a law axis or not positive, a
 // parameterization the store lacks, axes collinear in the fitted cells (named: the law cannot
 // separate them), fewer fitted cells than coefficients plus one, a holdout_upto that fits or holds
-// out nothing, a malformed reference law.
+// out nothing, a malformed reference law. With several parameterizations, one that cannot be fitted
+// (too few cells, one value, collinear axes) is left out with a note naming why, unless none fits.
 JointLawResult fit_joint_law(const SweepTable& table, const JointLawOptions& opts);
 
 // Leave-one-scale-out: for every value v of the first law axis above its two smallest, the law is
