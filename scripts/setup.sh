@@ -21,13 +21,17 @@ cd "$here"
 # python3-torch, python3-torchvision, python3-numpy: the oldest-torch leg of the Python tests
 # (Debian's python3-torch: 1.13 on Debian 12, 2.6 on 13; scripts/python_venv.sh). binutils: readelf,
 # which checks the extension links no torch. libcsv-dev: RFC 4180 CSV for import-results (Debian 12 and 13).
+# slurmctld, slurmd, slurm-client, munge: the real Slurm cluster on loopback that the tests start
+# and stop (scripts/slurm_local.sh; 22.05 on Debian 12, 24.11 on 13). The packages' own services
+# are not used: a system munged that the install may start is left alone (the test cluster runs its
+# own, on its own socket and key).
 PKGS=(build-essential cmake ninja-build pkg-config
       libgloo-dev libcli11-dev libtomlplusplus-dev nlohmann-json3-dev libfmt-dev
       libsqlite3-dev sqlite3 zlib1g-dev libre2-dev libcsv-dev libgtest-dev libgmock-dev libbenchmark-dev
       gnuplot-nox bible-kjv dataset-fashion-mnist chromium procps
       python3 python3-dev pybind11-dev python3-venv python3-setuptools python3-wheel
       python3-torch python3-torchvision python3-numpy
-      binutils)
+      binutils slurmctld slurmd slurm-client munge)
 
 missing=()
 for p in "${PKGS[@]}"; do
