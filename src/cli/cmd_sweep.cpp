@@ -28,9 +28,9 @@ namespace scaleinv {
 
 void add_sweep_command(CLI::App& app, int& exit_code) {
   struct Opts {
-    std::string config, out, shard = "0/1", batch = "auto";
+    std::string config, out, shard = "0/1", batch = "auto", rung_db;
     bool resume = false, quiet = false, no_batch = false;
-    int jobs = 0, top = 3;
+    int jobs = 0, top = 3, rung = -1;
     std::vector<std::string> merge_paths;
   };
   auto o = std::make_shared<Opts>();
@@ -48,7 +48,12 @@ void add_sweep_command(CLI::App& app, int& exit_code) {
                     "chunks trained at once, one core each (0-1024; default: on CUDA 4, each on a stream of its own; on a CPU 1 when chunks batch, else one per core)")
       ->check(CLI::Range(0, 1024));
   sweep->add_flag("--quiet", o->quiet, "no progress bar");
+  sweep->add_option("--rung", o->rung, "a search: run only rung K (0-based), planned from --rung-db's earlier rungs "
+                                       "(what a task of `sweep submit` runs)")
+      ->check(CLI::Range(0, 1000));
+  reads(sweep->add_option("--rung-db", o->rung_db, "with --rung: the store holding the rungs before it"));
   sweep->require_subcommand(0, 1);
+  add_sweep_cluster_commands(sweep, exit_code);
   auto* merge = sweep->add_subcommand("merge", "Combine shard databases of one sweep: merge OUT.db IN1.db IN2.db ...");
   merge->add_option("paths", o->merge_paths, "OUT.db followed by the input databases")->required();
 
@@ -91,8 +96,8 @@ void add_sweep_command(CLI::App& app, int& exit_code) {
     std::fputs(render_search_summary(spec, s).c_str(), stdout);
     exit_code = 0;
   });
-  sweep->callback([o, merge, rank, &exit_code] {
-    if (merge->parsed() || rank->parsed()) return;
+  sweep->callback([o, sweep, &exit_code] {
+    if (!sweep->get_subcommands().empty()) return;  // merge, rank, submit, status, collect, drive
     if (o->config.empty())
       throw UserError("command line", "--config", "missing", "write scaleinv sweep --config SWEEP.toml");
     const Shard shard = parse_shard(o->shard);
@@ -114,7 +119,14 @@ void add_sweep_command(CLI::App& app, int& exit_code) {
     ro.jobs = o->jobs;
     install_stop_handlers();  // Ctrl-C or SIGTERM: the chunks in flight are stored, then it stops
     int stopped_by = 0;
-    if (spec.search) {
+    if (o->rung >= 0 || !o->rung_db.empty()) {  // one rung of a search, planned from the rungs before it
+      if (o->rung < 0 || o->rung_db.empty())
+        throw UserError("command line", o->rung < 0 ? "--rung" : "--rung-db", "is missing: --rung and --rung-db go together",
+                        "give both: --rung K --rung-db DB (the store holding the rungs before K)");
+      SweepRunSummary s = run_sweep(search_rung_spec(spec, o->rung_db, o->rung), ro);
+      std::fputs(render_sweep_summary(s).c_str(), stdout);
+      stopped_by = s.stopped_by;
+    } else if (spec.search) {
       SearchRunSummary s = run_search(spec, ro);
       std::fputs(render_search_summary(spec, s).c_str(), stdout);
       stopped_by = s.rungs.empty() ? 0 : s.rungs.back().stopped_by;

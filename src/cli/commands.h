@@ -18,6 +18,8 @@ void add_coordcheck_command(CLI::App& app, int& exit_code);  // cmd_coordcheck.c
 void add_launch_command(CLI::App& app, int& exit_code);    // cmd_launch.cpp (data-parallel ranks)
 void add_bench_command(CLI::App& app, int& exit_code);     // cmd_bench.cpp (speed benchmark)
 void add_sweep_command(CLI::App& app, int& exit_code);     // cmd_sweep.cpp (sweep, sweep merge)
+// sweep submit, status, collect, drive: a sweep on a cluster (cmd_sweep_cluster.cpp; called by add_sweep_command)
+void add_sweep_cluster_commands(CLI::App* sweep, int& exit_code);
 void add_transfer_report_command(CLI::App& app, int& exit_code);  // cmd_transfer_report.cpp
 void add_predict_command(CLI::App& app, int& exit_code);   // cmd_predict.cpp (optimal LR at a larger scale)
 void add_scales_command(CLI::App& app, int& exit_code);    // cmd_scales.cpp (unit scales at init)

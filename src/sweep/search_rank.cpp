@@ -201,6 +201,23 @@ std::vector<TrialResult> rank_search(const SweepSpec& spec, const std::string& d
   return out;
 }
 
+std::vector<SweepPoint> next_rung_points(const SweepSpec& spec, const std::vector<SweepPoint>& rung_pts,
+                                         const std::string& db_path, int rung) {
+  const auto scores = score(spec, rung_pts, stored_losses(db_path), rung);
+  return rung_points(spec, rung + 1, keep_best(spec, scores, rung + 1));
+}
+
+SweepSpec search_rung_spec(const SweepSpec& spec, const std::string& db_path, int rung) {
+  if (!spec.search) throw UserError(spec.path, "search", "this sweep file has no [search]", "run it without --rung");
+  const std::vector<int64_t> steps = rung_steps(*spec.search, spec.full_steps);
+  if (rung < 0 || rung >= static_cast<int>(steps.size()))
+    throw UserError("command line", "--rung", fmt::format("is {}; this search has rungs 0..{}", rung, steps.size() - 1),
+                    "give a rung of the search (0-based)");
+  SweepSpec rs = spec;
+  for (int k = 0; k < rung && !rs.points.empty(); ++k) rs.points = next_rung_points(spec, rs.points, db_path, k);
+  return rs;
+}
+
 SearchRunSummary run_search_rungs(const SweepSpec& spec, const std::string& db_path, const Shard& shard, bool resume,
                                   const RungRunner& run_rung) {
   if (!spec.search) throw UserError(spec.path, "search", "this sweep file has no [search]", "use run_sweep");
@@ -220,8 +237,7 @@ SearchRunSummary run_search_rungs(const SweepSpec& spec, const std::string& db_p
         sum.rung_steps.size() > 1 ? fmt::format("sweep {} rung {}/{}", spec.name, k + 1, sum.rung_steps.size()) : "";
     sum.rungs.push_back(run_rung(rs, resume || k > 0, label));  // later rungs add to the rungs before
     if (k + 1 == sum.rung_steps.size() || sum.rungs.back().stopped_by) break;  // a stop signal: no next rung
-    const auto scores = score(spec, pts, stored_losses(db_path), static_cast<int>(k));
-    pts = rung_points(spec, static_cast<int>(k + 1), keep_best(spec, scores, static_cast<int>(k + 1)));
+    pts = next_rung_points(spec, pts, db_path, static_cast<int>(k));
   }
   sum.ranking = rank_search(spec, db_path);
   // The ranking as JSON beside the store.

@@ -58,6 +58,17 @@ using RungRunner = std::function<SweepRunSummary(const SweepSpec& rung, bool res
 SearchRunSummary run_search_rungs(const SweepSpec& spec, const std::string& db_path, const Shard& shard, bool resume,
                                   const RungRunner& run_rung);
 
+// The points of the rung after `rung` (0-based): the best of `rung_pts` (rung `rung`'s points) by
+// the losses stored in `db_path`, and (hyperband) the trials of the brackets that start there.
+std::vector<SweepPoint> next_rung_points(const SweepSpec& spec, const std::vector<SweepPoint>& rung_pts,
+                                         const std::string& db_path, int rung);
+
+// spec with the points of rung `rung` (0-based), replayed from the file and the losses of the rungs
+// before it stored in `db_path`, exactly as run_search_rungs plans them: what a task of a search
+// sent to a cluster trains (`scaleinv sweep --rung K --rung-db DB`, issue 61). UserError naming
+// --rung when the search has no such rung.
+SweepSpec search_rung_spec(const SweepSpec& spec, const std::string& db_path, int rung);
+
 // The ranking of a [search] sweep from the losses stored in `db_path` (a finished, merged or
 // partial store): each trial at the highest rung it reached, best first within each group.
 std::vector<TrialResult> rank_search(const SweepSpec& spec, const std::string& db_path);
