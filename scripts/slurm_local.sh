@@ -143,11 +143,14 @@ write_conf() {
     echo "InactiveLimit=0"
     echo "Waittime=0"
     echo "SchedulerType=sched/backfill"
-    echo "SchedulerParameters=sched_interval=1"
+    echo "SchedulerParameters=batch_sched_delay=0,sched_interval=1"
     local i name
+    # nproc without OMP_NUM_THREADS, which it honours (ctest sets it to 1 for the Python tests).
+    local cpus
+    cpus="$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)"
     for i in $(seq "$NODES"); do
       name="n$i"; [ "$NODES" -eq 1 ] && name=localhost
-      echo "NodeName=$name NodeHostname=$name NodeAddr=127.0.0.1 Port=${ports[$i]} CPUs=$(nproc) RealMemory=100 State=UNKNOWN"
+      echo "NodeName=$name NodeHostname=$name NodeAddr=127.0.0.1 Port=${ports[$i]} CPUs=$cpus RealMemory=100 State=UNKNOWN"
     done
     echo "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO"
   } > "$CONF"
