@@ -218,7 +218,7 @@ do_start() {
     sleep 0.1
   done
   [ $ready -eq 1 ] || { do_stop; die "the nodes are not idle after 30 s (sinfo: $(tr '\n' ' ' <<<"$out")): $(tail_of "$DIR/log/slurmctld.log")"; }
-  if [ "$NODES" -gt 1 ] && ! timeout 5 scontrol show config 2>/dev/null | grep -q '^MULTIPLE_SLURMD *= *Yes'; then
+  if [ "$NODES" -gt 1 ] && ! grep -q '^MULTIPLE_SLURMD *= *Yes' <<<"$(timeout 5 scontrol show config 2>/dev/null)"; then
     do_stop; die "this Slurm is not built with --enable-multiple-slurmd, so one host cannot run $NODES nodes (start one node instead)"
   fi
   echo "export SLURM_CONF=$CONF"
