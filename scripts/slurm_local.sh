@@ -35,14 +35,23 @@ usage() { echo "usage: $0 start|stop|status DIR [NODES]" >&2; exit 2; }
 [ $# -ge 2 ] || usage
 cmd="$1"; DIR="$2"; NODES="${3:-1}"
 [[ "$NODES" =~ ^[1-9][0-9]*$ ]] || usage
-mkdir -p "$DIR" 2>/dev/null || die "cannot make $DIR"
+if [ "$cmd" = start ]; then mkdir -p "$DIR" 2>/dev/null || die "cannot make $DIR"; fi
+[ -d "$DIR" ] || { [ "$cmd" = stop ] && exit 0; die "no folder $DIR"; }
 DIR="$(cd "$DIR" && pwd)"
 CONF="$DIR/slurm.conf"
 SOCK="$DIR/run/munge.socket"
 
 # "a | b | c": the last lines of a log, on one line.
 tail_of() { [ -f "$1" ] && tail -n "${2:-6}" "$1" | tr -s '\n' '|' | sed 's/|$//; s/|/ | /g' || echo "(no log at $1)"; }
-alive() { [ -f "$1" ] && kill -0 "$(cat "$1" 2>/dev/null)" 2>/dev/null; }
+# The pid in pid file $1 when that process runs and is this cluster's (its command line names DIR:
+# a pid file left by a crash may hold the number of some other process by now).
+pid_of() {
+  local pid
+  pid="$(cat "$1" 2>/dev/null)" && [[ "$pid" =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null || return 1
+  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF "$DIR/" || return 1
+  echo "$pid"
+}
+alive() { pid_of "$1" >/dev/null; }
 pidfiles() { ls "$DIR"/run/*.pid 2>/dev/null; }
 node_names() { sed -n 's/^NodeName=\([^ ]*\).*/\1/p' "$CONF" 2>/dev/null; }
 
@@ -51,7 +60,7 @@ node_names() { sed -n 's/^NodeName=\([^ ]*\).*/\1/p' "$CONF" 2>/dev/null; }
 stop_pids() {
   local f pid pids=()
   for f in "$@"; do
-    pid="$(cat "$f" 2>/dev/null)" && [ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null && pids+=("$pid")
+    pid="$(pid_of "$f")" && kill -TERM "$pid" 2>/dev/null && pids+=("$pid")
   done
   for _ in $(seq 100); do
     local left=()
