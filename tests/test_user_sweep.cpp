@@ -6,10 +6,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
 #include <filesystem>
 #include <functional>
 #include <map>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "core/errors.h"
 #include "core/sqlite_db.h"
@@ -262,4 +265,113 @@ TEST(UserSpace, ACountPastTheIntIsItsOwnAxisNotAWidth) {
   } catch (const UserError& e) {
     EXPECT_NE(std::string(e.what()).find("a parameter or token count is an axis of its own"), std::string::npos) << e.what();
   }
+}
+
+// The batch executor (user_sweep.h PointExecutor): an executor that reports its points out of
+// order, all started first, stores the same rows as the sequential one (each in its own
+// transaction, the core the only writer); a search's rungs each go to it as one batch; a bad report
+// (twice, out of the batch, or a point never recorded) is refused; what it throws ends the sweep with
+// the points recorded before it stored, and resume goes on from there.
+TEST(UserSweep, ABatchExecutorRecordsInAnyOrderLikeTheSequentialOne) {
+  const SweepSpec s = user_sweep_from_text(kSpace, false, "space.toml");
+  UserSweepOptions o;
+  o.show_progress = false;
+  auto failing = [](const nlohmann::json& hp) {
+    PointResult r = fake_train(hp);
+    if (hp.at("width") == 32 && hp.at("seed") == 1 && hp.at("init_scale") == 0.5) r.error = "WorkerCrashedError: died";
+    return r;
+  };
+  const std::string seq_db = temp_db("sequential.db");
+  o.db_path = seq_db;
+  const nlohmann::json seq = run_user_sweep(s, o, [&](const SweepPoint&, const nlohmann::json& hp) { return failing(hp); });
+  std::vector<size_t> batch_sizes;
+  PointExecutor reversed;
+  reversed.concurrent = true;
+  reversed.run = [&](const std::vector<PendingPoint>& batch, const PointEvents& ev) {
+    batch_sizes.push_back(batch.size());
+    for (const PendingPoint& p : batch) ev.started(p.index);
+    for (auto it = batch.rbegin(); it != batch.rend(); ++it) ev.record(it->index, failing(it->hparams));
+  };
+  o.db_path = temp_db("reversed.db");
+  const nlohmann::json rev = run_user_sweep(s, o, reversed);
+  EXPECT_EQ(batch_sizes, std::vector<size_t>{16});
+  for (const char* k : {"points", "run", "skipped", "diverged", "failed"}) EXPECT_EQ(rev[k], seq[k]) << k;
+  const std::string cols =
+      "id, sweep, param, width, depth, lr, lr_log2, seed, axes, config, final_loss, final_val_loss, min_loss, diverged, "
+      "diverged_step, steps_done, items_per_s, unigram_entropy, curve, shard";
+  auto table = [&](const std::string& db, const std::string& sql) {
+    SqliteDb d(db, SqliteDb::Mode::ReadOnly);
+    return d.query(sql);
+  };
+  EXPECT_EQ(table(o.db_path, "SELECT COUNT(*) FROM points")[0][0], SqlValue(int64_t{16}));
+  const std::string by_id = "SELECT " + cols + " FROM points ORDER BY id";
+  EXPECT_EQ(table(seq_db, by_id), table(o.db_path, by_id));
+  EXPECT_EQ(table(seq_db, "SELECT id, message FROM failures ORDER BY id"),
+            table(o.db_path, "SELECT id, message FROM failures ORDER BY id"));
+  // The reversed executor wrote the last grid point first (the store's rows in arrival order).
+  EXPECT_EQ(table(o.db_path, "SELECT id FROM points ORDER BY rowid LIMIT 1")[0][0], SqlValue(s.points.back().id));
+
+  // A halving search: one batch per rung, each waited for before the next is planned.
+  const SweepSpec search = user_sweep_from_text(
+      "[fixed]\nparam = \"mup\"\nsteps = 27\nwidth = 16\n[search]\nmethod = \"halving\"\ntrials = 9\neta = 3\nmin_steps = 3\n"
+      "[search.space]\nlr_log2 = {from = -10, to = -4}\n",
+      false, "search.toml");
+  batch_sizes.clear();
+  o.db_path = temp_db("search-batch.db");
+  const nlohmann::json sb = run_user_sweep(search, o, reversed);
+  EXPECT_EQ(batch_sizes, (std::vector<size_t>{9, 3, 1}));
+  o.db_path = temp_db("search-seq.db");
+  const nlohmann::json ss =
+      run_user_sweep(search, o, [&](const SweepPoint&, const nlohmann::json& hp) { return fake_train(hp); });
+  EXPECT_EQ(sb["ranking"], ss["ranking"]);
+
+  // Bad reports.
+  auto refused = [&](const std::function<void(const std::vector<PendingPoint>&, const PointEvents&)>& run,
+                     const std::string& what) {
+    PointExecutor e;
+    e.run = run;
+    o.db_path = temp_db("bad" + std::to_string(batch_sizes.size()) + ".db");  // one store each
+    batch_sizes.push_back(0);
+    try {
+      run_user_sweep(s, o, e);
+      ADD_FAILURE() << "accepted: " << what;
+    } catch (const std::logic_error& err) {
+      EXPECT_NE(std::string(err.what()).find(what), std::string::npos) << err.what();
+    }
+  };
+  refused(
+      [&](const auto& b, const PointEvents& ev) {
+        ev.record(0, fake_train(b[0].hparams));
+        ev.record(0, fake_train(b[0].hparams));
+      },
+      "already recorded");
+  refused([&](const auto& b, const PointEvents& ev) { ev.record(b.size(), PointResult{}); }, "past the batch of 16");
+  refused([&](const auto& b, const PointEvents& ev) { ev.record(3, fake_train(b[3].hparams)); },
+          "15 of 16 points not recorded");
+  refused([&](const auto& b, const PointEvents& ev) {
+    std::exception_ptr thrown;
+    std::thread t([&] {
+      try {
+        ev.record(0, fake_train(b[0].hparams));
+      } catch (...) {
+        thrown = std::current_exception();
+      }
+    });
+    t.join();
+    if (thrown) std::rethrow_exception(thrown);
+  }, "another thread");
+
+  // An executor that throws after 5 points: those are stored, resume trains the other 11.
+  PointExecutor dies;
+  dies.run = [&](const std::vector<PendingPoint>& batch, const PointEvents& ev) {
+    for (size_t k = 0; k < 5; ++k) ev.record(batch[k].index, fake_train(batch[k].hparams));
+    throw std::runtime_error("the driver was interrupted");
+  };
+  o.db_path = temp_db("interrupted.db");
+  EXPECT_THROW(run_user_sweep(s, o, dies), std::runtime_error);
+  EXPECT_EQ(table(o.db_path, "SELECT COUNT(*) FROM points")[0][0], SqlValue(int64_t{5}));
+  o.resume = true;
+  const nlohmann::json rest = run_user_sweep(s, o, reversed);
+  EXPECT_EQ(rest["skipped"], 5);
+  EXPECT_EQ(rest["run"], 11);
 }

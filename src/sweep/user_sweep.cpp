@@ -1,12 +1,15 @@
 // Sweeps and searches of the user's own model (see user_sweep.h).
 #include "sweep/user_sweep.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <memory>
 #include <optional>
 #include <set>
 #include <sstream>
+#include <stdexcept>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -23,9 +26,10 @@ namespace scaleinv {
 
 namespace {
 
-// One rung (or the whole grid): the shard's points not yet in the store, one after another.
+// One rung (or the whole grid): the shard's points not yet in the store, sent to the executor
+// together; each result is written as the executor records it.
 SweepRunSummary run_user_points(const SweepSpec& spec, const UserSweepOptions& o, const std::string& bar_label,
-                                const TrainPoint& train) {
+                                const PointExecutor& executor) {
   const auto t0 = std::chrono::steady_clock::now();
   SweepRunSummary sum;
   SweepStore store(o.db_path);
@@ -36,13 +40,15 @@ SweepRunSummary run_user_points(const SweepSpec& spec, const UserSweepOptions& o
   if (o.show_progress)
     bar = std::make_unique<Progress>(std::max<int64_t>(1, total_steps), bar_label.empty() ? "sweep " + spec.name : bar_label,
                                      "step");
+  int64_t running = 0, most_running = 0;
   auto status = [&] {
-    return fmt::format("| points {}/{} (skipped {}) | diverged {}{}", sum.skipped + sum.run, sum.shard_points, sum.skipped,
-                       sum.diverged, sum.failed ? fmt::format(" | failed {}", sum.failed) : "");
+    return fmt::format("| points {}/{} (skipped {}){} | diverged {}{}", sum.skipped + sum.run, sum.shard_points, sum.skipped,
+                       executor.concurrent ? fmt::format(" | running {}", running) : "", sum.diverged,
+                       sum.failed ? fmt::format(" | failed {}", sum.failed) : "");
   };
   int64_t steps_done = 0;
   if (bar) bar->update(0, status());
-  // Each point is committed as it finishes (a kill -9 loses only the point in flight); the WAL is
+  // Each point is committed as it finishes (a kill -9 loses only the points in flight); the WAL is
   // checkpointed into the database file at most once a second and at the end, since a point of a
   // small model can take less time than a checkpoint's fsync (measured: 4 ms of 6 ms overhead a point).
   auto last_checkpoint = std::chrono::steady_clock::now();
@@ -55,9 +61,37 @@ SweepRunSummary run_user_points(const SweepSpec& spec, const UserSweepOptions& o
       }
     }
   } at_end{store};
-  for (size_t i : pending) {
-    const SweepPoint& p = spec.points[i];
-    PointResult r = train(p, user_hparams(p.user));
+
+  std::vector<PendingPoint> batch;
+  batch.reserve(pending.size());
+  for (size_t i : pending) batch.push_back({batch.size(), &spec.points[i], user_hparams(spec.points[i].user)});
+  enum class State { Pending, Started, Recorded };
+  std::vector<State> state(batch.size(), State::Pending);
+  const std::thread::id caller = std::this_thread::get_id();
+  bool open = true;  // the rung is running: events after it ended are refused
+  auto check = [&](size_t index, const char* what) {
+    if (!open) throw std::logic_error(fmt::format("sweep executor: {}({}) after the rung ended", what, index));
+    if (std::this_thread::get_id() != caller)
+      throw std::logic_error(fmt::format("sweep executor: {}({}) from another thread (call it on the one that ran the batch)",
+                                         what, index));
+    if (index >= batch.size())
+      throw std::logic_error(fmt::format("sweep executor: {}({}) is past the batch of {}", what, index, batch.size()));
+    if (state[index] == State::Recorded)
+      throw std::logic_error(fmt::format("sweep executor: {}({}) of a point already recorded", what, index));
+  };
+  PointEvents events;
+  events.started = [&](size_t index) {
+    check(index, "started");
+    if (state[index] == State::Started) return;
+    state[index] = State::Started;
+    most_running = std::max(most_running, ++running);
+    if (bar && executor.concurrent) bar->update(static_cast<long>(steps_done), status());
+  };
+  // The one place a trained point is recorded, whichever executor trained it.
+  events.record = [&](size_t index, PointResult r) {
+    check(index, "record");
+    if (state[index] == State::Started) --running;
+    const SweepPoint& p = *batch[index].point;
     if (!r.error.empty()) {  // a run that raised ranks as diverged (user_sweep.h); -1: no NaN step
       r.diverged = true;
       r.diverged_step = -1;
@@ -66,13 +100,24 @@ SweepRunSummary run_user_points(const SweepSpec& spec, const UserSweepOptions& o
     const bool checkpoint = now - last_checkpoint >= std::chrono::seconds(1);
     if (checkpoint) last_checkpoint = now;
     store.write_points(spec, o.shard, {&p}, {r}, checkpoint);
+    state[index] = State::Recorded;
     ++sum.run;
     ++sum.chunks;
     sum.diverged += r.diverged ? 1 : 0;
     sum.failed += r.error.empty() ? 0 : 1;
     steps_done += p.config.train.steps;
     if (bar) bar->update(static_cast<long>(steps_done), status());
-  }
+  };
+  struct CloseAtEnd {
+    bool& open;
+    ~CloseAtEnd() { open = false; }
+  } close_at_end{open};
+  if (!batch.empty()) executor.run(batch, events);
+  open = false;
+  const auto left = batch.size() - static_cast<size_t>(std::count(state.begin(), state.end(), State::Recorded));
+  if (left > 0)
+    throw std::logic_error(fmt::format("sweep executor: returned with {} of {} points not recorded", left, batch.size()));
+  sum.jobs = static_cast<int>(std::max<int64_t>(1, most_running));
   if (bar) bar->finish(status());
   sum.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return sum;
@@ -171,10 +216,25 @@ PointResult point_result_from_json(const nlohmann::json& j) {
   return r;
 }
 
+PointExecutor sequential_executor(TrainPoint train) {
+  PointExecutor e;
+  e.run = [train = std::move(train)](const std::vector<PendingPoint>& batch, const PointEvents& events) {
+    for (const PendingPoint& p : batch) {
+      if (events.started) events.started(p.index);
+      events.record(p.index, train(*p.point, p.hparams));
+    }
+  };
+  return e;
+}
+
 nlohmann::json run_user_sweep(const SweepSpec& spec, const UserSweepOptions& opts, const TrainPoint& train) {
+  return run_user_sweep(spec, opts, sequential_executor(train));
+}
+
+nlohmann::json run_user_sweep(const SweepSpec& spec, const UserSweepOptions& opts, const PointExecutor& executor) {
   nlohmann::json out;
   if (!spec.search) {
-    const SweepRunSummary s = run_user_points(spec, opts, "", train);
+    const SweepRunSummary s = run_user_points(spec, opts, "", executor);
     out = summary_json(s);
     out["text"] = render_sweep_summary(s);
     return out;
@@ -183,7 +243,7 @@ nlohmann::json run_user_sweep(const SweepSpec& spec, const UserSweepOptions& opt
                                               [&](const SweepSpec& rung, bool resume, const std::string& label) {
                                                 UserSweepOptions o = opts;
                                                 o.resume = resume;
-                                                return run_user_points(rung, o, label, train);
+                                                return run_user_points(rung, o, label, executor);
                                               });
   SweepRunSummary total;
   total.db_path = opts.db_path;
