@@ -7,8 +7,11 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <memory>
 #include <set>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 #include <pybind11/pybind11.h>
@@ -269,12 +272,20 @@ std::string user_sweep_info(const std::string& text, bool is_json, const std::st
       .dump();
 }
 
-// Runs the space (user_sweep.h); `train(point_id, hparams_json)` returns the point's result as
-// JSON (point_result_from_json). What `train` raises (KeyboardInterrupt) ends the run and reaches
-// the caller; the finished points are in the store.
+// Runs the space (user_sweep.h), either point by point through `train(point_id, hparams_json)`,
+// which returns the point's result as JSON (point_result_from_json), or, given `executor`, a rung at
+// a time through `executor.run(batch, started, record)`: batch is a list of (index, point_id,
+// hparams_json), `started(index)` says a point began (the bar's running count) and
+// `record(index, result_json)` stores a finished one before it returns; both must be called on the
+// thread that called run, before it returns (python/scaleinv/_ray.py). `executor.concurrent` (True:
+// several points at once) adds the running count to the bar.
+//
+// The GIL is released while the core runs (opening the store, ranking, writing each result) and
+// held only to call Python. What `train` or `executor.run` raises (KeyboardInterrupt) ends the run
+// and reaches the caller; the points recorded before it are in the store.
 std::string run_user_sweep_py(const std::string& text, bool is_json, const std::string& where, const std::string& db,
-                              const std::string& shard, bool resume, bool progress, const py::function& train,
-                              const std::string& caller) {
+                              const std::string& shard, bool resume, bool progress, const py::object& train,
+                              const std::string& caller, const py::object& executor) {
   const InputNames names = sweep_input_names(caller);
   const SweepSpec s = user_sweep_from_text(text, is_json, where);
   UserSweepOptions o;
@@ -282,11 +293,49 @@ std::string run_user_sweep_py(const std::string& text, bool is_json, const std::
   o.shard = parse_shard(shard);
   o.resume = resume;
   o.show_progress = progress;
-  const TrainPoint fn = [&](const SweepPoint& p, const json& hparams) {
-    const py::object r = train(p.id, hparams.dump());
-    return point_result_from_json(json::parse(r.cast<std::string>()));
-  };
-  return run_user_sweep(s, o, fn).dump();
+  PointExecutor ex;
+  if (executor.is_none()) {
+    ex = sequential_executor([&](const SweepPoint& p, const json& hparams) {
+      const py::gil_scoped_acquire gil;
+      const py::object r = train(p.id, hparams.dump());
+      return point_result_from_json(json::parse(r.cast<std::string>()));
+    });
+  } else {
+    ex.concurrent = py::bool_(py::getattr(executor, "concurrent", py::bool_(false)));
+    ex.run = [&](const std::vector<PendingPoint>& batch, const PointEvents& events) {
+      const py::gil_scoped_acquire gil;
+      // The events live while run does: a callback the executor kept and calls later is refused.
+      const auto live = std::make_shared<const PointEvents*>(&events);
+      struct EndAtReturn {
+        std::shared_ptr<const PointEvents*> live;
+        ~EndAtReturn() { *live = nullptr; }
+      } end_at_return{live};
+      auto events_of = [live](const char* what) {
+        if (*live == nullptr) throw std::logic_error(std::string("sweep executor: ") + what + " after its rung ended");
+        return *live;
+      };
+      const py::cpp_function started([events_of](size_t index) {
+        const PointEvents* ev = events_of("started");
+        const py::gil_scoped_release nogil;
+        ev->started(index);
+      });
+      const py::cpp_function record([events_of](size_t index, const std::string& result_json) {
+        const PointEvents* ev = events_of("record");
+        PointResult r = point_result_from_json(json::parse(result_json));
+        const py::gil_scoped_release nogil;  // the store's write and fsync
+        ev->record(index, std::move(r));
+      });
+      py::list items;
+      for (const PendingPoint& p : batch) items.append(py::make_tuple(p.index, p.point->id, p.hparams.dump()));
+      executor.attr("run")(items, started, record);
+    };
+  }
+  std::string out;
+  {
+    const py::gil_scoped_release nogil;
+    out = run_user_sweep(s, o, ex).dump();
+  }
+  return out;
 }
 
 // The store a shard writes: DB itself for the whole grid, STEM.shard-i-of-N.db beside it otherwise
@@ -374,7 +423,9 @@ PYBIND11_MODULE(_scaleinv, m) {
         "a user model's sweep space: name, fingerprint, points, search method, widths, depths, params");
   m.def("run_user_sweep", &run_user_sweep_py, py::arg("text"), py::arg("is_json"), py::arg("where"), py::arg("db"),
         py::arg("shard"), py::arg("resume"), py::arg("progress"), py::arg("train"), py::arg("caller") = "scaleinv.sweep",
-        "runs a user model's sweep or search into a store; the summary as JSON");
+        py::arg("executor") = py::none(),
+        "runs a user model's sweep or search into a store (point by point through train, or a rung at a time "
+        "through executor.run(batch, started, record)); the summary as JSON");
   m.def("shard_db_path", &shard_db_path, py::arg("db"), py::arg("shard"), py::arg("caller") = "scaleinv.sweep",
         "the store a shard writes");
   m.def("report", &report_py, py::arg("dbs"), py::arg("bootstrap"), "transfer-report's analysis of sweep stores as JSON");
