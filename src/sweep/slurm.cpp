@@ -1,6 +1,8 @@
 // A Slurm cluster through its client programs (see slurm.h).
 #include "sweep/slurm.h"
 
+#include <cstdlib>
+#include <filesystem>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -29,6 +31,11 @@ void SlurmClient::check_reachable() const {
       throw UserError("command line", "--slurm", fmt::format("no scheduler reachable: `{}` is not on PATH", prog),
                       "run it on a Slurm login node (or load the cluster's slurm module); without Slurm, shard "
                       "by hand with scaleinv sweep --shard i/N");
+  // A SLURM_CONF naming no file: the clients would retry reading it for a minute before failing.
+  if (const char* conf = std::getenv("SLURM_CONF"); conf && *conf && !std::filesystem::exists(conf))
+    throw UserError("command line", "--slurm",
+                    fmt::format("no scheduler reachable: SLURM_CONF names {}, which does not exist", conf),
+                    "point SLURM_CONF at the cluster's slurm.conf, or unset it to use the default");
   const ProcessResult r = run_process({"sinfo", "-h", "-o", "%P"}, timeout_s_);
   if (!r.ok())
     throw UserError("command line", "--slurm",

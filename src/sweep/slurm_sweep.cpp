@@ -254,8 +254,15 @@ WaitCount count_now(const Submission& s, const std::set<std::string>& expected, 
     for (const std::string& id : c.failed)
       if (expected.count(id)) failed.insert(id);
   };
-  add(read_store_counts(s.db));
-  for (const std::string& p : stores) add(read_store_counts(p));
+  // (While tasks write their stores, one may be caught half-created: it counts next time.)
+  auto add_path = [&](const std::string& p) {
+    try {
+      add(read_store_counts(p));
+    } catch (const std::exception&) {
+    }
+  };
+  add_path(s.db);
+  for (const std::string& p : stores) add_path(p);
   WaitCount w;
   w.done = static_cast<int64_t>(done.size());
   w.failed = static_cast<int64_t>(failed.size());
@@ -373,8 +380,15 @@ std::string submit_sweep_slurm(const std::string& config_path, const SlurmSweepO
   const SlurmClient client;
   client.check_reachable();
   client.check_partition(partition_in_args(o.sbatch_args));
+  const std::string dir = submission_dir(fs::absolute(o.db).lexically_normal().string());
+  const bool fresh = !fs::exists(dir);
   Submission s = prepare(config_path, spec, o, client);
-  if (o.probe) probe_store(client, s, o.probe_timeout_s);
+  try {
+    if (o.probe) probe_store(client, s, o.probe_timeout_s);
+  } catch (...) {  // refused before any job of the sweep was submitted: nothing half-written stays
+    if (fresh) remove_tree(dir);
+    throw;
+  }
   if (s.kind == "search") {
     if (foreground) return drive_search_slurm(s.path, show_progress);
     std::vector<std::string> a = job_args(s, "scaleinv-" + s.name + "-driver", "%x-%j.out");

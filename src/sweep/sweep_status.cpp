@@ -13,8 +13,10 @@ namespace scaleinv {
 
 StoreCounts read_store_counts(const std::string& path) {
   StoreCounts c;
-  if (!std::filesystem::exists(path)) return c;
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return c;
   c.exists = true;
+  if (std::filesystem::file_size(path, ec) == 0 || ec) return c;  // a store its writer is creating
   SqliteDb db(path, SqliteDb::Mode::ReadOnly);
   if (!db.has_table("points")) return c;
   for (const auto& r : db.query("SELECT id, diverged FROM points")) {
