@@ -286,6 +286,33 @@ TEST(SearchCli, HalvingKeepsTheBestTrialsResumesAndRanks) {
   auto sh = run_cli("sweep --quiet --config " + f + " --out " + dir + "/x.db --shard 0/2");
   EXPECT_EQ(sh.code, 2);
   EXPECT_NE(sh.err.find("--shard"), std::string::npos) << sh.err;
+  // But one rung can, planned from the store of the rungs before it (what a task of `sweep submit
+  // --slurm` runs, issue 61): rung 1's two shards, merged, are the search's own rung 1, the same
+  // points with the same losses.
+  for (int i = 0; i < 2; ++i) {
+    auto part = run_cli(fmt::format("--threads 1 sweep --quiet --config {} --rung 1 --rung-db {} --shard {}/2 --out "
+                                    "{}/r1.shard-{}.db",
+                                    f, db, i, dir, i));
+    ASSERT_EQ(part.code, 0) << part.err;
+  }
+  ASSERT_EQ(run_cli("sweep merge " + dir + "/r1.db " + dir + "/r1.shard-0.db " + dir + "/r1.shard-1.db").code, 0);
+  auto rung_losses = [](const std::string& path, const std::string& where) {
+    SqliteDb x(path, SqliteDb::Mode::ReadOnly);
+    std::map<std::string, double> out;
+    for (const auto& row : x.query("SELECT id, final_loss FROM points" + where))
+      out[std::get<std::string>(row[0])] = std::get<double>(row[1]);
+    return out;
+  };
+  const auto replayed = rung_losses(dir + "/r1.db", "");
+  EXPECT_EQ(replayed.size(), 6u);
+  EXPECT_EQ(replayed, rung_losses(db, " WHERE json_extract(axes, '$.\"search.rung\"') = 1"));
+  auto no_db = run_cli("sweep --quiet --config " + f + " --out " + dir + "/y.db --rung 1");
+  EXPECT_EQ(no_db.code, 2);
+  EXPECT_NE(no_db.err.find("--rung-db"), std::string::npos) << no_db.err;
+  auto past = run_cli("sweep --quiet --config " + f + " --out " + dir + "/y.db --rung 3 --rung-db " + db);
+  EXPECT_EQ(past.code, 2);
+  EXPECT_NE(past.err.find("rungs 0..2"), std::string::npos) << past.err;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/y.db"));
 }
 
 // A grid with axes besides the seed is one search per group (the grid point without its seed):
