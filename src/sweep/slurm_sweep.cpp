@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -22,6 +23,7 @@
 #include "core/errors.h"
 #include "core/progress.h"
 #include "core/stop_signal.h"
+#include "core/subprocess.h"
 #include "core/writer_lock.h"
 #include "sweep/shard.h"
 #include "sweep/slurm.h"
@@ -364,6 +366,19 @@ std::string grid_summary(const Submission& s, const std::string& array, const st
   return out;
 }
 
+// The report of a complete grid, as the one-machine commands write it: transfer-report's page
+// (STEM-report/) for a sweep, `sweep rank`'s table for a random search; a sweep transfer-report
+// cannot read (one width, say) gets a line saying why.
+void write_report(const Submission& s, const SweepSpec& spec) {
+  const std::string out = (s.dir().parent_path() / (fs::path(s.db).stem().string() + "-report")).string();
+  const std::vector<std::string> argv =
+      spec.search ? std::vector<std::string>{s.binary, "sweep", "rank", "--config", s.config, "--db", s.db}
+                  : std::vector<std::string>{s.binary, "transfer-report", "--db", s.db, "--out", out};
+  const ProcessResult r = run_process(argv, 0);
+  std::fputs(r.out.c_str(), stdout);
+  if (!r.ok()) std::printf("no report: %s\n", r.first_line().c_str());
+}
+
 }  // namespace
 
 std::string submission_dir(const std::string& db_path) {
@@ -446,6 +461,7 @@ int collect_sweep_slurm(const std::string& submission_json) {
     return 0;
   }
   std::fputs(render_status(sweep_status(s.db)).c_str(), stdout);
+  if (idx.empty()) write_report(s, spec);
   if (!idx.empty()) {
     std::printf("shards %s stay unfinished after %d attempts: their logs are in %s (fix: scaleinv sweep submit "
                 "again resumes them)\n",
@@ -517,8 +533,9 @@ SweepStatus sweep_status(const std::string& db_path) {
   bool reachable = true;
   try {
     const SlurmClient client(10);
+    const char* self = std::getenv("SLURM_JOB_ID");  // the collect job asking: not a task of the sweep
     for (const Job& j : s.jobs)
-      for (const auto& [i, stt] : client.live_tasks(j.id)) {
+      for (const auto& [i, stt] : self && j.id == self ? std::map<int, std::string>{} : client.live_tasks(j.id)) {
         if (j.role == "array" || j.role == "rung") state[{j.rung, i}] = stt;
         (stt == "RUNNING" ? st.running : st.pending)++;
       }
