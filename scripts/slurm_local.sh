@@ -24,6 +24,8 @@
 # Munge: the key is made here (mungekey, or 1 KiB from /dev/urandom) and munged serves it on
 # DIR/run/munge.socket; AuthInfo=socket=... points auth/munge and cred/munge at that socket
 # (read by both plugins in every Slurm Debian ships: 22.05 on Debian 12, 24.11 on Debian 13).
+# SLURM_LOCAL_HIDE=FOLDER (an existing folder): the nodes see an empty folder there (slurmd runs in
+# a mount namespace with a tmpfs over it), for testing a store the compute nodes cannot see.
 # The daemons run as the current user (SlurmUser, SlurmdUser): root on the project's machines.
 set -uo pipefail
 
@@ -221,7 +223,16 @@ do_start() {
   local n
   for n in $(node_names); do
     mkdir -p "$DIR/spool/$n"
-    slurmd -f "$CONF" -N "$n" 2>>"$DIR/log/slurmd.$n.log" || fail "slurmd $n failed to start$(multi_hint): $(tail_of "$DIR/log/slurmd.$n.log")"
+    if [ -n "${SLURM_LOCAL_HIDE:-}" ]; then
+      # The nodes do not see SLURM_LOCAL_HIDE: slurmd (and so every job) runs in a mount namespace
+      # of its own with an empty tmpfs over that folder, as on a cluster whose nodes do not mount
+      # the disk the submitting machine wrote to.
+      unshare -m --propagation private bash -c 'mount -t tmpfs scaleinv-hidden "$1" && shift && exec "$@"' \
+        hide "$SLURM_LOCAL_HIDE" slurmd -f "$CONF" -N "$n" 2>>"$DIR/log/slurmd.$n.log" \
+        || fail "slurmd $n failed to start in a namespace hiding $SLURM_LOCAL_HIDE: $(tail_of "$DIR/log/slurmd.$n.log")"
+    else
+      slurmd -f "$CONF" -N "$n" 2>>"$DIR/log/slurmd.$n.log" || fail "slurmd $n failed to start$(multi_hint): $(tail_of "$DIR/log/slurmd.$n.log")"
+    fi
   done
   for n in $(node_names); do
     wait_pidfile "$DIR/run/slurmd.$n.pid" 15 || fail "slurmd $n did not start$(multi_hint): $(tail_of "$DIR/log/slurmd.$n.log")"

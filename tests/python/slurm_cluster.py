@@ -48,8 +48,9 @@ class SlurmCluster:
     partition `debug`. `env` is os.environ with SLURM_CONF set and no SLURM_* variable of a job
     this process may itself run in, for the client commands (sinfo, srun, sbatch, squeue)."""
 
-    def __init__(self, nodes=1):
+    def __init__(self, nodes=1, hide=None):
         self.nodes = nodes
+        self.hide = hide  # a folder the nodes see empty (scripts/slurm_local.sh's SLURM_LOCAL_HIDE)
         self.dir = None
         self.env = None
         self.start_s = self.stop_s = None  # how long start and stop took
@@ -64,8 +65,9 @@ class SlurmCluster:
         self.dir = tempfile.mkdtemp(prefix="slurm-", dir="/tmp")
         t = time.monotonic()
         try:
+            env = dict(os.environ, SLURM_LOCAL_HIDE=self.hide) if self.hide else None
             r = subprocess.run(["bash", SCRIPT, "start", self.dir, str(self.nodes)],
-                               capture_output=True, text=True, timeout=90)
+                               capture_output=True, text=True, timeout=90, env=env)
         except subprocess.TimeoutExpired:
             self.stop()
             raise SlurmUnavailable(f"{SCRIPT} start did not finish within 90 s") from None
@@ -150,10 +152,10 @@ class SlurmCluster:
             return str(e)
 
 
-def start_or_skip(test_class, nodes=1):
+def start_or_skip(test_class, nodes=1, hide=None):
     """For setUpClass: a started cluster, stopped when the class is done; unittest.SkipTest with
     the reason (prefixed SKIP_PREFIX) when none can start."""
-    cluster = SlurmCluster(nodes)
+    cluster = SlurmCluster(nodes, hide)
     try:
         cluster.start()
     except SlurmUnavailable as e:

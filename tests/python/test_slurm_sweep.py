@@ -280,5 +280,37 @@ class SlurmSweepTest(unittest.TestCase):
                 self.assertFalse(os.path.exists(db))
 
 
+
+class HiddenStoreTest(unittest.TestCase):
+    """A cluster whose nodes see an empty folder where the submitting machine wrote the store (a
+    tmpfs over it in slurmd's mount namespace): the probe job finds out before the array fans out."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.hidden = tempfile.mkdtemp(prefix="slurm-hidden-")
+        cls.shared = tempfile.mkdtemp(prefix="slurm-shared-")
+        cls.slurm = start_or_skip(cls, hide=cls.hidden)
+
+    def test_a_store_the_nodes_cannot_see_is_refused_before_the_array(self):
+        config = os.path.join(self.shared, "tiny.toml")
+        with open(config, "w") as f:
+            f.write(GRID.format(name="tiny", base=os.path.join(SRC, "examples", "bigram_markov.toml"))
+                    .replace("steps = 500", "steps = 2"))
+        db = os.path.join(self.hidden, "runs", "tiny.db")
+        r = self.slurm.run([BIN, "sweep", "submit", "--config", config, "--slurm", "--out", db, "--quiet"], timeout=120)
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+        self.assertIn("compute nodes cannot see the store's folder", r.stderr)
+        self.assertIn("fix: put --out", r.stderr)
+        self.assertEqual(os.listdir(os.path.join(self.hidden, "runs")), [])  # nothing left behind
+        # The same sweep with its store on a folder the nodes share goes through, merged by its
+        # collect job.
+        ok = os.path.join(self.shared, "tiny.db")
+        r = self.slurm.run([BIN, "sweep", "submit", "--config", config, "--slurm", "--out", ok, "--wait", "--quiet",
+                            "--poll", "0.2"], timeout=180)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("points done      24 of 24", r.stdout)
+
+
 if __name__ == "__main__":
     unittest.main()
