@@ -4,13 +4,17 @@
 #   build/venv-torch-newest  the newest torch on the project's machines: pip's torch 2.14.1 with
 #                            torchvision 0.29.1 (SCALEINV_TORCH_NEWEST / SCALEINV_TORCHVISION_NEWEST),
 #                            and Hugging Face transformers 5.24.0 (SCALEINV_TRANSFORMERS_NEWEST; for
-#                            tests/python/test_hf_models.py, which skips where it is missing), in a venv
-#                            of PYTHON (default the first python3 on PATH); `pip install .` with build
-#                            isolation (setuptools and pybind11 from PyPI)
+#                            tests/python/test_hf_models.py, which skips where it is missing), and Ray
+#                            2.60.0 (SCALEINV_RAY_NEWEST; scaleinv.sweep(executor="ray") and
+#                            tests/python/test_ray_executor.py, which skips where it is missing: 79 MB
+#                            wheel, 240 MB installed, about 7 s), in a venv of PYTHON (default the first
+#                            python3 on PATH); `pip install .` with build isolation (setuptools and
+#                            pybind11 from PyPI)
 #   build/venv-torch-oldest  the oldest torch the package claims: Debian's python3-torch (1.13 on
 #                            Debian 12; 2.6 on Debian 13, whose archive has no older one) through
 #                            /usr/bin/python3 -m venv --system-site-packages; `pip install .` offline
-#                            (--no-build-isolation --no-index: Debian's setuptools, wheel, pybind11-dev)
+#                            (--no-build-isolation --no-index: Debian's setuptools, wheel, pybind11-dev);
+#                            no Ray (Debian has none; its tests skip saying so)
 # Each install is --force-reinstall of this checkout; the core's CMake build folder is kept between
 # installs (setup.py), so a second run rebuilds only what changed.
 #   bash scripts/python_venv.sh [newest|oldest|both]      (default both)
@@ -35,6 +39,12 @@ newest() {
   if [ "$have" != "$hf" ]; then
     echo "[python_venv] pip install transformers==$hf into $venv"
     "$venv/bin/python" -m pip install "${pipq[@]}" "torch==$torch" "transformers==$hf"
+  fi
+  local ray="${SCALEINV_RAY_NEWEST:-2.60.0}"
+  have=$("$venv/bin/python" -c 'import ray; print(ray.__version__)' 2>/dev/null || true)
+  if [ "$have" != "$ray" ]; then
+    echo "[python_venv] pip install ray==$ray into $venv"
+    "$venv/bin/python" -m pip install "${pipq[@]}" "torch==$torch" "ray==$ray"
   fi
   "$venv/bin/python" -m pip install "${pipq[@]}" --no-deps --force-reinstall .
 }

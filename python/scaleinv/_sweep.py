@@ -165,7 +165,7 @@ def _describe(e):
 
 
 def sweep(make_model, train, space, db, *, optimizer="adamw", base=None, overrides=None, shard=None,
-          resume=False, progress=True):
+          resume=False, progress=True, executor=None, executor_options=None):
     """Run a grid or a search of your model into a sweep store; returns a SweepResult.
 
     make_model(width=..., depth=...): your model at a scale (called with the scale axes the space
@@ -185,8 +185,16 @@ def sweep(make_model, train, space, db, *, optimizer="adamw", base=None, overrid
     base: {"width": w, "depth": d}, the shape the LR is tuned at (default: the space's smallest);
         delta is built at twice its width.
     resume: continue a store that holds points of this space (a changed space is refused).
+    executor: None or "local" trains here, one point after another; "ray" sends each rung's pending
+        points to a Ray cluster, one task each (python/scaleinv/_ray.py), and records each as it
+        finishes (a worker that dies mid-point is retried once, then recorded as failed with the
+        reason). executor_options (ray): address ('auto', 'HOST:PORT'; default Ray's own: RAY_ADDRESS
+        or a local instance; an initialized Ray is used as it is), num_cpus (1) and num_gpus (0) per
+        point, max_in_flight (default: what the cluster holds at once), connect_timeout_s (10),
+        runtime_env (Ray's, for each point's task: how workers find a module your functions are from).
     """
-    return _sweep(make_model, train, space, db, optimizer, base, overrides, shard, resume, progress, "scaleinv.sweep")
+    return _sweep(make_model, train, space, db, optimizer, base, overrides, shard, resume, progress, executor,
+                  executor_options, "scaleinv.sweep")
 
 
 def _import_torch(caller):
@@ -200,10 +208,14 @@ def _import_torch(caller):
     return torch
 
 
-def _sweep(make_model, train, space, db, optimizer, base, overrides, shard, resume, progress, caller):
+def _sweep(make_model, train, space, db, optimizer, base, overrides, shard, resume, progress, executor,
+           executor_options, caller):
     # Everything is checked, and make_model tried at the base shape, before the store is touched:
     # a refusal leaves no file behind, and an existing store unchanged.
     torch = _import_torch(caller)
+    from . import _ray
+    executor, executor_options = _ray.check_options(executor, executor_options)
+    ray = _ray.import_ray() if executor == "ray" else None
     from torch import nn
     if not callable(make_model) or not callable(train):
         raise UserError("python: make_model, train: must be callables (fix: sweep(make_model, train, space=..., db=...))")
@@ -268,9 +280,9 @@ def _sweep(make_model, train, space, db, optimizer, base, overrides, shard, resu
         from ._apply import plan
         for param in info["params"]:
             plan(shapes["base"], shapes["base"], shapes["delta"], param, optimizer, 0.0, overrides)
-    train_s = []
-
-    def run_point(point_id, hparams_json):
+    def train_point(hparams_json):
+        """One point: its model built under its seed, the parameterization applied, train called;
+        its result as the store's JSON (a dict). Runs here, or in a Ray worker (shipped by cloudpickle)."""
         hp = json.loads(hparams_json)
         torch.manual_seed(hp["seed"])
         model = build(hp["width"], hp.get("depth"))
@@ -284,15 +296,29 @@ def _sweep(make_model, train, space, db, optimizer, base, overrides, shard, resu
         try:
             out = train(model, opt, hp, hp["steps"])
         except Exception as e:  # recorded, the sweep goes on (KeyboardInterrupt is no Exception: it stops)
-            train_s.append(time.perf_counter() - t0)
-            return json.dumps({"error": _describe(e)[:2000], "wall_s": train_s[-1]})
-        train_s.append(time.perf_counter() - t0)
-        return json.dumps(dict(_result(out, train_s[-1]), steps=hp["steps"]))
+            return {"error": _describe(e)[:2000], "wall_s": time.perf_counter() - t0}
+        return dict(_result(out, time.perf_counter() - t0), steps=hp["steps"])
 
     t0 = time.perf_counter()
-    r = SweepResult(json.loads(_scaleinv.run_user_sweep(text, is_json, where, db_path, shard_text, resume,
-                                                        bool(progress), run_point, caller)))
-    r["train_s"] = sum(train_s)
+    if ray is not None:
+        _ray.connect(ray, executor_options)
+        runner = _ray.RayExecutor(ray, train_point, executor_options)
+        out = _scaleinv.run_user_sweep(text, is_json, where, db_path, shard_text, resume, bool(progress), None, caller,
+                                       runner)
+        train_s = runner.train_s
+    else:
+        train_s = 0.0
+
+        def run_point(point_id, hparams_json):
+            nonlocal train_s
+            res = train_point(hparams_json)
+            train_s += res["wall_s"]
+            return json.dumps(res)
+
+        out = _scaleinv.run_user_sweep(text, is_json, where, db_path, shard_text, resume, bool(progress), run_point,
+                                       caller)
+    r = SweepResult(json.loads(out))
+    r["train_s"] = train_s
     r["overhead_s"] = (time.perf_counter() - t0) - r["train_s"]
     if progress:
         print(r["text"], end="", flush=True)
@@ -300,7 +326,7 @@ def _sweep(make_model, train, space, db, optimizer, base, overrides, shard, resu
 
 
 def search(make_model, train, space, db, *, optimizer="adamw", base=None, overrides=None, shard=None,
-           resume=False, progress=True):
+           resume=False, progress=True, executor=None, executor_options=None):
     """scaleinv.sweep of a space with a [search] (random, halving or hyperband): the same call; a
     space without one is refused, so a typo does not silently run a grid."""
     _import_torch("scaleinv.search")
@@ -308,4 +334,5 @@ def search(make_model, train, space, db, *, optimizer="adamw", base=None, overri
     if not json.loads(_scaleinv.user_sweep_info(text, is_json, where, "scaleinv.search"))["search"]:
         raise UserError(f"{where}: search: missing (fix: add a [search] table with method, trials and [search.space], "
                         "or call scaleinv.sweep for a grid)")
-    return _sweep(make_model, train, space, db, optimizer, base, overrides, shard, resume, progress, "scaleinv.search")
+    return _sweep(make_model, train, space, db, optimizer, base, overrides, shard, resume, progress, executor,
+                  executor_options, "scaleinv.search")
