@@ -84,7 +84,7 @@ SweepRunSummary run_user_points(const SweepSpec& spec, const UserSweepOptions& o
     check(index, "started");
     if (state[index] == State::Started) return;
     state[index] = State::Started;
-    most_running = std::max(most_running, ++running);
+    ++running;
     if (bar && executor.concurrent) bar->update(static_cast<long>(steps_done), status());
   };
   // The one place a trained point is recorded, whichever executor trained it.
@@ -101,6 +101,9 @@ SweepRunSummary run_user_points(const SweepSpec& spec, const UserSweepOptions& o
     if (checkpoint) last_checkpoint = now;
     store.write_points(spec, o.shard, {&p}, {r}, checkpoint);
     state[index] = State::Recorded;
+    // The most at a time, as the bar shows it: counted once this point is off the running, since an
+    // executor may start the next points before it records the ones that finished (python/scaleinv/_ray.py).
+    most_running = std::max(most_running, running);
     ++sum.run;
     ++sum.chunks;
     sum.diverged += r.diverged ? 1 : 0;
@@ -117,7 +120,7 @@ SweepRunSummary run_user_points(const SweepSpec& spec, const UserSweepOptions& o
   const auto left = batch.size() - static_cast<size_t>(std::count(state.begin(), state.end(), State::Recorded));
   if (left > 0)
     throw std::logic_error(fmt::format("sweep executor: returned with {} of {} points not recorded", left, batch.size()));
-  sum.jobs = static_cast<int>(std::max<int64_t>(1, most_running));
+  sum.jobs = executor.concurrent ? static_cast<int>(std::max<int64_t>(1, most_running)) : 1;
   if (bar) bar->finish(status());
   sum.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return sum;

@@ -69,7 +69,9 @@ struct PointEvents {
 // point recorded before it in the store (resume goes on).
 struct PointExecutor {
   std::function<void(const std::vector<PendingPoint>& batch, const PointEvents& events)> run;
-  bool concurrent = false;  // trains several at once: the bar adds "running N" and the summary the most at a time
+  // Trains several at once: the bar adds "running N" (started, not yet recorded), and the summary's
+  // "N at a time" is the most the bar showed (counted as each point is recorded).
+  bool concurrent = false;
 };
 
 // The caller's function over the batch, one point after another, in grid order.
