@@ -19,6 +19,28 @@ using namespace scaleinv;
 using scaleinv::testing::run_cli;
 using scaleinv::testing::temp_dir;
 
+namespace {
+// Four seeds of a tiny bigram model, one point per ensemble chunk (so --shard 1/2 takes two).
+const char* kTinyGrid = R"([sweep]
+name = "s"
+ensemble = 1
+[model]
+kind = "bigram"
+width = 8
+depth = 2
+[data]
+source = "markov"
+vocab = 8
+markov_length = 2000
+[train]
+steps = 2
+batch_size = 4
+eval_every = 0
+[grid]
+seed = [0, 1, 2, 3]
+)";
+}  // namespace
+
 TEST(Subprocess, CapturesBothStreamsAndTheExitCodeWithoutAShell) {
   // The argument reaches the program as written: no shell splits or expands it.
   const ProcessResult r = run_process({"sh", "-c", "printf '%s' \"$0\"; echo oops >&2; exit 3", "a b;$HOME'\""}, 10);
@@ -59,9 +81,7 @@ TEST(Slurm, NoSchedulerOnPathIsOneLineWithExit2) {
   // PATH without sbatch: refused before anything is written.
   const std::string dir = temp_dir("slurm_none");
   const std::string f = dir + "/s.toml";
-  std::ofstream(f) << "[sweep]\nname = \"s\"\n[model]\nkind = \"bigram\"\nwidth = 8\ndepth = 2\n[data]\nsource = "
-                      "\"markov\"\nvocab = 8\nmarkov_length = 2000\n[train]\nsteps = 2\nbatch_size = 4\neval_every = "
-                      "0\n[grid]\nseed = [0, 1]\n";
+  std::ofstream(f) << kTinyGrid;
   auto r = scaleinv::testing::run_cli_env("PATH=/nonexistent", "sweep submit --slurm --config " + f + " --out " + dir + "/s.db");
   EXPECT_EQ(r.code, 2) << r.out << r.err;
   EXPECT_NE(r.err.find("no scheduler reachable"), std::string::npos) << r.err;
@@ -74,9 +94,7 @@ TEST(Slurm, NoSchedulerOnPathIsOneLineWithExit2) {
 TEST(SweepStatus, AStoreAloneCountsItsPointsAgainstItsGrid) {
   const std::string dir = temp_dir("sweep_status");
   const std::string f = dir + "/s.toml";
-  std::ofstream(f) << "[sweep]\nname = \"s\"\nensemble = 1\n[model]\nkind = \"bigram\"\nwidth = 8\ndepth = 2\n[data]\nsource = "
-                      "\"markov\"\nvocab = 8\nmarkov_length = 2000\n[train]\nsteps = 2\nbatch_size = 4\neval_every = "
-                      "0\n[grid]\nseed = [0, 1, 2, 3]\n";
+  std::ofstream(f) << kTinyGrid;
   // --out names the shard's store as given.
   ASSERT_EQ(run_cli("--threads 1 sweep --quiet --config " + f + " --out " + dir + "/s.db --shard 1/2").code, 0);
   const std::string db = dir + "/s.db";
