@@ -492,12 +492,26 @@ std::string drive_search_slurm(const std::string& submission_json, bool show_pro
     const StoreCounts before = read_store_counts(s.db);
     for (const std::string& id : expected) sum.skipped += before.ids.count(id) ? 1 : 0;
     const auto t0 = std::chrono::steady_clock::now();
-    for (int attempt = 1; attempt <= s.retries + 1; ++attempt) {
+    const std::string bar = label.empty() ? "sweep " + spec.name : label;
+    // A driver that was killed may have left this rung's array running: wait for it before
+    // looking at what is unfinished, so no shard gets two tasks writing its store.
+    int attempts = 0;  // this rung's arrays so far (a driver before this one may have sent some)
+    bool live = false;
+    for (const Job& j : s.jobs)
+      if (j.role == "rung" && j.rung == k) {
+        ++attempts;
+        live = live || !client.live_tasks(j.id).empty();
+      }
+    if (live && !wait_for_jobs(client, s.path, {"rung"}, expected, [&] { return all_stores(s, k, n); }, bar,
+                               show_progress)) {
+      sum.stopped_by = stop_requested();
+      return sum;
+    }
+    while (attempts <= s.retries) {
       const std::vector<int> idx = unfinished_shards(s, rs, k, n);
       if (idx.empty()) break;
-      submit_array(client, s, k, n, idx, attempt, "rung");
-      if (!wait_for_jobs(client, s.path, {"rung"}, expected, [&] { return all_stores(s, k, n); },
-                         label.empty() ? "sweep " + spec.name : label, show_progress)) {
+      submit_array(client, s, k, n, idx, ++attempts, "rung");
+      if (!wait_for_jobs(client, s.path, {"rung"}, expected, [&] { return all_stores(s, k, n); }, bar, show_progress)) {
         sum.stopped_by = stop_requested();
         return sum;
       }

@@ -99,6 +99,12 @@ class SlurmSweepTest(unittest.TestCase):
         with open(os.path.join(self.tmp, name + ".slurm", "submission.json")) as f:
             return json.load(f)
 
+    def trained(self, name):
+        """Points trained by every task of a submission: the "run now" lines of their logs."""
+        logs = os.path.join(self.tmp, name + ".slurm", "logs")
+        return sum(int(line.split()[2]) for f in os.listdir(logs) if "collect" not in f and "driver" not in f
+                   for line in read(os.path.join(logs, f)).splitlines() if line.strip().startswith("run now"))
+
     def cli(self, *args, timeout=180):
         return self.slurm.run([BIN] + list(args), timeout=timeout)
 
@@ -185,8 +191,7 @@ class SlurmSweepTest(unittest.TestCase):
         skipped = [int(line.split()[1]) for text in resumed for line in text.splitlines()
                    if line.strip().startswith("skipped")]
         self.assertTrue(any(n > 0 for n in skipped), resumed)
-        with sqlite3.connect(shard(0)) as c:
-            self.assertEqual(c.execute("SELECT count(*), count(DISTINCT id) FROM points").fetchone(), (6, 6))
+        self.assertEqual(self.trained("width"), 24)  # each point trained once, over every attempt
 
         status = self.cli("sweep", "status", "--db", db)
         self.assertEqual(status.returncode, 0, status.stderr)
@@ -230,6 +235,36 @@ class SlurmSweepTest(unittest.TestCase):
         rank = lambda j: [(t["trial"], t["rung"], t["mean_loss"]) for g in j["groups"].values() for t in g["ranking"]]
         self.assertEqual(rank(ours), rank(theirs))
         self.assertEqual([g["best"] for g in ours["groups"].values()], [g["best"] for g in theirs["groups"].values()])
+
+    def test_a_killed_driver_goes_on_without_training_a_point_twice(self):
+        config = self.sweep_file("driven", SEARCH, steps=200, min_steps=50)
+        db = os.path.join(self.tmp, "driven.db")
+        driver = subprocess.Popen([BIN, "sweep", "submit", "--config", config, "--slurm", "--out", db, "--foreground",
+                                   "--array-size", "3", "--poll", "0.2", "--quiet", "--no-probe"],
+                                  env=self.slurm.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            end = time.monotonic() + 60
+            rungs = []
+            while not rungs and time.monotonic() < end:
+                time.sleep(0.1)
+                if os.path.exists(os.path.join(self.tmp, "driven.slurm", "submission.json")):
+                    rungs = [j for j in self.submission("driven")["jobs"] if j["role"] == "rung"]
+            self.assertTrue(rungs, "the driver submitted no rung")
+            self.wait_until_running_with_points(rungs[0]["id"], 0, os.path.join(
+                self.tmp, "driven.slurm", "shards", "driven.rung-0.shard-0-of-3.db"))
+        finally:
+            driver.kill()  # kill -9 mid-rung: its array goes on without it
+            driver.communicate()
+        r = self.cli("sweep", "drive", "--submission", os.path.join(self.tmp, "driven.slurm", "submission.json"),
+                     "--quiet")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("search summary", r.stdout)
+        jobs = self.submission("driven")["jobs"]
+        # The new driver waited for the first rung's array instead of sending its shards again.
+        self.assertEqual(len([j for j in jobs if j["role"] == "rung" and j["rung"] == 0]), 1, jobs)
+        # Every point was trained once: the tasks' "run now" counts add up to the store's points.
+        self.assertEqual(self.trained("driven"), len(losses(db)))
+        self.assertEqual(losses(db), losses(self.one_machine(config, "driven")))
 
     def test_a_cancelled_array_leaves_a_valid_store_and_status_names_what_is_missing(self):
         config = self.sweep_file("cancelled")
