@@ -289,6 +289,14 @@ class RayExecutor(unittest.TestCase):
         self.assertIn("12 in 12 ensemble chunks, 2 at a time", str(remote))  # the head's 2 CPUs
         self.assertGreater(remote["train_s"], 0)
 
+    def test_more_than_the_cluster_has_is_refused(self):
+        db = self.path("g.db")
+        for opts, line in ((dict(self.opts, num_gpus=1), r"num_gpus: each point asks for 1 GPU, the cluster has 0 "),
+                           (dict(self.opts, num_cpus=3), r"num_cpus: each point asks for 3 CPU, the cluster has 2 ")):
+            with self.assertRaisesRegex(scaleinv.UserError, line + r"\(fix: a smaller"):
+                scaleinv.sweep(t.make_model, train1, t.GRID, db=db, progress=False, executor="ray", executor_options=opts)
+            self.assertFalse(os.path.exists(db))
+
     def test_a_killed_worker_is_retried_once_and_one_that_always_dies_is_recorded(self):
         marks = self.path("marks")
         os.mkdir(marks)
