@@ -50,7 +50,7 @@ std::string render_sweep_summary(const SweepRunSummary& s) {
                                      s.out_of_memory == 1 ? "" : "s", s.jobs_at_end));
   row("skipped", fmt::format("{} (already in the db)", s.skipped));
   row("diverged", fmt::format("{}", s.diverged));
-  if (s.failed > 0) row("failed", fmt::format("{} (the training raised: the db's failures table has each message)", s.failed));
+  if (s.failed > 0) row("failed", fmt::format("{} (the training raised, or its worker died past its retries: the db's failures table has each message)", s.failed));
   row("wall time", format_duration(s.wall_s));
   row("db", s.db_path);
   return out;
