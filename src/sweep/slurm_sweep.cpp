@@ -149,9 +149,12 @@ void write_scripts(const Submission& s) {
   const std::string bin = shell_quote(s.binary), cfg = shell_quote(s.config), db = shell_quote(s.db);
   const std::string sub = shell_quote(s.path), shards = shell_quote((s.dir() / "shards").string());
   const std::string stem = shell_quote(fs::path(s.db).stem().string());
+  std::string name = s.name;  // in a comment line: no character may end it
+  for (char& c : name)
+    if (static_cast<unsigned char>(c) < 0x20) c = ' ';
   write_file_atomic((s.dir() / "shard.sh").string(),
                     "#!/bin/bash\n"
-                    "# Written by `scaleinv sweep submit --slurm` for sweep " + s.name + ": one task of a job array\n"
+                    "# Written by `scaleinv sweep submit --slurm` for sweep " + name + ": one task of a job array\n"
                     "# trains shard $SLURM_ARRAY_TASK_ID of N into a store of its own with --resume, so a task\n"
                     "# that is killed or requeued goes on where it stopped. Arguments: grid|RUNG N.\n"
                     "set -euo pipefail\n"
@@ -332,17 +335,28 @@ Submission prepare(const std::string& config_path, const SweepSpec& spec, const 
                       fmt::format("a submission of this store is still running (jobs of {})", s.path),
                       "wait for it (scaleinv sweep status --db " + s.db +
                           "), or stop it with scancel first: one driver per store");
-    s.tasks = prev.tasks;  // keep the shards' N, so their stores resume
+    // Keep the shards' N (a grid's tasks, a search's array size), so their stores resume; a new
+    // --array-size is not used.
+    s.tasks = prev.tasks;
+    s.array_size = prev.array_size;
     s.jobs = prev.jobs;
   }
   if (fs::exists(s.db) && sweep_db_fingerprint(s.db) != spec.fingerprint)
     throw UserError(s.db, "--out", "holds another sweep or grid (its fingerprint differs from the file's)",
                     "give --out a new store, or the file that wrote this one");
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(s.dir() / "shards", ec))  // a submission of another file
+    if (e.path().extension() == ".db" && fs::file_size(e.path(), ec) > 0 &&
+        sweep_db_fingerprint(e.path().string()) != spec.fingerprint)
+      throw UserError(s.db, "--out",
+                      fmt::format("its submission folder holds shards of another sweep or grid ({})",
+                                  e.path().filename().string()),
+                      "give --out a new store, or submit the file that wrote those shards");
   s.kind = spec.search && rung_steps(*spec.search, spec.full_steps).size() > 1 ? "search" : "grid";
   s.name = spec.name;
   s.config = fs::absolute(config_path).lexically_normal().string();
   s.binary = o.binary.empty() ? self_binary() : fs::absolute(o.binary).string();
-  s.array_size = o.array_size;
+  if (s.jobs.empty()) s.array_size = o.array_size;
   s.retries = o.retries;
   s.sbatch_args = o.sbatch_args;
   s.poll_s = o.poll_s;

@@ -313,6 +313,18 @@ class SlurmSweepTest(unittest.TestCase):
                 self.assertIn(needle, lines[0])
                 self.assertIn("fix:", lines[0])
                 self.assertFalse(os.path.exists(db))
+        # A submission folder holding shards of another sweep (the file changed since): refused
+        # before any job, rather than tasks failing on stores they cannot resume.
+        other = self.sweep_file("refused-other", GRID.replace("steps = 500", "steps = 3"))
+        shards = os.path.join(self.tmp, "refused.slurm", "shards")
+        r = self.cli("--threads", "1", "sweep", "--config", other, "--shard", "0/4", "--quiet",
+                     "--out", os.path.join(shards, "refused.shard-0-of-4.db"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        jobs_before = self.slurm.squeue()
+        r = self.cli("sweep", "submit", "--config", config, "--out", db, "--slurm", "--no-probe", "--quiet")
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertIn("holds shards of another sweep", r.stderr)
+        self.assertEqual(self.slurm.squeue(), jobs_before)  # no job submitted
 
 
 
