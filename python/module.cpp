@@ -27,6 +27,7 @@
 #include "report/transfer.h"
 #include "sweep/import_results.h"
 #include "sweep/shard.h"
+#include "sweep/slurm.h"
 #include "sweep/sweep_summary.h"
 #include "sweep/user_sweep.h"
 #include "theory/depth_theory.h"
@@ -347,6 +348,41 @@ std::string shard_db_path(const std::string& db, const std::string& shard, const
   return default_db_path(s, parse_shard(shard));
 }
 
+// executor="slurm" (python/scaleinv/_slurm.py) talks to Slurm through the CLI's client
+// (sweep/slurm.h), each call as it is; its refusals name the executor's arguments, not the CLI's
+// flags, and the GIL is released while sbatch, squeue or scancel runs.
+class PySlurmClient {
+ public:
+  PySlurmClient(std::string caller, double timeout_s) : caller_(std::move(caller)), client_(timeout_s) {}
+  void check_reachable() const {
+    const InputNames n = names();
+    client_.check_reachable();
+  }
+  void check_partition(const std::string& partition) const {
+    const InputNames n = names();
+    client_.check_partition(partition);
+  }
+  std::string submit(const std::string& script, const std::vector<std::string>& args,
+                     const std::vector<std::string>& script_args) const {
+    const InputNames n = names();
+    return client_.submit(script, args, script_args);
+  }
+  std::map<int, std::string> live_tasks(const std::string& job_id) const { return client_.live_tasks(job_id); }
+  void cancel(const std::vector<std::string>& job_ids) const { client_.cancel(job_ids); }
+
+ private:
+  InputNames names() const {
+    return InputNames(caller_, {{"--slurm", "executor"},
+                                {"--partition", "executor_options.partition"},
+                                {"without Slurm, shard by hand with scaleinv sweep --shard i/N",
+                                 "without Slurm, executor=None trains here"},
+                                {"fix the sbatch options given after --",
+                                 "fix executor_options' sbatch_args, partition or cpus_per_task"}});
+  }
+  std::string caller_;
+  SlurmClient client_;
+};
+
 // scaleinv.store.from_records: Python's records into a store through the importer the CLI's
 // import-results calls (sweep/import_results.h). `table_json`: {"columns", "rows"} (records_table);
 // `mapping_json`: {"lr", "loss", "scales": [[name, column]...], "hparams": [...], "units": {...},
@@ -431,5 +467,21 @@ PYBIND11_MODULE(_scaleinv, m) {
   m.def("report", &report_py, py::arg("dbs"), py::arg("bootstrap"), "transfer-report's analysis of sweep stores as JSON");
   m.def("import_records", &import_records_py, py::arg("table_json"), py::arg("mapping_json"), py::arg("db"),
         "(summary JSON, printed text) of results imported into a store (sweep/import_results.h)");
+  py::class_<PySlurmClient>(m, "SlurmClient",
+                            "a Slurm cluster through sbatch, squeue, sinfo and scancel (sweep/slurm.h), for "
+                            "executor='slurm'")
+      .def(py::init<std::string, double>(), py::arg("caller") = "scaleinv.sweep", py::arg("timeout_s") = 60.0)
+      .def("check_reachable", &PySlurmClient::check_reachable, py::call_guard<py::gil_scoped_release>(),
+           "UserError when no scheduler answers")
+      .def("check_partition", &PySlurmClient::check_partition, py::arg("partition"),
+           py::call_guard<py::gil_scoped_release>(), "UserError when the cluster has no such partition")
+      .def("submit", &PySlurmClient::submit, py::arg("script"), py::arg("args"), py::arg("script_args"),
+           py::call_guard<py::gil_scoped_release>(), "sbatch --parsable ARGS SCRIPT SCRIPT_ARGS: the job id")
+      .def("live_tasks", &PySlurmClient::live_tasks, py::arg("job_id"), py::call_guard<py::gil_scoped_release>(),
+           "{array index (-1: no array): state} of the job's tasks not yet ended")
+      .def("cancel", &PySlurmClient::cancel, py::arg("job_ids"), py::call_guard<py::gil_scoped_release>(),
+           "scancel of each job (errors ignored)");
+  m.def("partition_in_args", &partition_in_args, py::arg("sbatch_args"),
+        "the partition sbatch options name ('' when none)");
   m.attr("max_bootstrap") = kMaxBootstrap;  // the most resamples predict and report take (report/transfer.h)
 }

@@ -29,8 +29,8 @@ void SlurmClient::check_reachable() const {
   for (const char* prog : {"sbatch", "squeue", "sinfo", "scancel"})
     if (!program_on_path(prog))
       throw UserError("command line", "--slurm", fmt::format("no scheduler reachable: `{}` is not on PATH", prog),
-                      "run it on a Slurm login node (or load the cluster's slurm module); without Slurm, shard "
-                      "by hand with scaleinv sweep --shard i/N");
+                      "run it on a Slurm login node (or load the cluster's slurm module); " +
+                          input_name("without Slurm, shard by hand with scaleinv sweep --shard i/N"));
   // A SLURM_CONF naming no file: the clients would retry reading it for a minute before failing.
   if (const char* conf = std::getenv("SLURM_CONF"); conf && *conf && !std::filesystem::exists(conf))
     throw UserError("command line", "--slurm",
@@ -84,7 +84,7 @@ std::string SlurmClient::submit(const std::string& script, const std::vector<std
   const ProcessResult r = run_process(argv, timeout_s_);
   if (!r.ok())
     throw UserError("command line", "--slurm", fmt::format("sbatch refused the job: {}", r.first_line()),
-                    "fix the sbatch options given after -- (sbatch --help lists them)");
+                    input_name("fix the sbatch options given after --") + " (sbatch --help lists them)");
   std::string id = trim(r.out);
   if (const auto semi = id.find(';'); semi != std::string::npos) id = id.substr(0, semi);  // "id;cluster"
   return id;
