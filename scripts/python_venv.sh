@@ -7,14 +7,17 @@
 #                            tests/python/test_hf_models.py, which skips where it is missing), and Ray
 #                            2.60.0 (SCALEINV_RAY_NEWEST; scaleinv.sweep(executor="ray") and
 #                            tests/python/test_ray_executor.py, which skips where it is missing: 79 MB
-#                            wheel, 240 MB installed, about 7 s), in a venv of PYTHON (default the first
-#                            python3 on PATH); `pip install .` with build isolation (setuptools and
-#                            pybind11 from PyPI)
+#                            wheel, 240 MB installed, about 7 s), and cloudpickle 3.1.2
+#                            (SCALEINV_CLOUDPICKLE_NEWEST; scaleinv.sweep(executor="slurm") and
+#                            tests/python/test_slurm_executor.py, which skips where it is missing), in a
+#                            venv of PYTHON (default the first python3 on PATH); `pip install .` with
+#                            build isolation (setuptools and pybind11 from PyPI)
 #   build/venv-torch-oldest  the oldest torch the package claims: Debian's python3-torch (1.13 on
 #                            Debian 12; 2.6 on Debian 13, whose archive has no older one) through
 #                            /usr/bin/python3 -m venv --system-site-packages; `pip install .` offline
 #                            (--no-build-isolation --no-index: Debian's setuptools, wheel, pybind11-dev);
-#                            no Ray (Debian has none; its tests skip saying so)
+#                            no Ray (Debian has none; its tests skip saying so), nor cloudpickle
+#                            (Debian's python3-cloudpickle, where installed, is used: --system-site-packages)
 # Each install is --force-reinstall of this checkout; the core's CMake build folder is kept between
 # installs (setup.py), so a second run rebuilds only what changed.
 #   bash scripts/python_venv.sh [newest|oldest|both]      (default both)
@@ -45,6 +48,12 @@ newest() {
   if [ "$have" != "$ray" ]; then
     echo "[python_venv] pip install ray==$ray into $venv"
     "$venv/bin/python" -m pip install "${pipq[@]}" "torch==$torch" "ray==$ray"
+  fi
+  local cp="${SCALEINV_CLOUDPICKLE_NEWEST:-3.1.2}"
+  have=$("$venv/bin/python" -c 'import cloudpickle; print(cloudpickle.__version__)' 2>/dev/null || true)
+  if [ "$have" != "$cp" ]; then
+    echo "[python_venv] pip install cloudpickle==$cp into $venv"
+    "$venv/bin/python" -m pip install "${pipq[@]}" "cloudpickle==$cp"
   fi
   "$venv/bin/python" -m pip install "${pipq[@]}" --no-deps --force-reinstall .
 }

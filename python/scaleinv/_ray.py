@@ -35,52 +35,23 @@ OPTIONS = {
 }
 
 
-def check_options(executor, options):
-    """The executor's name ("local" or "ray") and its options as a dict, or UserError."""
-    if executor is None:
-        executor = "local"
-    if executor not in ("local", "ray"):
-        raise UserError(f"python: executor: {executor!r} is not an executor (fix: executor=None or 'local' trains "
-                        "here, one point after another; executor='ray' on a Ray cluster)")
-    if options is None:
-        options = {}
-    if not isinstance(options, dict):
-        raise UserError(f"python: executor_options: {type(options).__name__} is not a dict "
-                        "(fix: executor_options={'address': 'auto', 'num_cpus': 1})")
-    if executor == "local" and options:
-        raise UserError(f"python: executor_options: key {sorted(map(str, options))[0]!r} is for executor='ray' "
-                        "(fix: drop executor_options, or give executor='ray')")
-    unknown = sorted(str(k) for k in options if k not in OPTIONS)
-    if unknown:
-        raise UserError(f"python: executor_options: unknown key {unknown[0]!r} (fix: use "
-                        f"{', '.join(sorted(OPTIONS))}: e.g. {OPTIONS['address'].split(',')[0]})")
-    o = dict(options)
-
-    def number(key, lo, default, inclusive):
-        v = o.get(key, default)
-        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and (v >= lo if inclusive else v > lo) \
-            and v == v and v != float("inf")
-        if not ok:
-            raise UserError(f"python: executor_options: {key}: {v!r} is not a number {'>=' if inclusive else '>'} "
-                            f"{lo} (fix: {OPTIONS[key]})")
-        return v
-
-    if executor == "ray":
-        addr = o.get("address")
-        if addr is not None and (not isinstance(addr, str) or not addr):
-            raise UserError(f"python: executor_options: address: {addr!r} is not an address (fix: {OPTIONS['address']})")
-        o["num_cpus"] = number("num_cpus", 0, 1, False)
-        o["num_gpus"] = number("num_gpus", 0, 0, True)
-        o["connect_timeout_s"] = number("connect_timeout_s", 0, 10, False)
-        env = o.get("runtime_env")
-        if env is not None and not isinstance(env, dict):
-            raise UserError(f"python: executor_options: runtime_env: {type(env).__name__} is not a dict "
-                            f"(fix: {OPTIONS['runtime_env']})")
-        m = o.get("max_in_flight")
-        if m is not None and (isinstance(m, bool) or not isinstance(m, int) or m < 1):
-            raise UserError(f"python: executor_options: max_in_flight: {m!r} is not an integer >= 1 "
-                            f"(fix: {OPTIONS['max_in_flight']})")
-    return executor, o
+def check(o, number):
+    """executor="ray"'s own values in the options dict `o` (its keys already known to be OPTIONS'),
+    completed with their defaults; `number` is _executors' check of a number option."""
+    addr = o.get("address")
+    if addr is not None and (not isinstance(addr, str) or not addr):
+        raise UserError(f"python: executor_options: address: {addr!r} is not an address (fix: {OPTIONS['address']})")
+    o["num_cpus"] = number("num_cpus", 0, 1, False)
+    o["num_gpus"] = number("num_gpus", 0, 0, True)
+    o["connect_timeout_s"] = number("connect_timeout_s", 0, 10, False)
+    env = o.get("runtime_env")
+    if env is not None and not isinstance(env, dict):
+        raise UserError(f"python: executor_options: runtime_env: {type(env).__name__} is not a dict "
+                        f"(fix: {OPTIONS['runtime_env']})")
+    m = o.get("max_in_flight")
+    if m is not None and (isinstance(m, bool) or not isinstance(m, int) or m < 1):
+        raise UserError(f"python: executor_options: max_in_flight: {m!r} is not an integer >= 1 "
+                        f"(fix: {OPTIONS['max_in_flight']})")
 
 
 def import_ray():

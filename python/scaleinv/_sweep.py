@@ -192,6 +192,12 @@ def sweep(make_model, train, space, db, *, optimizer="adamw", base=None, overrid
         or a local instance; an initialized Ray is used as it is), num_cpus (1) and num_gpus (0) per
         point, max_in_flight (default: what the cluster holds at once), connect_timeout_s (10),
         runtime_env (Ray's, for each point's task: how workers find a module your functions are from).
+        "slurm" sends each rung's pending points as one Slurm job array, a task each
+        (python/scaleinv/_slurm.py; the nodes must see the job folder, which a probe job checks); a
+        task that ends without a result is submitted again once, then its point recorded as failed
+        with the reason. executor_options (slurm): folder (default STEM.pyslurm/ beside the store),
+        partition, sbatch_args (a list), cpus_per_task (1), max_retries (1), poll_s (2), python (the
+        tasks' interpreter; default this one), probe_timeout_s (300).
     """
     return _sweep(make_model, train, space, db, optimizer, base, overrides, shard, resume, progress, executor,
                   executor_options, "scaleinv.sweep")
@@ -213,9 +219,10 @@ def _sweep(make_model, train, space, db, optimizer, base, overrides, shard, resu
     # Everything is checked, and make_model tried at the base shape, before the store is touched:
     # a refusal leaves no file behind, and an existing store unchanged.
     torch = _import_torch(caller)
-    from . import _ray
-    executor, executor_options = _ray.check_options(executor, executor_options)
+    from . import _executors, _ray, _slurm
+    executor, executor_options = _executors.check_options(executor, executor_options)
     ray = _ray.import_ray() if executor == "ray" else None
+    cloudpickle = _slurm.import_cloudpickle() if executor == "slurm" else None
     from torch import nn
     if not callable(make_model) or not callable(train):
         raise UserError("python: make_model, train: must be callables (fix: sweep(make_model, train, space=..., db=...))")
@@ -282,7 +289,8 @@ def _sweep(make_model, train, space, db, optimizer, base, overrides, shard, resu
             plan(shapes["base"], shapes["base"], shapes["delta"], param, optimizer, 0.0, overrides)
     def train_point(hparams_json):
         """One point: its model built under its seed, the parameterization applied, train called;
-        its result as the store's JSON (a dict). Runs here, or in a Ray worker (shipped by cloudpickle)."""
+        its result as the store's JSON (a dict). Runs here, or in a Ray worker or a Slurm task
+        (shipped by cloudpickle)."""
         hp = json.loads(hparams_json)
         torch.manual_seed(hp["seed"])
         model = build(hp["width"], hp.get("depth"))
@@ -305,6 +313,19 @@ def _sweep(make_model, train, space, db, optimizer, base, overrides, shard, resu
         runner = _ray.RayExecutor(ray, train_point, executor_options)
         out = _scaleinv.run_user_sweep(text, is_json, where, db_path, shard_text, resume, bool(progress), None, caller,
                                        runner)
+        train_s = runner.train_s
+    elif cloudpickle is not None:
+        # The scheduler, the partition, the folder (one driver) and the probe job are checked here,
+        # before the store is opened.
+        runner = _slurm.SlurmExecutor(_scaleinv.SlurmClient(caller), cloudpickle, train_point, executor_options,
+                                      db_path, info["name"], info["fingerprint"], resume)
+        completed = False
+        try:
+            out = _scaleinv.run_user_sweep(text, is_json, where, db_path, shard_text, resume, bool(progress), None,
+                                           caller, runner)
+            completed = True
+        finally:
+            runner.close(completed)
         train_s = runner.train_s
     else:
         train_s = 0.0
