@@ -401,11 +401,12 @@ class SlurmExecutor:
         return (f"its Slurm task ended without a result {t.attempt} time{'s' if t.attempt > 1 else ''} "
                 f"(job {t.job}_{t.set_index}{seen}): {told}")[:1500]
 
-    def _finish(self, t, record):
-        """Records the result file of task t (or raises what the point function raised there)."""
+    def _result(self, t):
+        """The result of task t as the store's JSON, from its file (None while it cannot be read: a
+        shared filesystem may show it late), or what the point function raised there, raised."""
         doc = _read_json(os.path.join(self.folder, "results", t.file))
         if doc is None:
-            return False  # not all there yet (a shared filesystem): read again next time
+            return None
         if "load_error" in doc:
             raise UserError(f"python: train: the Slurm task could not load the point function on its node "
                             f"({doc['load_error']}; log {self._log(t)}) (fix: make the modules your functions come "
@@ -422,9 +423,11 @@ class SlurmExecutor:
                 raise e
             raise RuntimeError(f"the point function raised in Slurm task {t.job}_{t.set_index}: {doc['raised']} "
                                f"(its log: {self._log(t)})")
-        self.train_s += doc["result"].get("wall_s", 0.0)
-        record(t.index, json.dumps(doc["result"]))
-        return True
+        return json.dumps(doc["result"])
+
+    def _record(self, t, result, record):
+        self.train_s += json.loads(result).get("wall_s", 0.0)
+        record(t.index, result)
 
     def run(self, batch, started, record):
         if not self._prepared:
@@ -442,7 +445,10 @@ class SlurmExecutor:
                 t = _Task(index, point_id, None, None, None, 0)
                 # A result there already (its task ended after an earlier driver was killed) is
                 # recorded as it is; the other points go out in one array.
-                if not (t.file in results and self._finish(t, record)):
+                result = self._result(t) if t.file in results else None
+                if result is not None:
+                    self._record(t, result, record)
+                else:
                     tasks[index] = t
                     fresh.append((t, hparams_json))
             if fresh:
@@ -466,32 +472,40 @@ class SlurmExecutor:
             live = {job: self.client.live_tasks(job) for job in sorted({t.job for t in tasks.values() if t.job})}
             results = set(os.listdir(os.path.join(self.folder, "results")))
             now = time.monotonic()
-            # What runs now is told before what finished is recorded: a task Slurm started in the
-            # slot of one that finished since the last poll counts as running beside it, as it ran
-            # (the summary's "N at a time" is the most running when a point is recorded).
+            done, again, new = [], [], []  # (task, result JSON) to record; to send again; seen running first
             for index in sorted(tasks):
                 t = tasks[index]
+                result = self._result(t) if t.file in results else None
                 state = live.get(t.job, {}).get(t.set_index)
-                if state is not None:
+                if result is not None:
+                    done.append((t, result))
+                elif t.file in results:
+                    pass  # there but not readable yet (a shared filesystem): read again next time
+                elif state is not None:
                     t.ended_at = None
                     if state != "COMPLETING":  # (its script has ended: what it was before tells more)
                         t.state = state
-                    if state in RUNNING and not t.started and t.file not in results:
-                        t.started = True
-                        started(index)
-            again = []
-            for index in sorted(tasks):
-                t = tasks[index]
-                if t.file in results and self._finish(t, record):
-                    del tasks[index]
-                    continue
-                if t.set_index in live.get(t.job, {}) or not self._ended_for_sure(t, now):
-                    continue
-                if t.attempt <= self.o["max_retries"]:
-                    again.append(t)
-                else:
-                    del tasks[index]
-                    record(index, json.dumps({"error": self._reason(t), "wall_s": 0.0}))
+                    if state in RUNNING and not t.started:
+                        new.append(t)
+                elif self._ended_for_sure(t, now):
+                    if t.attempt <= self.o["max_retries"]:
+                        again.append(t)
+                    else:
+                        done.append((t, json.dumps({"error": self._reason(t), "wall_s": 0.0})))
+            # The tasks Slurm started in the slots of those that finished since the last poll are
+            # told before the last of those is recorded, so that the core's "N at a time" (the most
+            # running when a point is recorded) counts them beside the others, as they ran.
+            for k, (t, result) in enumerate(done):
+                if k == len(done) - 1:
+                    for n in new:
+                        n.started = True
+                        started(n.index)
+                    new = []
+                del tasks[t.index]
+                self._record(t, result, record)
+            for n in new:
+                n.started = True
+                started(n.index)
             by_set = {}
             for t in again:
                 by_set.setdefault((t.set, t.attempt + 1), []).append(t)
