@@ -57,6 +57,7 @@ OPTIONS = {
 }
 
 MAX_ARRAY = 1000  # tasks per array (Slurm's default MaxArraySize is 1001: indices 0..1000)
+SQUEUE_PATIENCE_S = 300  # how long squeue may fail (slurmctld restarting) before the sweep ends
 RUNNING = ("RUNNING", "COMPLETING")
 END_OK = "scaleinv: task ended (exit 0)"
 END_PREFIX = "scaleinv: task ended"
@@ -465,22 +466,38 @@ class SlurmExecutor:
                 self.client.cancel(jobs)
             raise
 
+    def _live(self, jobs):
+        """{job: {index: state}} of `jobs` from squeue; None while squeue fails (a controller that
+        restarts or does not answer), for SQUEUE_PATIENCE_S, then RuntimeError."""
+        try:
+            live = {job: self.client.live_tasks(job) for job in jobs}
+        except RuntimeError as e:
+            self._squeue_failing = self._squeue_failing or (time.monotonic(), str(e))
+            if time.monotonic() - self._squeue_failing[0] > SQUEUE_PATIENCE_S:
+                raise RuntimeError(f"executor='slurm': squeue failed for {SQUEUE_PATIENCE_S} s ({e}); the tasks "
+                                   "were cancelled, resume=True goes on from what the store holds") from None
+            return None
+        self._squeue_failing = None
+        return live
+
     def _watch(self, tasks, started, record):
+        self._squeue_failing = None
         while tasks:
             # squeue first, the results after: a task squeue no longer lists had written its result
-            # (if it did) before this listing, so no result is missed.
-            live = {job: self.client.live_tasks(job) for job in sorted({t.job for t in tasks.values() if t.job})}
+            # (if it did) before this listing, so no result is missed. While squeue fails, only the
+            # results are taken.
+            live = self._live(sorted({t.job for t in tasks.values() if t.job}))
             results = set(os.listdir(os.path.join(self.folder, "results")))
             now = time.monotonic()
             done, again, new = [], [], []  # (task, result JSON) to record; to send again; seen running first
             for index in sorted(tasks):
                 t = tasks[index]
                 result = self._result(t) if t.file in results else None
-                state = live.get(t.job, {}).get(t.set_index)
+                state = live.get(t.job, {}).get(t.set_index) if live is not None else None
                 if result is not None:
                     done.append((t, result))
-                elif t.file in results:
-                    pass  # there but not readable yet (a shared filesystem): read again next time
+                elif t.file in results or live is None:
+                    pass  # not readable yet (a shared filesystem), or squeue unanswered: next time
                 elif state is not None:
                     t.ended_at = None
                     if state != "COMPLETING":  # (its script has ended: what it was before tells more)

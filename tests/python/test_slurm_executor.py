@@ -117,6 +117,61 @@ class SlurmOptionRefusals(unittest.TestCase):
         self.assertLess(time.monotonic() - t0, 10)
 
 
+class WatchWithAFakeSqueue(unittest.TestCase):
+    """The driver's poll loop (SlurmExecutor._watch) against a scripted squeue, no cluster: squeue
+    failing for a while (a controller restarting) is waited out, a task that leaves the queue with
+    no result is sent again and its result then recorded, and what runs is told before what
+    finished is recorded."""
+
+    def test_a_failing_squeue_is_waited_out_and_a_lost_task_sent_again(self):
+        from scaleinv import _slurm
+        with tempfile.TemporaryDirectory() as folder:
+            for sub in ("results", "logs"):
+                os.mkdir(os.path.join(folder, sub))
+            events = []
+
+            def result(point_id, loss):
+                with open(os.path.join(folder, "results", point_id + ".json"), "w") as f:
+                    json.dump({"point_id": point_id, "result": {"losses": [loss], "wall_s": 1.0}}, f)
+
+            def lost(job, index):  # what the job script writes when its Python is killed
+                with open(os.path.join(folder, "logs", f"{job}_{index}.out"), "w") as f:
+                    f.write("scaleinv: task ended (its Python was killed by signal 9)\n")
+
+            polls = iter([
+                RuntimeError("squeue -j 7 failed: slurm_load_jobs error: Unable to contact slurm controller"),
+                RuntimeError("squeue -j 7 failed"),
+                {"7": {0: "RUNNING", 1: "RUNNING"}},
+                lambda: (result("a", 1.5), lost("7", 1), {"7": {}})[-1],  # a finished, b's task lost
+                {"8": {1: "PENDING"}},
+                {"8": {1: "RUNNING"}},
+                lambda: (result("b", 2.5), {"8": {}})[-1]])
+
+            class Squeue:
+                def live_tasks(self, job):
+                    step = next(polls)
+                    if isinstance(step, Exception):
+                        raise step
+                    return (step() if callable(step) else step).get(job, {})
+
+            ex = object.__new__(_slurm.SlurmExecutor)
+            ex.folder, ex.client, ex.train_s = folder, Squeue(), 0.0
+            ex.o = {"poll_s": 0.01, "max_retries": 1}
+
+            def send(ts, attempt):
+                events.append(("send", [t.index for t in ts], attempt))
+                for t in ts:
+                    t.job, t.attempt, t.state, t.ended_at = "8", attempt, None, None
+
+            ex._send = send
+            tasks = {i: _slurm._Task(i, pid, "0", i, "7", 1) for i, pid in enumerate("ab")}
+            ex._watch(tasks, lambda i: events.append(("started", i)),
+                      lambda i, r: events.append(("record", i, json.loads(r)["losses"])))
+        self.assertEqual(events, [("started", 0), ("started", 1), ("record", 0, [1.5]), ("send", [1], 2),
+                                  ("record", 1, [2.5])])
+        self.assertEqual(ex.train_s, 2.0)
+
+
 class SlurmExecutor(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
