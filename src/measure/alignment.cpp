@@ -30,16 +30,30 @@
 #include "measure/diag_detail.h"
 #include "measure/diagnostics.h"
 #include "models/layers.h"
+#include "models/model_kinds.h"
 #include "theory/width_theory.h"
 
 namespace scaleinv::diag {
 
 namespace {
 
-// The two models the diagnostic builds: the chain of seed 000 eq. 1 (every layer measured) and the
-// transformer (its readout).
-const char* const kChain = "bigram";
-const char* const kTransformer = "gpt";
+// The models the diagnostic builds, by their row's alignment trait (models/model_kinds.h): the chain
+// of seed 000 eq. 1 (every layer measured) and the transformer (its readout).
+AlignmentView view_of(const std::string& model) {
+  const ModelKind* k = find_model_kind(model);
+  return k ? k->alignment : AlignmentView::None;
+}
+bool every_layer(const std::string& model) { return view_of(model) == AlignmentView::EveryLayer; }
+bool readout_only(const std::string& model) { return view_of(model) == AlignmentView::Readout; }
+
+// "use bigram (every layer) or gpt (the readout)"
+std::string models_fix() {
+  std::vector<std::string> names;
+  for (const ModelKind& k : model_kinds())
+    if (k.alignment != AlignmentView::None)
+      names.push_back(k.name + (k.alignment == AlignmentView::EveryLayer ? " (every layer)" : " (the readout)"));
+  return fmt::format("use {}", fmt::join(names, " or "));
+}
 
 
 struct Snapshot {
@@ -70,7 +84,7 @@ Snapshot snapshot(Model& m, const ModelConfig& mc, const torch::Tensor& x) {
   Snapshot s;
   auto flat = [](const torch::Tensor& t) { return t.reshape({-1, t.size(-1)}).clone(); };
   s.logits = flat(rec.at("logits"));
-  if (mc.kind == kChain) {
+  if (every_layer(mc.kind)) {
     for (int l = 1; l <= mc.depth + 1; ++l) s.h.push_back(flat(rec.at(fmt::format("h{}", l))));
     for (int l = 0; l < mc.depth; ++l) s.w.push_back(param_named(m, fmt::format("layers.{}.weight", l)).detach().clone());
     s.w.push_back(param_named(m, "readout.weight").detach().clone());
@@ -91,8 +105,7 @@ double ratio(const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor
 void validate(const AlignmentOptions& o) {
   using detail::require;
   using detail::require_lr;
-  require(o.model == kChain || o.model == kTransformer, "--model", fmt::format("unknown model '{}'", o.model),
-          "use bigram (every layer) or gpt (the readout)");
+  require(view_of(o.model) != AlignmentView::None, "--model", fmt::format("unknown model '{}'", o.model), models_fix());
   require(!o.params.empty(), "--param", "no parameterization given", "e.g. --param sp,mup");
   detail::require_optimizer(o.optimizer);
   detail::require_grid(o.widths, "--widths");
@@ -111,7 +124,7 @@ void validate(const AlignmentOptions& o) {
   require(o.seq_len >= 1, "--seq-len", fmt::format("seq-len {} < 1", o.seq_len), "e.g. --seq-len 32");
   require(o.vocab >= 2 && o.vocab <= 2048, "--vocab", fmt::format("vocab {} is outside [2, 2048]", o.vocab),
           "e.g. --vocab 64");
-  if (o.model == kTransformer) {
+  if (readout_only(o.model)) {
     require(o.head_dim > 0, "--head-dim", fmt::format("head_dim {} < 1", o.head_dim), "e.g. --head-dim 16");
     for (int w : o.widths)
       require(w % o.head_dim == 0, "--widths",
@@ -170,7 +183,7 @@ Fit top_fit(const std::vector<double>& xs, const TopColumns& top, const std::vec
 }
 
 // Measured layers: every layer of the bigram, the readout of gpt.
-int measured_layers(const AlignmentOptions& o) { return o.model == kChain ? o.depth + 1 : 1; }
+int measured_layers(const AlignmentOptions& o) { return every_layer(o.model) ? o.depth + 1 : 1; }
 
 // A param's result with its layers named and every [seed][width] table sized, before measuring.
 AlignmentParam empty_param(const AlignmentOptions& o, const std::string& param) {
@@ -178,8 +191,8 @@ AlignmentParam empty_param(const AlignmentOptions& o, const std::string& param) 
   ap.param = param;
   for (int i = 0; i < measured_layers(o); ++i) {
     AlignmentLayer al;
-    al.layer = o.model == kChain ? i + 1 : o.depth + 1;
-    al.role = (o.model == kTransformer || i == o.depth) ? "readout" : "hidden";
+    al.layer = every_layer(o.model) ? i + 1 : o.depth + 1;
+    al.role = (readout_only(o.model) || i == o.depth) ? "readout" : "hidden";
     al.omega_ratio.assign(o.seeds, std::vector<double>(o.widths.size()));
     al.alpha_ratio = al.u_ratio = al.dh_in_rms = al.omega_ratio;
     ap.layers.push_back(std::move(al));
@@ -253,7 +266,7 @@ std::string readout_finding(const AlignmentOptions& o, const ParamTable& table, 
       "readout omega = {} over all widths: {}; {} between d = {} and {}: {}", fit_text(ro.omega),
       verdict_between(ro.omega, 1.0, one, 0.5, half), fit_text(ro.omega_top), o.widths[top.i1], o.widths[top.i2],
       verdict_between(ro.omega_top, 1.0, one, 0.5, half));
-  if (o.model == kChain) {
+  if (every_layer(o.model)) {
     ap.has_theory = true;
     Alignment a1, ah;
     a1.omega_readout = 1.0;
@@ -294,7 +307,7 @@ AlignmentResult run_alignment(const AlignmentOptions& o) {
   AlignmentResult r;
   r.opts = o;
   for (const Batch& b : batches)
-    r.distinct_inputs += (o.model == kChain ? std::get<0>(at::_unique(b.x)).numel() : b.x.numel()) /
+    r.distinct_inputs += (every_layer(o.model) ? std::get<0>(at::_unique(b.x)).numel() : b.x.numel()) /
                          static_cast<double>(o.seeds);
 
   std::vector<double> xs(o.widths.begin(), o.widths.end());
@@ -323,7 +336,7 @@ std::string alignment_table(const AlignmentResult& r) {
   std::string s;
   s += fmt::format("alignment (seed 000 eqs. 18-20): model {} (L = {}{}), optimizer {} lr {} beta1 {}, {} step(s) on "
                    "one fixed batch ({} x {} markov tokens, vocab {}), widths {}, {} seed(s)\n",
-                   o.model, o.depth, o.model == kChain ? fmt::format(", {}{}", o.activation, o.rmsnorm ? ", rmsnorm" : "") : "",
+                   o.model, o.depth, every_layer(o.model) ? fmt::format(", {}{}", o.activation, o.rmsnorm ? ", rmsnorm" : "") : "",
                    o.optimizer, o.lr, o.beta1, o.steps, o.batch, o.seq_len, o.vocab, fmt::join(o.widths, ", "), o.seeds);
   s += "exponent of d of each ratio (log-log slope over widths) [95% interval over seeds]; the seed's range is [1/2, 1]\n";
   s += fmt::format("distinct inputs in the fixed batch: {:.0f} (a one-step update has at most that rank: alpha -> 1 "

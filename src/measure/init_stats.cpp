@@ -17,6 +17,7 @@
 #include <map>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>  // fmt::join (in ranges.h since fmt 11, which pip's libtorch ships)
 
 #include "core/tensor_rms.h"
 #include "measure/diag_detail.h"
@@ -29,10 +30,20 @@ namespace scaleinv::diag {
 
 namespace {
 
-// The two transformers the diagnostic reads (models/layers.h TransformerBlock): on tokens (causal)
-// and on image patches.
-const char* const kTokens = "gpt";
-const char* const kImages = "vit";
+// The transformers the diagnostic reads (models/layers.h TransformerBlock; the rows with the
+// init_stats trait, models/model_kinds.h): on tokens (causal) and on image patches.
+bool takes(const std::string& model) {
+  const ModelKind* k = find_model_kind(model);
+  return k && k->init_stats;
+}
+
+// "use gpt and/or vit"
+std::string models_fix() {
+  std::vector<std::string> names;
+  for (const ModelKind& k : model_kinds())
+    if (k.init_stats) names.push_back(k.name);
+  return fmt::format("use {}", fmt::join(names, " and/or "));
+}
 
 std::shared_ptr<torch::nn::Module> child(const std::shared_ptr<torch::nn::Module>& m, const std::string& name) {
   for (const auto& item : m->named_children())
@@ -129,7 +140,7 @@ void validate(const InitStatsOptions& o) {
   using detail::require;
   require(!o.models.empty(), "--models", "no model given", "use gpt, vit or gpt,vit");
   for (const auto& m : o.models)
-    require(m == kTokens || m == kImages, "--models", fmt::format("unknown model '{}'", m), "use gpt and/or vit");
+    require(takes(m), "--models", fmt::format("unknown model '{}'", m), models_fix());
   detail::require_grid(o.widths, "--widths");
   require(o.head_dim > 0, "--head-dim", fmt::format("head_dim {} < 1", o.head_dim), "e.g. --head-dim 16");
   for (int w : o.widths)

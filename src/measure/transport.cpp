@@ -33,6 +33,7 @@
 #include "measure/diagnostics.h"
 #include "measure/slope_fit.h"
 #include "models/layers.h"
+#include "models/model_kinds.h"
 #include "theory/depth_theory.h"
 
 namespace scaleinv::diag {
@@ -41,7 +42,10 @@ namespace {
 
 // The transformer the diagnostic builds (its blocks' internals are read: models/layers.h's
 // TransformerBlock); --model takes it or "linear" (the chain of seed 000 eq. 34 without attention).
-const char* const kTransformer = "gpt";
+bool transformer(const std::string& model) {  // a row with the transport trait (models/model_kinds.h)
+  const ModelKind* k = find_model_kind(model);
+  return k && k->transport;
+}
 
 // One LN Jacobian at the inputs o [N, d] (double), with its gain (undefined: 1) and kind.
 struct LnJac {
@@ -166,7 +170,7 @@ std::shared_ptr<torch::nn::Module> child(const std::shared_ptr<torch::nn::Module
 ChainOut gpt_chain(const TransportOptions& o, const ParamTable& table, int L, uint64_t seed, double* alpha_out) {
   torch::NoGradGuard ng;
   ModelConfig mc;
-  mc.kind = kTransformer;
+  mc.kind = o.model;  // validated: a row with the transport trait
   mc.width = o.width;
   mc.depth = L;
   mc.vocab = o.vocab;
@@ -234,8 +238,9 @@ ChainOut gpt_chain(const TransportOptions& o, const ParamTable& table, int L, ui
 
 void validate(const TransportOptions& o) {
   using detail::require;
-  require(o.model == "linear" || o.model == kTransformer, "--model", fmt::format("unknown model '{}'", o.model),
-          "use linear (random linear f) or gpt (the GPT's post/keel blocks at init)");
+  require(o.model == "linear" || transformer(o.model), "--model", fmt::format("unknown model '{}'", o.model),
+          fmt::format("use linear (random linear f) or {} (the GPT's post/keel blocks at init)",
+                      model_kind_list([](const ModelKind& k) { return k.transport; })));
   detail::require_grid(o.depths, "--depths");
   require(!o.shortcuts.empty(), "--shortcuts", "no shortcut exponent given", "e.g. --shortcuts 0,1 (alpha = 1 and L)");
   for (double s : o.shortcuts)

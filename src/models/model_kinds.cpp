@@ -176,6 +176,7 @@ std::vector<ModelKind> build_rows() {
     k.unit_scaling = true;
     k.coordcheck_defaults = kTokenProbe;
     k.scales_defaults = kTokenScales;
+    k.alignment = AlignmentView::EveryLayer;
     k.validate = validate_bigram;
     k.parameters = parameters_bigram;
     k.theory_shape = theory_bigram;
@@ -221,6 +222,9 @@ std::vector<ModelKind> build_rows() {
     k.unit_scaling = true;
     k.coordcheck_defaults = kTokenProbe;
     k.scales_defaults = kTokenScales;
+    k.alignment = AlignmentView::Readout;
+    k.init_stats = true;
+    k.transport = true;
     k.validate = validate_gpt;
     k.parameters = parameters_gpt;
     k.theory_shape = theory_transformer;
@@ -235,6 +239,7 @@ std::vector<ModelKind> build_rows() {
     k.unit_scaling = true;
     k.coordcheck_defaults = {"data.source=\"fashion_mnist\"", "train.batch_size=16"};
     k.scales_defaults = {"data.source=\"fashion_mnist\"", "train.batch_size=32"};
+    k.init_stats = true;
     k.validate = validate_vit;
     k.parameters = parameters_vit;
     k.theory_shape = theory_transformer;

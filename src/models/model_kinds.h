@@ -31,6 +31,10 @@ struct TheoryShape {
   std::string note;      // one line for the check's report
 };
 
+// How `scaleinv diagnose alignment` reads a model (measure/alignment.cpp): every layer of the chain
+// (its recorded h1.. and layers.l.weight) or only the readout (its input through ln_f).
+enum class AlignmentView { None, EveryLayer, Readout };
+
 struct ModelKind {
   std::string name;
   std::string summary;                  // one line: what the model is
@@ -59,6 +63,13 @@ struct ModelKind {
   double (*parameters)(const ModelConfig&) = nullptr;
   // The chain whose hidden activations the stream follows, at `depth` blocks (measure/coordcheck.h).
   TheoryShape (*theory_shape)(const ModelConfig&, int depth) = nullptr;
+
+  // The `scaleinv diagnose` measurements that build this model (measure/diagnostics.h), each reading
+  // tensors by the names this model records: alignment (above), init statistics (init_stats.cpp), the
+  // post-LN transport of its blocks (transport.cpp: TransformerBlock's LayerNorms).
+  AlignmentView alignment = AlignmentView::None;
+  bool init_stats = false;
+  bool transport = false;
 
   bool language() const { return input == ModelInput::Tokens; }
 };
