@@ -21,6 +21,7 @@
 #include "core/errors.h"
 #include "core/json_number.h"
 #include "measure/coord_result.h"
+#include "optim/optimizer_kinds.h"
 #include "param/table.h"
 #include "report/joint_law.h"
 #include "report/predict.h"
@@ -41,12 +42,19 @@ namespace scaleinv {
 namespace {
 
 OptFamily theory_family(const std::string& optimizer) {
-  OptFamily f;
-  const std::string fam = optimizer == "adamw" || optimizer == "sign" ? std::string("adam") : optimizer;
-  if (!parse_family(fam, &f))
-    throw UserError("theory", "optimizer", "unknown optimizer '" + optimizer + "'",
-                    "use sgd, adam, adamw, sign, adafactor or muon");
-  return f;
+  return optimizer_kind(optimizer, "theory", "optimizer").family;
+}
+
+// The optimizer kinds' rows (optim/optimizer_kinds.h) as JSON: python/scaleinv/_apply.py reads its
+// traits from them instead of comparing names.
+std::string optimizer_kinds_json() {
+  json rows = json::array();
+  for (const OptimizerKind& k : optimizer_kind_rows())
+    rows.push_back({{"kind", k.kind}, {"summary", k.summary}, {"family", family_name(k.family)},
+                    {"decay", decay_mode_name(k.decay)}, {"eps", eps_mode_name(k.eps)}, {"default_eps", k.default_eps},
+                    {"ensemble", k.ensemble}, {"own_model_refusal", k.own_model_refusal}, {"fields", k.fields},
+                    {"python_class", k.python_class}});
+  return rows.dump();
 }
 
 MuonScale parse_scale(const std::string& s) {
@@ -442,6 +450,8 @@ PYBIND11_MODULE(_scaleinv, m) {
   py::register_exception<UserError>(m, "UserError", PyExc_ValueError);
   m.def("presets", &preset_names, "the preset parameterizations' names");
   m.def("table", &table_json, py::arg("name"), "a preset or TOML file as the CLI's JSON");
+  m.def("optimizer_kinds", &optimizer_kinds_json,
+        "the optimizer kinds' rows as JSON: kind, family, decay, eps, fields, python_class, ... (optim/optimizer_kinds.h)");
   m.def("theory", &theory, py::arg("param"), py::arg("optimizer") = "adam", py::arg("depth") = 3,
         py::arg("muon_scale") = "spectral", py::arg("rmsnorm") = false, "(theory JSON, printed table)");
   m.def("plan", &plan, py::arg("param"), py::arg("optimizer"), py::arg("weight_decay"), py::arg("spec_json"),

@@ -100,6 +100,50 @@ TEST(OptimConfig, EveryKindBuilds) {
   EXPECT_EQ(listed, "sgd, adam, adamw, sign, adafactor, muon");
 }
 
+// The rows' decay and epsilon traits are what the steps do (optim/optimizer_kinds.h): with a zero
+// gradient, a per-tensor LR factor of 2 and a weight decay, a decoupled decay shrinks W by base LR x
+// wd exactly (the factor left out), a coupled (L2) decay moves it otherwise, and no decay leaves it.
+TEST(OptimizerKinds, DecayTraitsMatchTheSteps) {
+  for (const OptimizerKind& k : optimizer_kind_rows()) {
+    SCOPED_TRACE(k.kind);
+    OptimConfig c;
+    c.kind = k.kind;
+    c.lr = 0.1;
+    c.weight_decay = 0.5;
+    c.eps = k.default_eps;
+    torch::Tensor w = leaf(dvec({1.0, -2.0, 4.0}));
+    auto opt = make_optimizer(c, {group("w", w, /*lr=*/2.0)});
+    run_steps(*opt, 0, 1, [](int, size_t) { return torch::zeros({3}, torch::kFloat64); });
+    const auto got = to_vec(w);
+    const std::vector<double> decoupled = {0.95, -1.9, 3.8};
+    if (k.decay == DecayMode::Decoupled) {
+      for (int i = 0; i < 3; ++i) EXPECT_NEAR(got[i], decoupled[i], 1e-15) << i;
+    } else if (k.decay == DecayMode::Coupled) {
+      EXPECT_GT(std::abs(got[0] - decoupled[0]), 1e-3);
+    } else {
+      EXPECT_EQ(got, std::vector<double>({1.0, -2.0, 4.0}));
+    }
+    if (k.eps == EpsMode::Squared) {  // validate_optim_config wants eps > 0
+      c.eps = 0;
+      expect_user_error([&] { validate_optim_config(c); }, "optim.eps");
+    }
+  }
+}
+
+// A name without a row is a UserError naming the field and listing the rows; the field and file are
+// the caller's.
+TEST(OptimizerKinds, LookupListsTheKinds) {
+  expect_user_error([] { optimizer_kind("nope"); }, "optim.kind");
+  expect_user_error([] { optimizer_kind("nope"); }, std::string("use one of ") + optimizer_kinds());
+  expect_user_error([] { optimizer_kind("nope", "command line", "--optimizer"); }, "--optimizer");
+  EXPECT_EQ(find_optimizer_kind("nope"), nullptr);
+  EXPECT_EQ(optimizer_kind("adamw").python_class, "AdamW");
+  EXPECT_TRUE(optimizer_kind("muon").reads("muon_momentum"));
+  EXPECT_FALSE(optimizer_kind("adamw").reads("muon_momentum"));
+  EXPECT_TRUE(optimizer_kind("adam").l2_in_normalisation());
+  EXPECT_FALSE(optimizer_kind("sgd").l2_in_normalisation());
+}
+
 TEST(OptimGroups, FactorsComeFromTheTable) {
   ScaleContext ctx;
   ctx.table = preset("mup");

@@ -22,7 +22,10 @@ import _scaleinv
 from ._core import UserError, _name, _number
 from ._tensors import rms
 
-OPTIMIZERS = ("sgd", "adam", "adamw")
+# The optimizer kinds' rows (src/optim/optimizer_kinds.h): apply builds a torch optimizer for those
+# with a python_class, and reads its other traits (epsilon, fields) from the row, never from the name.
+KINDS = {row["kind"]: row for row in json.loads(_scaleinv.optimizer_kinds())}
+OPTIMIZERS = tuple(k for k, row in KINDS.items() if row["python_class"])
 MIN_TORCH = (1, 13)  # the oldest torch the package claims (pyproject.toml; CI's PythonOldest.* tests)
 
 
@@ -164,8 +167,9 @@ def _check_plan_args(model, base, delta, param, optimizer, weight_decay, overrid
                             "built at the target width, and the same class at the base and a second width)")
     _name("param", param, "param='mup' (scaleinv.presets() lists the rows)")
     if optimizer not in OPTIMIZERS:
+        cpp_only = [k for k in KINDS if k not in OPTIMIZERS]
         raise UserError(f"python: optimizer: {optimizer!r} is not one of {', '.join(OPTIMIZERS)} "
-                        "(fix: use one of them; muon and adafactor run on scaleinv's C++ optimizers)")
+                        f"(fix: use one of them; {', '.join(cpp_only)} run on scaleinv's C++ optimizers)")
     _number("weight_decay", weight_decay, "weight_decay=0.1 (a per-step fraction lr * weight_decay)", lo=0)
     if overrides is not None:
         if not isinstance(overrides, dict):
@@ -354,6 +358,7 @@ def apply(model, base, delta, param="mup", optimizer="adamw", lr=1e-3, weight_de
                         "(fix: build a fresh model and apply once)")
     _check_optimizer_args(lr, betas, eps, momentum)
     p = plan(model, base, delta, param, optimizer, weight_decay, overrides)
+    row = KINDS[optimizer]
     entries = named_tensors(model)
     params = {name: t for name, _, _, t in entries}
     owners = {name: mod for name, mod, _, _ in entries}
@@ -366,15 +371,10 @@ def apply(model, base, delta, param="mup", optimizer="adamw", lr=1e-3, weight_de
         frac = lr * weight_decay * t["wd"]
         g = {"params": [params[t["name"]]], "lr": g_lr, "weight_decay": frac / g_lr if g_lr > 0 else 0.0,
              "name": t["name"], "role": t["role"], "scaleinv_lr": g_lr}
-        if optimizer != "sgd":
+        if row["eps"] != "none":
             g["eps"] = eps * t["eps"]
         groups.append(g)
-    if optimizer == "adamw":
-        opt = torch.optim.AdamW(groups, lr=lr, betas=tuple(float(b) for b in betas), eps=eps, weight_decay=weight_decay)
-    elif optimizer == "adam":
-        opt = torch.optim.Adam(groups, lr=lr, betas=tuple(float(b) for b in betas), eps=eps)
-    else:
-        opt = torch.optim.SGD(groups, lr=lr, momentum=momentum)
+    opt = getattr(torch.optim, row["python_class"])(groups, **_torch_defaults(row, lr, betas, eps, momentum, weight_decay))
     with torch.no_grad():
         for t in p["tensors"]:
             if t["init"] != 1.0:
@@ -394,6 +394,21 @@ def apply(model, base, delta, param="mup", optimizer="adamw", lr=1e-3, weight_de
         opt.scaleinv_rebind = opt.register_step_pre_hook(_follow_replaced_tensors(model, p))
         opt.scaleinv_ratio_check = opt.register_step_pre_hook(_warn_when_ratios_move)
     return opt
+
+
+def _torch_defaults(row, lr, betas, eps, momentum, weight_decay):
+    """The torch optimizer's keyword defaults from the fields the kind's row reads (every group sets
+    its own lr, weight_decay and eps over them)."""
+    kw = {"lr": lr}
+    if row["eps"] != "none":
+        kw["eps"] = eps
+    if "beta1" in row["fields"]:
+        kw["betas"] = tuple(float(b) for b in betas)
+    if "momentum" in row["fields"]:
+        kw["momentum"] = momentum
+    if row["decay"] == "decoupled":
+        kw["weight_decay"] = weight_decay
+    return kw
 
 
 RATIO_RTOL = 1e-6  # check_schedule's default: a schedule's common factor keeps the ratios to ~1e-13

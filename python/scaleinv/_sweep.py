@@ -226,8 +226,11 @@ def _sweep(make_model, train, space, db, optimizer, base, overrides, shard, resu
     from torch import nn
     if not callable(make_model) or not callable(train):
         raise UserError("python: make_model, train: must be callables (fix: sweep(make_model, train, space=..., db=...))")
-    if not (isinstance(optimizer, str) and optimizer in ("adamw", "adam", "sgd")) and not callable(optimizer):
-        raise UserError(f"python: optimizer: {optimizer!r} (fix: 'adamw', 'adam', 'sgd' or a callable(model, hp))")
+    # the kinds scaleinv.apply builds a torch optimizer for (src/optim/optimizer_kinds.h: python_class)
+    torch_kinds = [r["kind"] for r in json.loads(_scaleinv.optimizer_kinds()) if r["python_class"]]
+    if not (isinstance(optimizer, str) and optimizer in torch_kinds) and not callable(optimizer):
+        quoted = ", ".join(repr(k) for k in torch_kinds)
+        raise UserError(f"python: optimizer: {optimizer!r} (fix: {quoted} or a callable(model, hp))")
     if not isinstance(db, (str, os.PathLike)) or not os.fspath(db):
         raise UserError(f"python: db: {db!r} is not a path (fix: db='runs/sweeps/mine.db')")
     if os.path.isdir(os.fspath(db)):

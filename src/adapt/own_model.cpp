@@ -13,6 +13,7 @@
 #include <re2/re2.h>
 
 #include "core/errors.h"
+#include "optim/optimizer_kinds.h"
 
 namespace scaleinv {
 
@@ -457,25 +458,30 @@ OwnRoles infer_roles(const OwnModelSpec& spec) {
 
 namespace {
 
+bool own_model_ok(const OptimizerKind& k) { return k.own_model_refusal.empty(); }
+
 OptFamily own_family(const std::string& optimizer, double weight_decay, const std::string& where) {
-  if (optimizer == "sgd") return OptFamily::SGD;
-  if (optimizer == "adamw" || optimizer == "sign") return OptFamily::Adam;
-  if (optimizer == "adam") {
-    if (weight_decay > 0)
-      throw UserError(where, "weight_decay",
-                      "Adam with weight decay is coupled L2: the decay enters Adam's normalisation, so removing the "
-                      "table's multipliers (seed 000 eq. 28) does not leave the training unchanged",
-                      "use optimizer 'adamw' (decoupled decay) or weight_decay = 0");
-    return OptFamily::Adam;
+  const OptimizerKind* k = find_optimizer_kind(optimizer);
+  if (!k || !own_model_ok(*k))
+    throw UserError(where, "optimizer", k ? k->own_model_refusal : fmt::format("unknown optimizer '{}'", optimizer),
+                    k ? fmt::format("use {} on your own model (the zoo's models take {})", optimizer_kind_list(own_model_ok),
+                                    optimizer)
+                      : fmt::format("use one of {}", optimizer_kind_list(own_model_ok)));
+  if (weight_decay > 0 && k->l2_in_normalisation()) {
+    // The fix names the same rule with decoupled decay (adam -> adamw).
+    std::string decoupled;
+    for (const OptimizerKind& r : optimizer_kind_rows())
+      if (decoupled.empty() && own_model_ok(r) && r.family == k->family && r.eps == k->eps &&
+          r.decay == DecayMode::Decoupled)
+        decoupled = r.kind;
+    throw UserError(where, "weight_decay",
+                    fmt::format("{} with weight decay is coupled L2: the decay enters {}'s normalisation, so removing "
+                                "the table's multipliers (seed 000 eq. 28) does not leave the training unchanged",
+                                k->kind, k->kind),
+                    decoupled.empty() ? std::string("use weight_decay = 0")
+                                      : fmt::format("use optimizer '{}' (decoupled decay) or weight_decay = 0", decoupled));
   }
-  if (optimizer == "muon") return OptFamily::Muon;
-  if (optimizer == "adafactor")
-    throw UserError(where, "optimizer",
-                    "adafactor's relative step and its eps2 floor follow RMS(W), which moving the multipliers into "
-                    "the init changes, so the shift of seed 000 eq. 28 is not exact",
-                    "use sgd, adam, adamw or muon on your own model (the zoo's models take adafactor)");
-  throw UserError(where, "optimizer", fmt::format("unknown optimizer '{}'", optimizer),
-                  "use one of sgd, adam, adamw, sign, muon");
+  return k->family;
 }
 
 }  // namespace

@@ -15,6 +15,7 @@
 #include "core/atomic_file.h"
 #include "core/errors.h"
 #include "core/fraction.h"
+#include "optim/optimizer_kinds.h"
 #include "param/table.h"
 #include "theory/depth_theory.h"
 #include "theory/theory_report.h"
@@ -44,12 +45,8 @@ void add_theory_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--rmsnorm", o->rmsnorm, "RMSNorm between layers (seed 000 A.1.3, Lemma E.3)");
   writes(cmd->add_option("--json", o->json, "also write the prediction as JSON to this path"));
   cmd->callback([o, &exit_code] {
-    OptFamily family;
-    std::string opt = o->optimizer;
-    if (opt == "adamw") opt = "adam";  // same LR exponents (table.h: Adam covers AdamW)
-    if (!parse_family(opt, &family))
-      throw UserError("command line", "--optimizer", fmt::format("unknown optimizer '{}'", o->optimizer),
-                      "use sgd, adam, adafactor or muon");
+    // The kind's family: the table's column (adam, adamw and sign share Adam's LR exponents).
+    const OptFamily family = optimizer_kind(o->optimizer, "command line", "--optimizer").family;
     MuonScale ms;
     if (!parse_muon_scale(o->muon_scale, &ms))
       throw UserError("command line", "--muon-scale", fmt::format("unknown scale rule '{}'", o->muon_scale),

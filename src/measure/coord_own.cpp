@@ -12,6 +12,7 @@
 #include "core/errors.h"
 #include "measure/coord_detail.h"
 #include "measure/coord_result.h"
+#include "optim/optimizer_kinds.h"
 #include "theory/depth_theory.h"
 #include "theory/width_theory.h"
 
@@ -34,10 +35,7 @@ CoordCheckResult judge_own_coordcheck(const OwnCoordInput& in) {
   res.config.steps = in.steps;
   res.config.show_progress = false;
   res.table = in.table;
-  std::string fam = in.optimizer == "adamw" || in.optimizer == "sign" ? std::string("adam") : in.optimizer;
-  if (!parse_family(fam, &res.family))
-    throw UserError("coordcheck", "optimizer", fmt::format("unknown optimizer '{}'", in.optimizer),
-                    "use one of sgd, adam, adamw, sign, muon");
+  res.family = optimizer_kind(in.optimizer, "coordcheck", "optimizer").family;
   if (in.seeds.empty()) throw UserError("coordcheck", "seeds", "no seeds", "use 2 or more seeds");
   if (in.steps < 1) throw UserError("coordcheck", "steps", fmt::format("{} steps", in.steps), "use at least 1 step");
   std::vector<int> widths;

@@ -123,7 +123,7 @@ std::unique_ptr<Optimizer> make_diag_optimizer(Model& model, const std::string& 
   oc.lr = lr;
   oc.beta1 = beta1;
   oc.momentum = 0.0;
-  oc.eps = kind == "adafactor" ? 1e-15 : 1e-8;
+  oc.eps = optimizer_kind(kind).default_eps;
   oc.weight_decay = 0.0;
   oc.schedule = "constant";
   return make_optimizer(oc, param_groups(params, model.context()));

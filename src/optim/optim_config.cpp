@@ -1,45 +1,21 @@
-// Optimizer kinds, families and validation (optim/optim_config.h), torch-free.
+// Optimizer validation (optim/optim_config.h; the kinds' rows: optimizer_kinds.cpp), torch-free.
 #include "optim/optim_config.h"
 
 #include <cmath>
 #include <limits>
-#include <ranges>
 #include <string>
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>  // fmt::join (in ranges.h since fmt 11, which pip's libtorch ships)
 
 #include "core/errors.h"
 
 namespace scaleinv {
 
 namespace {
-std::string kinds_fix() { return std::string("use one of ") + optimizer_kinds(); }
-
 void check_range(bool ok, const std::string& field, double value, const std::string& want) {
   if (!ok) throw UserError("config", field, fmt::format("value {} is out of range", value), "use " + want);
 }
 }  // namespace
-
-const std::vector<OptimizerKind>& optimizer_kind_rows() {
-  // kind (the update rule) -> family (how the table scales its LR): one row each.
-  static const std::vector<OptimizerKind> rows = {{"sgd", OptFamily::SGD},        {"adam", OptFamily::Adam},
-                                                  {"adamw", OptFamily::Adam},     {"sign", OptFamily::Adam},
-                                                  {"adafactor", OptFamily::Adafactor}, {"muon", OptFamily::Muon}};
-  return rows;
-}
-
-OptFamily optimizer_family(const std::string& kind) {
-  for (const OptimizerKind& k : optimizer_kind_rows())
-    if (k.kind == kind) return k.family;
-  throw UserError("config", "optim.kind", "unknown optimizer '" + kind + "'", kinds_fix());
-}
-
-const char* optimizer_kinds() {
-  static const std::string list =
-      fmt::format("{}", fmt::join(optimizer_kind_rows() | std::views::transform(&OptimizerKind::kind), ", "));
-  return list.c_str();
-}
 
 MuonScale muon_scale_of(const OptimConfig& cfg) {
   MuonScale s;
@@ -50,7 +26,7 @@ MuonScale muon_scale_of(const OptimConfig& cfg) {
 }
 
 void validate_optim_config(const OptimConfig& cfg) {
-  optimizer_family(cfg.kind);
+  const OptimizerKind& kind = optimizer_kind(cfg.kind);
   if (cfg.wd_mode != "coupled" && cfg.wd_mode != "independent")
     throw UserError("config", "optim.wd_mode", "unknown weight-decay mode '" + cfg.wd_mode + "'",
                     "use coupled (W -= lr*wd*W) or independent (W -= wd*W)");
@@ -63,8 +39,8 @@ void validate_optim_config(const OptimConfig& cfg) {
   check_range(cfg.beta1 >= 0 && cfg.beta1 < 1, "optim.beta1", cfg.beta1, "a value in [0, 1)");
   check_range(cfg.beta2 >= 0 && cfg.beta2 < 1, "optim.beta2", cfg.beta2, "a value in [0, 1)");
   check_range(std::isfinite(cfg.eps) && cfg.eps >= 0 && cfg.eps <= kF32, "optim.eps", cfg.eps, "a finite value >= 0 (<= 3.4e38)");
-  if (cfg.kind == "adafactor")
-    check_range(cfg.eps > 0, "optim.eps", cfg.eps, "a value > 0 for adafactor (e.g. 1e-15)");
+  if (kind.eps == EpsMode::Squared)
+    check_range(cfg.eps > 0, "optim.eps", cfg.eps, fmt::format("a value > 0 for {} (e.g. {})", kind.kind, kind.default_eps));
   check_range(std::isfinite(cfg.weight_decay) && cfg.weight_decay >= 0 && cfg.weight_decay <= kF32, "optim.weight_decay",
               cfg.weight_decay, "a finite value >= 0 (<= 3.4e38)");
   check_range(std::isfinite(cfg.clip_grad_norm) && cfg.clip_grad_norm >= 0, "optim.clip_grad_norm",

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "optim/optimizer_kinds.h"  // the kinds' rows: optimizer_kind, optimizer_family, optimizer_kinds
 #include "param/table.h"
 
 namespace scaleinv {
@@ -46,18 +47,6 @@ struct OptimConfig {
   double decay_fraction = 0.2;  // wsd: the last fraction of the post-warmup steps, decaying linearly
 };
 
-// The table's family for an optimizer kind (UserError on an unknown kind, field "optim.kind").
-// An optimizer kind (its update rule, optim/<kind>.cpp) and its family (the LR-scaling class the
-// table's c column is read for). One row per kind; make_optimizer (optim/optimizer.cpp) holds
-// each kind's builder beside it (Optim.EveryKindBuilds).
-struct OptimizerKind {
-  std::string kind;
-  OptFamily family;
-};
-const std::vector<OptimizerKind>& optimizer_kind_rows();
-OptFamily optimizer_family(const std::string& kind);
-// "sgd, adam, adamw, sign, adafactor, muon": the kinds, for help texts and error fixes.
-const char* optimizer_kinds();
 // The Muon scale rule of a config (UserError, field "optim.muon_scale", on an unknown rule).
 MuonScale muon_scale_of(const OptimConfig& cfg);
 

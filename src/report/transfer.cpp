@@ -16,6 +16,7 @@
 
 #include "core/errors.h"
 #include "core/sqlite_db.h"
+#include "optim/optimizer_kinds.h"
 #include "report/seed_curves.h"
 
 namespace scaleinv {
@@ -283,8 +284,8 @@ SweepTable read_sweep_rows(const std::string& db_path) {
           s.weight_decay = optim["weight_decay"].get<double>();
         if (optim.is_object() && optim.value("wd_mode", std::string()) == "independent") s.wd_independent = true;
         if (optim.is_object()) {  // decoupled decay (a timescale); adam and sgd add wd p to the gradient (L2)
-          const std::string kind = optim.value("kind", std::string());
-          s.wd_decoupled = kind == "adamw" || kind == "muon" || kind == "adafactor";
+          const OptimizerKind* kind = find_optimizer_kind(optim.value("kind", std::string()));
+          s.wd_decoupled = kind && kind->decay == DecayMode::Decoupled;
         }
       }
     }

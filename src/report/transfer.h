@@ -56,7 +56,7 @@ struct SweepRow {
   int64_t steps = 0;            // train.steps of the point's config (0: unknown)
   double weight_decay = 0;      // optim.weight_decay of the point's config
   bool wd_independent = false;  // optim.wd_mode = "independent" (decay wd per step, not lr x wd)
-  bool wd_decoupled = false;    // the optimizer decays decoupled (adamw, muon, adafactor): a timescale
+  bool wd_decoupled = false;    // the optimizer decays decoupled (its row, optim/optimizer_kinds.h): a timescale
   std::string config;           // the point's resolved config (JSON text; "" when the store has none)
 };
 

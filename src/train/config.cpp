@@ -12,6 +12,7 @@
 #include "core/errors.h"
 #include "core/toml_reader.h"
 #include "models/model_kinds.h"
+#include "optim/optimizer_kinds.h"
 
 namespace scaleinv {
 
@@ -381,7 +382,8 @@ nlohmann::json train_config_to_json(const TrainConfig& c) {
   hp_fields(c.hp, write_into(j["hp"]));
   if (c.hp.router_mult != 1) router_hp_fields(c.hp, write_into(j["hp"]));
   optim_fields(c.optim, write_into(j["optim"]));
-  if (c.optim.kind == "muon") muon_fields(c.optim, write_into(j["optim"]));
+  if (const OptimizerKind* k = find_optimizer_kind(c.optim.kind); k && k->reads("muon_momentum"))
+    muon_fields(c.optim, write_into(j["optim"]));
   if (c.optim.schedule == "wsd") wsd_fields(c.optim, write_into(j["optim"]));
   data_fields(c.data, write_into(j["data"]));
   train_fields(c.train, write_into(j["train"]));

@@ -18,6 +18,7 @@
 #include "core/progress.h"
 #include "core/torch_compat.h"
 #include "models/model_kinds.h"
+#include "optim/optimizer_kinds.h"
 #include "train/make_run.h"
 #include "train/step_loop.h"
 
@@ -32,11 +33,10 @@ bool will_batch(const TrainConfig& c, Batching mode) {
 
 bool ensemble_supported(const TrainConfig& c) {
   const std::string& k = c.model.kind;
-  const std::string& o = c.optim.kind;
   const ModelKind* kind = find_model_kind(k);
   if (!kind || !kind->ensemble) return false;
-  if (!(o == "sgd" || o == "adam" || o == "adamw" || o == "sign" || o == "muon") || c.optim.clip_grad_norm != 0)
-    return false;
+  const OptimizerKind* optimizer = find_optimizer_kind(c.optim.kind);
+  if (!optimizer || !optimizer->ensemble || c.optim.clip_grad_norm != 0) return false;
   // Simulated precision (a thread-wide rounding scope) and unit-scaled ops (custom autograd with
   // per-op backward scales) are only wired into the single-model trainer.
   if (c.train.precision != "fp32") return false;

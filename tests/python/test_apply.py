@@ -106,6 +106,21 @@ class Errors(unittest.TestCase):
             self.assertIn(w, msg)
         self.assertIn("fix", msg)
 
+    def test_optimizers_are_the_rows(self):
+        """apply builds the torch class of the kind's row (src/optim/optimizer_kinds.h), and refuses a
+        kind without one, naming it."""
+        import json
+        import _scaleinv
+        from scaleinv import _apply
+        rows = {r["kind"]: r for r in json.loads(_scaleinv.optimizer_kinds())}
+        self.assertEqual(_apply.OPTIMIZERS, tuple(k for k, r in rows.items() if r["python_class"]))
+        self.assertEqual(set(_apply.OPTIMIZERS), {"sgd", "adam", "adamw"})
+        for kind in _apply.OPTIMIZERS:
+            opt = scaleinv.apply(MLP(64), MLP(64), MLP(128), optimizer=kind, lr=1e-2)
+            self.assertIs(type(opt), getattr(torch.optim, rows[kind]["python_class"]), kind)
+            self.assertEqual("eps" in opt.param_groups[0], rows[kind]["eps"] != "none", kind)
+        self.check(lambda: scaleinv.plan(MLP(64), MLP(64), MLP(128), optimizer="muon"), "optimizer", "muon")
+
     def test_bad_inputs_name_the_tensor_or_field(self):
         self.check(lambda: scaleinv.plan(MLP(64), MLP(64), MLP(64)), "delta")
         self.check(lambda: scaleinv.plan(MLP(64), MLP(64), MLP(128), param="nope"), "nope")
