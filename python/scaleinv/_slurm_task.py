@@ -84,8 +84,11 @@ def main(argv):
     except Exception as e:  # noqa: BLE001 (outside train: make_model, a result that is no loss)
         traceback.print_exc()
         try:
-            import cloudpickle
-            blob = base64.b64encode(cloudpickle.dumps(e)).decode("ascii")
+            try:
+                import cloudpickle as pickler  # an exception class of __main__ too
+            except ImportError:
+                pickler = pickle
+            blob = base64.b64encode(pickler.dumps(e)).decode("ascii")
         except Exception:  # noqa: BLE001 (an exception that does not pickle: its text still goes)
             blob = None
         doc = {"point_id": p["point_id"], "raised": _describe(e), "exception": blob}

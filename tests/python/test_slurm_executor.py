@@ -19,6 +19,7 @@ the newest only)."""
 import fcntl
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -170,6 +171,54 @@ class WatchWithAFakeSqueue(unittest.TestCase):
         self.assertEqual(events, [("started", 0), ("started", 1), ("record", 0, [1.5]), ("send", [1], 2),
                                   ("record", 1, [2.5])])
         self.assertEqual(ex.train_s, 2.0)
+
+
+def raises_outside_train(hparams_json):
+    """A point function whose error is no training's (as _sweep's when train returns a bool)."""
+    raise scaleinv.UserError(f"python: train: returned bool (True), not a number ({json.loads(hparams_json)['width']})")
+
+
+class TaskWithoutACluster(unittest.TestCase):
+    """python -m scaleinv._slurm_task's main, run here: what the point function raised outside train
+    reaches the driver as that exception (the sweep ends, as locally), and a function its node cannot
+    unpickle is one line naming the fix."""
+
+    def run_task(self, function_bytes):
+        from scaleinv import _slurm, _slurm_task
+        folder = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, folder, True)
+        os.makedirs(os.path.join(folder, "points", "0"))
+        os.mkdir(os.path.join(folder, "results"))
+        with open(os.path.join(folder, "f.pkl"), "wb") as f:
+            f.write(function_bytes)
+        with open(os.path.join(folder, "points", "0", "set.json"), "w") as f:
+            json.dump({"function": os.path.join(folder, "f.pkl"), "results": os.path.join(folder, "results"),
+                       "sys_path": []}, f)
+        with open(os.path.join(folder, "points", "0", "0.json"), "w") as f:
+            json.dump({"point_id": "p0", "file": "p0.json", "hparams": json.dumps({"width": 16})}, f)
+        with mock.patch("sys.stderr"), mock.patch("sys.stdout"):
+            self.assertEqual(_slurm_task.main([os.path.join(folder, "points", "0"), "0"]), 0)
+        ex = object.__new__(_slurm.SlurmExecutor)
+        ex.folder = folder
+        return ex._result(_slurm._Task(0, "p0", "0", 0, "7", 1))
+
+    def test_an_error_outside_train_is_raised_by_the_driver(self):
+        import pickle
+        with self.assertRaisesRegex(scaleinv.UserError, r"^python: train: returned bool \(True\), not a number \(16\)$"):
+            self.run_task(pickle.dumps(raises_outside_train))
+
+    def test_a_function_the_node_cannot_import_is_one_line(self):
+        import pickle
+        import types
+        gone = types.ModuleType("module_only_the_driver_has")
+        exec("def train_point(hparams_json):\n    return {}", gone.__dict__)
+        gone.train_point.__module__ = gone.__name__
+        with mock.patch.dict(sys.modules, {gone.__name__: gone}):
+            blob = pickle.dumps(gone.train_point)
+        with self.assertRaisesRegex(scaleinv.UserError, r"^python: train: the Slurm task could not load the point "
+                                    r"function on its node \(ModuleNotFoundError: No module named "
+                                    r"'module_only_the_driver_has'; log .*\) \(fix: make the modules"):
+            self.run_task(blob)
 
 
 class SlurmExecutor(unittest.TestCase):
