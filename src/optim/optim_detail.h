@@ -51,5 +51,6 @@ std::unique_ptr<Optimizer> make_sgd(const OptimConfig& cfg, std::vector<ParamGro
 std::unique_ptr<Optimizer> make_adam(const OptimConfig& cfg, std::vector<ParamGroup> groups);  // adam, adamw, sign
 std::unique_ptr<Optimizer> make_adafactor(const OptimConfig& cfg, std::vector<ParamGroup> groups);
 std::unique_ptr<Optimizer> make_muon(const OptimConfig& cfg, std::vector<ParamGroup> groups);
+std::unique_ptr<Optimizer> make_lion(const OptimConfig& cfg, std::vector<ParamGroup> groups);
 
 }  // namespace scaleinv::optim_detail

@@ -59,7 +59,8 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimConfig& cfg, std::vector<Pa
   // and sign are one implementation with two switches, optim/adam.cpp).
   static const std::map<std::string, Factory> factories = {
       {"sgd", optim_detail::make_sgd},   {"adam", optim_detail::make_adam},           {"adamw", optim_detail::make_adam},
-      {"sign", optim_detail::make_adam}, {"adafactor", optim_detail::make_adafactor}, {"muon", optim_detail::make_muon}};
+      {"sign", optim_detail::make_adam}, {"adafactor", optim_detail::make_adafactor}, {"muon", optim_detail::make_muon},
+      {"lion", optim_detail::make_lion}};
   return factories.at(cfg.kind)(cfg, std::move(groups));
 }
 

@@ -89,6 +89,16 @@ std::vector<OptimizerKind> build_rows() {
     for (const char* f : {"muon_momentum", "nesterov", "ns_steps", "muon_scale", "muon_eps"}) k.fields.push_back(f);
     add(k);
   }
+  {
+    OptimizerKind k;
+    k.kind = "lion";
+    k.summary = "Lion: the sign of an interpolated momentum, decoupled decay (optim/lion.cpp)";
+    k.family = OptFamily::Adam;  // a sign update: entries of size lr whatever the gradient's scale
+    k.decay = DecayMode::Decoupled;
+    k.eps = EpsMode::None;
+    k.fields = {"beta1", "beta2", "weight_decay"};
+    add(k);
+  }
   return rows;
 }
 
