@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <random>
 #include <sstream>
@@ -37,6 +38,7 @@ namespace {
 
 constexpr int kMaxDefaultTasks = 64;
 constexpr int kGrid = -1;  // the rung of a grid's shards
+constexpr auto kSqueueGrace = std::chrono::minutes(5);  // how long a waiting driver bears a failing squeue
 
 struct Job {
   std::string role;  // "array", "collect", "driver", "probe"
@@ -286,13 +288,23 @@ bool wait_for_jobs(const SlurmClient& client, const std::string& sub_path, const
     return fmt::format("| running {} | pending {} | failed {}", w.running, w.pending, w.failed);
   };
   WaitCount w;
+  std::optional<std::chrono::steady_clock::time_point> failing_since;  // squeue failing (a controller restarting)
   for (;;) {
     const Submission before = load(sub_path);
     std::map<int, std::string> live;
     int key = 0;
-    for (const Job& j : before.jobs)
-      if (roles.count(j.role))
-        for (const auto& [i, st] : client.live_tasks(j.id)) live[key++] = st;
+    try {
+      for (const Job& j : before.jobs)
+        if (roles.count(j.role))
+          for (const auto& [i, st] : client.live_tasks(j.id)) live[key++] = st;
+      failing_since.reset();
+    } catch (const std::runtime_error&) {  // waited out for kSqueueGrace, then it ends the wait
+      const auto now = std::chrono::steady_clock::now();
+      if (!failing_since) failing_since = now;
+      if (now - *failing_since > kSqueueGrace) throw;
+      std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int>(before.poll_s * 1000)));
+      continue;
+    }
     const Submission after = load(sub_path);
     w = count_now(after, expected, stores(), live);
     if (live.empty() && after.jobs.size() == before.jobs.size()) break;
