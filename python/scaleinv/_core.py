@@ -8,6 +8,17 @@ import _scaleinv
 from _scaleinv import UserError
 
 
+def _import_or_refuse(module, what):
+    """The module, or one UserError line: `what` (the caller and why it needs it) and `pip install`."""
+    import importlib
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        if e.name != module:
+            raise
+        raise UserError(f"{what} (fix: pip install {module})") from None
+
+
 def presets():
     """The preset parameterizations' names (param/presets.cpp)."""
     return list(_scaleinv.presets())

@@ -20,7 +20,7 @@ import json
 import os
 import socket
 
-from ._core import UserError
+from ._core import UserError, _import_or_refuse
 
 # executor_options keys: what each takes, for the refusal's fix.
 OPTIONS = {
@@ -55,14 +55,7 @@ def check(o, number):
 
 
 def import_ray():
-    try:
-        import ray
-    except ModuleNotFoundError as e:
-        if e.name != "ray":
-            raise
-        raise UserError("python: executor: 'ray' needs Ray, which this Python does not have "
-                        "(fix: pip install ray)") from None
-    return ray
+    return _import_or_refuse("ray", "python: executor: 'ray' needs Ray, which this Python does not have")
 
 
 def _host_port(address):

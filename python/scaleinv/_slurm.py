@@ -41,7 +41,7 @@ import sys
 import time
 import uuid
 
-from ._core import UserError
+from ._core import UserError, _import_or_refuse
 
 # executor_options keys: what each takes, for the refusal's fix.
 OPTIONS = {
@@ -92,14 +92,8 @@ def check(o, number):
 
 
 def import_cloudpickle():
-    try:
-        import cloudpickle
-    except ModuleNotFoundError as e:
-        if e.name != "cloudpickle":
-            raise
-        raise UserError("python: executor: 'slurm' ships the point function to the tasks with cloudpickle, which this "
-                        "Python does not have (fix: pip install cloudpickle)") from None
-    return cloudpickle
+    return _import_or_refuse("cloudpickle", "python: executor: 'slurm' ships the point function to the tasks with "
+                             "cloudpickle, which this Python does not have")
 
 
 def default_folder(db_path):
