@@ -3,12 +3,12 @@ and scaleinv.coordcheck under mup (mup-moe for the mixture of experts) and stand
 overrides (issue 59). Prints one line per model and the markdown table of docs/python.md.
 
 Each model is built at every width with its *Config(...): hidden size = width, 2 layers, vocabulary
-128, 16 positions, intermediate size 2 x width; the head dimension is fixed at 16 (the heads grow
-with width) except in the row marked "d_head scaled" (4 heads, d_head = width / 4). GQA: half as many
-key/value heads as query heads.
+128, 16 positions, intermediate size 2 x width (each expert's and the shared expert's too); the head
+dimension is fixed at 16 (the heads grow with width) except in the row marked "d_head scaled" (4
+heads, d_head = width / 4). GQA: half as many key/value heads as query heads.
 
     python examples/python/hf_models.py [--widths 128,256,512] [--seeds 3] [--steps 3] [--lr 1e-3]
-        [--models gpt2,llama,llama-tied,mixtral,gemma,llama-dhead] [--batch-seed 0] [--threads N]
+        [--models gpt2,llama,llama-tied,mixtral,qwen2-moe,gemma,llama-dhead] [--batch-seed 0] [--threads N]
         [--keep-denormals]
 """
 import argparse
@@ -72,6 +72,18 @@ def mixtral(width):
                                             bos_token_id=0, eos_token_id=0))
 
 
+def qwen2_moe(width):
+    """Qwen2-MoE: 4 routed experts (fused 3-D, top-2) beside a shared expert, a dense MLP whose output
+    a [1, d] shared_expert_gate scales per token through a sigmoid; q, k, v with biases."""
+    from transformers import Qwen2MoeConfig, Qwen2MoeForCausalLM
+    return Qwen2MoeForCausalLM(Qwen2MoeConfig(vocab_size=VOCAB, hidden_size=width, intermediate_size=2 * width,
+                                              moe_intermediate_size=2 * width, shared_expert_intermediate_size=2 * width,
+                                              num_hidden_layers=2, num_attention_heads=width // D_HEAD,
+                                              num_key_value_heads=width // D_HEAD // 2, max_position_embeddings=SEQ,
+                                              num_experts=4, num_experts_per_tok=2, tie_word_embeddings=False,
+                                              bos_token_id=0, eos_token_id=0))
+
+
 def gemma(width):
     """Gemma: embeddings multiplied by sqrt(hidden_size) inside the model, tied head."""
     from transformers import GemmaConfig, GemmaForCausalLM
@@ -87,10 +99,12 @@ MODELS = {
     "llama": (llama, "LlamaForCausalLM", "mup", None, "GQA, untied"),
     "llama-tied": (llama_tied, "LlamaForCausalLM", "mup", None, "GQA, tied"),
     "mixtral": (mixtral, "MixtralForCausalLM", "mup-moe", NO_SPECTRAL, "4 experts as fused 3-D parameters, top-2 router"),
+    "qwen2-moe": (qwen2_moe, "Qwen2MoeForCausalLM", "mup-moe", NO_SPECTRAL,
+                  "4 fused 3-D experts, top-2 router, shared expert with a sigmoid gate [1, d]"),
     "gemma": (gemma, "GemmaForCausalLM", "mup", None, "embeddings x sqrt(d) inside, tied"),
     "llama-dhead": (llama_dhead, "LlamaForCausalLM", "mup", None, "d_head scaled (4 heads)"),
 }
-DEFAULT_MODELS = "gpt2,llama,llama-tied,mixtral,gemma,llama-dhead"
+DEFAULT_MODELS = "gpt2,llama,llama-tied,mixtral,qwen2-moe,gemma,llama-dhead"
 
 
 def batch(seed=0):

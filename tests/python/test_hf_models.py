@@ -1,6 +1,6 @@
 """Hugging Face transformers models built from their configs, no weights (issue 59): roles read from
 shapes and layouts (GPT-2's Conv1D [in, out], Llama's GQA, tied and untied heads, Mixtral's router
-and fused 3-D expert parameters, Gemma's sqrt(d) embedding scale, attention scales set inside the
+and fused 3-D expert parameters, Qwen2-MoE's shared expert and its sigmoid gate, Gemma's sqrt(d) embedding scale, attention scales set inside the
 modules), the coordinate check passing under mup (mup-moe) and failing under standard with no
 overrides, and the structures the plan cannot read refused in one line with nothing modified.
 
@@ -109,6 +109,22 @@ class Roles(unittest.TestCase):
         down = t["model.layers.0.mlp.experts.down_proj"]  # [E, d, I]
         self.assertEqual((down["role"], down["fan_in"], down["fan_out"]), ("expert", 512, 256))
 
+    def test_qwen2_moe_router_experts_shared_expert_and_its_gate(self):
+        t = by_name(self.plan(self.hf.qwen2_moe, "mup-moe"))
+        gate = t["model.layers.0.mlp.gate.weight"]  # Qwen2MoeTopKRouter's bare [E, d]
+        self.assertEqual((gate["role"], gate["fan_in"], gate["fan_out"]), ("router", 256, 4))
+        gu = t["model.layers.0.mlp.experts.gate_up_proj"]  # [E, 2 * I, d], fused 3-D in transformers 5.x
+        self.assertEqual((gu["role"], gu["fan_in"], gu["fan_out"]), ("expert", 256, 1024))
+        self.assertEqual(t["model.layers.0.mlp.experts.down_proj"]["role"], "expert")
+        # the shared expert is a dense MLP: its matrices are hidden ones
+        for n in ("gate_proj", "up_proj", "down_proj"):
+            self.assertEqual(t[f"model.layers.0.mlp.shared_expert.{n}.weight"]["role"], "hidden")
+        # shared_expert_gate, nn.Linear(d, 1): one logit per token read from the normalised stream and
+        # passed through a sigmoid, a one-output router (the readout's row under a dense table)
+        sg = t["model.layers.0.mlp.shared_expert_gate.weight"]
+        self.assertEqual((sg["role"], sg["fan_in"], sg["fan_out"]), ("router", 256, 1))
+        self.assertEqual(t["model.layers.0.self_attn.q_proj.bias"]["role"], "vector")
+
     def test_gemma_embedding_scale_is_kept_at_the_base_value(self):
         torch.manual_seed(0)
         model = self.hf.gemma(256)
@@ -165,6 +181,9 @@ class CoordCheck(unittest.TestCase):
         # the spectral norms of a 3-D expert stack are measured on its [E, out * in] reshape by
         # scaleinv/_coordcheck.py (||W|| grows like sqrt(d) there), not per expert: left out here
         self.both(self.hf.mixtral, "mup-moe", self.hf.NO_SPECTRAL)
+
+    def test_qwen2_moe(self):
+        self.both(self.hf.qwen2_moe, "mup-moe", self.hf.NO_SPECTRAL)
 
 
 # ---- structures the plan cannot read: one UserError line, nothing modified ----
