@@ -9,8 +9,13 @@
 #                            tests/python/test_ray_executor.py, which skips where it is missing: 79 MB
 #                            wheel, 240 MB installed, about 7 s), and cloudpickle 3.1.2
 #                            (SCALEINV_CLOUDPICKLE_NEWEST; scaleinv.sweep(executor="slurm") and
-#                            tests/python/test_slurm_executor.py, which skips where it is missing), in a
-#                            venv of PYTHON (default the first python3 on PATH); `pip install .` with
+#                            tests/python/test_slurm_executor.py, which skips where it is missing), and
+#                            torchtitan 0.3.0 (SCALEINV_TORCHTITAN_NEWEST; tests/python/
+#                            test_torchtitan_models.py, which skips where it is missing) with --no-deps
+#                            and only what its model files import (torch_checkpointing, spmd_types,
+#                            tyro and its two): its full requirements (datasets, wandb, tensorboard,
+#                            ...) would move huggingface_hub back to 1.x under transformers; 3 MB, 4 s;
+#                            in a venv of PYTHON (default the first python3 on PATH); `pip install .` with
 #                            build isolation (setuptools and pybind11 from PyPI)
 #   build/venv-torch-oldest  the oldest torch the package claims: Debian's python3-torch (1.13 on
 #                            Debian 12; 2.6 on Debian 13, whose archive has no older one) through
@@ -54,6 +59,13 @@ newest() {
   if [ "$have" != "$cp" ]; then
     echo "[python_venv] pip install cloudpickle==$cp into $venv"
     "$venv/bin/python" -m pip install "${pipq[@]}" "cloudpickle==$cp"
+  fi
+  local tt="${SCALEINV_TORCHTITAN_NEWEST:-0.3.0}"
+  have=$("$venv/bin/python" -c 'import importlib.metadata as m, torchtitan.models.llama3; print(m.version("torchtitan"))' 2>/dev/null || true)
+  if [ "$have" != "$tt" ]; then
+    echo "[python_venv] pip install --no-deps torchtitan==$tt into $venv"
+    "$venv/bin/python" -m pip install "${pipq[@]}" --no-deps "torchtitan==$tt" "torch_checkpointing==0.1.1" \
+      "spmd_types==0.2.3" "tyro==1.0.17" "docstring_parser==0.18.0" "typeguard==4.6.1"
   fi
   "$venv/bin/python" -m pip install "${pipq[@]}" --no-deps --force-reinstall .
 }
