@@ -4,7 +4,11 @@
 #   build/venv-torch-newest  the newest torch on the project's machines: pip's torch 2.14.1 with
 #                            torchvision 0.29.1 (SCALEINV_TORCH_NEWEST / SCALEINV_TORCHVISION_NEWEST),
 #                            and Hugging Face transformers 5.24.0 (SCALEINV_TRANSFORMERS_NEWEST; for
-#                            tests/python/test_hf_models.py, which skips where it is missing), and Ray
+#                            tests/python/test_hf_models.py, which skips where it is missing), timm
+#                            1.0.31 (SCALEINV_TIMM_NEWEST; for tests/python/test_vision_models.py and
+#                            examples/python/vision_models.py, whose timm rows skip where it is missing;
+#                            installed --no-deps: its dependencies, torch, torchvision, huggingface_hub,
+#                            safetensors and pyyaml, are already here, and pip must not move torch), and Ray
 #                            2.60.0 (SCALEINV_RAY_NEWEST; scaleinv.sweep(executor="ray") and
 #                            tests/python/test_ray_executor.py, which skips where it is missing: 79 MB
 #                            wheel, 240 MB installed, about 7 s), and cloudpickle 3.1.2
@@ -47,6 +51,13 @@ newest() {
   if [ "$have" != "$hf" ]; then
     echo "[python_venv] pip install transformers==$hf into $venv"
     "$venv/bin/python" -m pip install "${pipq[@]}" "torch==$torch" "transformers==$hf"
+  fi
+  local timm="${SCALEINV_TIMM_NEWEST:-1.0.31}"
+  have=$("$venv/bin/python" -c 'import timm; print(timm.__version__)' 2>/dev/null || true)
+  if [ "$have" != "$timm" ]; then
+    echo "[python_venv] pip install timm==$timm into $venv"
+    "$venv/bin/python" -m pip install "${pipq[@]}" "torch==$torch" "torchvision==$tv" pyyaml huggingface_hub safetensors
+    "$venv/bin/python" -m pip install "${pipq[@]}" --no-deps "timm==$timm"
   fi
   local ray="${SCALEINV_RAY_NEWEST:-2.60.0}"
   have=$("$venv/bin/python" -c 'import ray; print(ray.__version__)' 2>/dev/null || true)

@@ -243,7 +243,51 @@ def plan(model, base, delta, param="mup", optimizer="adamw", weight_decay=0.0, o
                                   else f": apply sets it to {want:.6g}"))
         if cannot:
             p["notes"].append(cannot)
+    p["notes"].extend(_normalized_readouts(model, p))
     return p
+
+
+# Normalization layers, each with the number of features it normalizes over, for the readouts that
+# feed one (_normalized_readouts). Batch, instance and group norms normalize per channel over the
+# batch and positions; layer and RMS norms over the features.
+_NORMS = tuple(row for row in (
+    (nn.modules.batchnorm._BatchNorm, lambda m: m.num_features),
+    (nn.modules.instancenorm._InstanceNorm, lambda m: m.num_features),
+    (nn.GroupNorm, lambda m: m.num_channels),
+    (nn.LayerNorm, lambda m: tuple(m.normalized_shape)[-1]),
+    (getattr(nn, "RMSNorm", None), lambda m: tuple(m.normalized_shape)[-1]),  # torch >= 2.4
+) if row[0] is not None)
+
+
+def _norm_features(m):
+    for cls, features in _NORMS:
+        if isinstance(m, cls):
+            return features(m)
+    return None
+
+
+def _normalized_readouts(model, p):
+    """One line per readout-like tensor (fan-in grows, fan-out fixed) that is not the model's
+    output: its layer's next sibling (registration order: conv3 then bn3 in torchvision's
+    Bottleneck) normalizes over its fixed outputs. The norm divides out the readout's m^-1 init, so
+    the layer's output at init is as large as its update (not m^-1/2 of it) and the gradients below
+    it scale as m^-1/2, not the m^-1 the theory's readout gives: the check cannot pass there."""
+    readouts = {t["name"]: t for t in p["tensors"] if t["role"] == "readout"}
+    out = []
+    for pname, parent in model.named_modules():
+        children = list(parent.named_children())
+        for (cname, child), (nname, nxt) in zip(children, children[1:]):
+            full = f"{pname}.{cname}" if pname else cname
+            t = readouts.get(f"{full}.weight")
+            if t is None or _norm_features(nxt) != t["fan_out"]:
+                continue
+            norm = f"{pname}.{nname}" if pname else nname
+            out.append(f"{full} ({type(child).__name__}) is readout-like (fan-in {t['fan_in']} grows, fan-out "
+                       f"{t['fan_out']} fixed) and {norm} ({type(nxt).__name__}) normalizes its output: the norm divides "
+                       "out its m^-1 init and the gradients below it scale as m^-1/2, not the theory's m^-1, so the "
+                       "check fails there (fix: grow its output with width too, e.g. the stream's channels, or "
+                       "drop the norm after it)")
+    return out
 
 
 def _check_stacks(target, base, delta):
