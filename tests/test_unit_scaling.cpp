@@ -400,15 +400,19 @@ TEST(UnitModels, ScalesAtInitUMupPassesStandardAndMupDoNot) {
         grad_pass += row.pass ? 1 : 0;
       }
     if (std::string(param) == "u-mup") {
-      // Every op output, every gradient, every weight and every matrix's gradient is unit. The
-      // LayerNorm gains' gradients are not (LayerNorm is a plain op: RMS ~ sqrt(rows)), measured
-      // 20-70 on the KJV (docs/unit_scaling.md).
+      // Every op output, every gradient, every weight and every weight's gradient is unit, the
+      // LayerNorm gains' too: their gradient, a sum over B T rows, gets the 1/sqrt(rows) rule
+      // (without it they sat at sqrt(rows) scale: 27-73 on the KJV, 11-24 here; unit-scaling's
+      // LayerNorm gives its gains the same rule: bench/unit_scaling_peer.py, docs/unit_scaling.md).
+      // The final norm's gain is the exception, measured, not tuned: its gradient is the readout's
+      // input gradient, whose rows share W_R (2.13 at width 64, 1.10 at 128); it stays below 3.
       for (const auto& row : r.rows) {
         if (!row.judged) continue;
-        const bool gain_grad = row.kind == "W'" && row.name.find(".gain") != std::string::npos;
-        if (!gain_grad) {
-          EXPECT_TRUE(row.pass) << row.kind << " " << row.name << "\n" << render_scales(r);
+        if (row.kind == "W'" && row.name == "ln_f.gain") {
+          for (double v : row.rms) EXPECT_LT(v, 3.0) << render_scales(r);
+          continue;
         }
+        EXPECT_TRUE(row.pass) << row.kind << " " << row.name << "\n" << render_scales(r);
       }
     } else {
       EXPECT_FALSE(r.pass()) << param;

@@ -254,10 +254,13 @@ NormGain::NormGain(int64_t d, bool in_block, const ScaleContext& ctx) {
   ParamTag tag{Role::Vector, in_block, 0.0};
   gain_ = add_param("gain", constant_init(ctx, {d}, 1.0), tag);
   mult_ = role_multiplier(Role::Vector, in_block, ctx);
+  unit_bwd_ = ctx.table.unit.backward;
 }
 
 torch::Tensor NormGain::forward(const torch::Tensor& x) {
   torch::Tensor g = mult_ == 1.0 ? gain_ : gain_ * mult_;
+  // rows per gain: x [..., d] with gain [d], or an ensemble's x [E, ..., d] with gain [E, d].
+  if (unit_bwd_) g = unit::scale_grad(g, unit::unit_bwd_w(x.numel() / std::max<int64_t>(g.numel(), 1)));
   if (g.dim() == 1) return layer_norm(x, g);
   return layer_norm(x) * member_view(g, x.dim());  // ensemble: per-member gain [E, 1, ..., d]
 }

@@ -120,7 +120,10 @@ class Lookup : public TaggedModule {
   bool unit_bwd_ = false;  // unit backward: the table's gradient scaled by sqrt(rows / lookups)
 };
 
-// LayerNorm with a gain (role Vector, init 1) and no bias.
+// LayerNorm with a gain (role Vector, init 1) and no bias. Under unit backward
+// (ParamTable::unit.backward) the gain's gradient, a sum over every row of x, is scaled by
+// 1/sqrt(rows) (unit::unit_bwd_w, the linear weights' grad-weight rule): unit RMS at init where the
+// rows are independent, instead of sqrt(rows).
 class NormGain : public TaggedModule {
  public:
   NormGain(int64_t d, bool in_block, const ScaleContext& ctx);
@@ -130,6 +133,7 @@ class NormGain : public TaggedModule {
  private:
   torch::Tensor gain_;
   double mult_ = 1;
+  bool unit_bwd_ = false;
 };
 
 // Head layout of multi-head attention.
