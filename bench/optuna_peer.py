@@ -21,7 +21,9 @@ The budget is counted in training steps. Rungs are 27, 81 and 243 steps (eta 3):
     stopped when should_prune() says so (a pruned trial costs what it trained). New trials start
     until the steps spent reach halving's 2187; optuna's result at a budget B is its best completed
     trial among those that had finished when B steps were spent (so it is read at halving's and at
-    hyperband's own spend).
+    hyperband's own spend);
+  - optuna with RandomSampler(seed=s) and the same pruner: which of optuna's two parts (the sampler
+    that learns from the trials so far, or the pruning by continued runs) makes the difference.
 Search seeds 0..4 (scaleinv's search.seed = s; optuna's TPESampler(seed=s)), each (tool, seed) in a
 fresh process, timed from the search call. Then every best configuration is retrained at 243 steps on
 training seeds 1, 2, 3 (batches and inits the search never saw) and judged by the mean held-out loss:
@@ -52,7 +54,7 @@ ROOT = os.path.dirname(HERE)
 SPACE = {"lr_log2": {"from": -12, "to": -4},
          "init_scale": {"from": 0.25, "to": 4, "log": True},
          "out_mult": {"from": 0.25, "to": 8, "log": True}}
-TOOLS = ("scaleinv-halving", "scaleinv-hyperband", "optuna-tpe-sha")
+TOOLS = ("scaleinv-halving", "scaleinv-hyperband", "optuna-tpe-sha", "optuna-random-sha")
 
 
 def config(quick):
@@ -168,7 +170,7 @@ def scaleinv_search(cfg, method, seed):
             "train_s": obj.train_s, "run_s": obj.run_s, "diverged": r["diverged"]}
 
 
-def optuna_search(cfg, seed, budget):
+def optuna_search(cfg, seed, budget, sampler="tpe"):
     import optuna
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     obj = Objective(cfg)
@@ -195,7 +197,8 @@ def optuna_search(cfg, seed, budget):
         if obj.steps_spent >= budget:
             study.stop()
 
-    study = optuna.create_study(direction="minimize", sampler=optuna.samplers.TPESampler(seed=seed),
+    sampler = optuna.samplers.TPESampler(seed=seed) if sampler == "tpe" else optuna.samplers.RandomSampler(seed=seed)
+    study = optuna.create_study(direction="minimize", sampler=sampler,
                                 pruner=optuna.pruners.SuccessiveHalvingPruner(
                                     min_resource=cfg["min_steps"], reduction_factor=cfg["eta"],
                                     min_early_stopping_rate=0))
@@ -234,8 +237,8 @@ def worker(a):
         job = json.loads(sys.stdin.read())
         res = {"reeval": reevaluate(cfg, job["configs"], job["seeds"]),
                "identical_diff": check_identical(cfg, job["check"]["values"], job["check"]["loss"])}
-    elif a.worker == "optuna":
-        res = optuna_search(cfg, a.seed, a.budget)
+    elif a.worker in ("optuna-tpe", "optuna-random"):
+        res = optuna_search(cfg, a.seed, a.budget, a.worker[7:])
     else:
         res = scaleinv_search(cfg, a.worker, a.seed)
     print("RESULT " + json.dumps(res))
@@ -243,8 +246,11 @@ def worker(a):
 
 # --------------------------------------------------------------------------------------------- driver
 def spawn(args, stdin=None):
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [os.path.join(ROOT, "python"), os.path.join(ROOT, "build", "python"), os.environ.get("PYTHONPATH", "")]))
+    # the caller's PYTHONPATH when it names scaleinv (e.g. a copy of python/ and build/python/ that a
+    # rebuild in this tree cannot replace mid-run), else this tree's
+    env = dict(os.environ)
+    if not env.get("PYTHONPATH"):
+        env["PYTHONPATH"] = os.pathsep.join([os.path.join(ROOT, "python"), os.path.join(ROOT, "build", "python")])
     p = subprocess.run([sys.executable, os.path.abspath(__file__)] + args, input=stdin, capture_output=True,
                        text=True, env=env)
     line = next((ln for ln in p.stdout.splitlines() if ln.startswith("RESULT ")), None)
@@ -297,17 +303,18 @@ def main():
             print(f"  seed {s} scaleinv {method:9s}: best {r['best_loss']:.4f} ({fmt_values(r['best'])}), "
                   f"{r['steps']} steps, {r['runs']} runs, {r['wall_s']:.1f} s", flush=True)
         budget = res["scaleinv-halving"][-1]["steps"]
-        r = spawn(["--worker", "optuna", "--seed", str(s), "--budget", str(budget)] + q)
-        for tool in ("scaleinv-halving", "scaleinv-hyperband"):  # optuna's best within each one's spend
-            b = res[tool][-1]["steps"]
-            done = [loss for at, loss in r["finished"] if at <= b and loss is not None and math.isfinite(loss)]
-            r[f"best_at_{tool}"] = min(done) if done else float("inf")
-        res["optuna-tpe-sha"].append(r)
-        print(f"  seed {s} optuna TPE+SHA     : best {r['best_loss']:.4f} ({fmt_values(r['best'])}), "
-              f"{r['steps']} steps, {r['trials']} trials ({r['complete']} complete, {r['pruned']} pruned, "
-              f"{r['failed']} failed), {r['wall_s']:.1f} s; within halving's {budget} steps "
-              f"{r['best_at_scaleinv-halving']:.4f}, within hyperband's {res['scaleinv-hyperband'][-1]['steps']} "
-              f"{r['best_at_scaleinv-hyperband']:.4f}", flush=True)
+        for sampler in ("tpe", "random"):
+            r = spawn(["--worker", f"optuna-{sampler}", "--seed", str(s), "--budget", str(budget)] + q)
+            for tool in ("scaleinv-halving", "scaleinv-hyperband"):  # optuna's best within each one's spend
+                b = res[tool][-1]["steps"]
+                done = [loss for at, loss in r["finished"] if at <= b and loss is not None and math.isfinite(loss)]
+                r[f"best_at_{tool}"] = min(done) if done else float("inf")
+            res[f"optuna-{sampler}-sha"].append(r)
+            print(f"  seed {s} optuna {sampler + '+SHA':11s}: best {r['best_loss']:.4f} ({fmt_values(r['best'])}), "
+                  f"{r['steps']} steps, {r['trials']} trials ({r['complete']} complete, {r['pruned']} pruned, "
+                  f"{r['failed']} failed), {r['wall_s']:.1f} s; within halving's {budget} steps "
+                  f"{r['best_at_scaleinv-halving']:.4f}, within hyperband's {res['scaleinv-hyperband'][-1]['steps']} "
+                  f"{r['best_at_scaleinv-hyperband']:.4f}", flush=True)
 
     configs = [r["best"] for t in TOOLS for r in res[t]]
     h0 = res["scaleinv-halving"][0]
@@ -326,18 +333,18 @@ def main():
         print(f"  {s:>4d}  " + "  ".join(f"{res[t][i]['best_loss']:>12.4f} / {res[t][i]['reeval']['mean']:<12.4f}"
                                           for t in TOOLS))
     print("\nsummary (mean ± sd over search seeds)")
-    print(f"  {'tool':20s} {'best found':>17s} {'re-evaluated':>17s} {'steps spent':>15s} {'runs/trials':>11s} "
+    print(f"  {'tool':20s} {'best found':>17s} {'re-evaluated':>17s} {'steps spent':>15s} {'runs':>5s} {'configs':>7s} "
           f"{'wall s':>13s} {'in runs s':>9s} {'tool ms/run':>11s}")
     for t in TOOLS:
         rs = res[t]
         per_run = [1000 * (r["wall_s"] - r["run_s"]) / r["runs"] for r in rs]
         print(f"  {t:20s} {ms([r['best_loss'] for r in rs]):>17s} {ms([r['reeval']['mean'] for r in rs]):>17s} "
-              f"{statistics.fmean(r['steps'] for r in rs):>15.0f} {statistics.fmean(r['runs'] for r in rs):>11.1f} "
+              f"{statistics.fmean(r['steps'] for r in rs):>15.0f} {statistics.fmean(r['runs'] for r in rs):>5.1f} {statistics.fmean(r['trials'] for r in rs):>7.1f} "
               f"{ms([r['wall_s'] for r in rs], 1):>13s} "
               f"{statistics.fmean(r['run_s'] for r in rs):>9.1f} {statistics.fmean(per_run):>11.1f}")
-    o = res["optuna-tpe-sha"]
-    for tool in ("scaleinv-halving", "scaleinv-hyperband"):
-        print(f"  optuna within {tool[9:]}'s spend: best found {ms([r['best_at_' + tool] for r in o])}")
+    for o in ("optuna-tpe-sha", "optuna-random-sha"):
+        for tool in ("scaleinv-halving", "scaleinv-hyperband"):
+            print(f"  {o} within {tool[9:]}'s spend: best found {ms([r['best_at_' + tool] for r in res[o]])}")
     wins = {t: 0 for t in TOOLS}
     for i in range(len(seeds)):
         wins[min(TOOLS, key=lambda t: res[t][i]["reeval"]["mean"])] += 1
