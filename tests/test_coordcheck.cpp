@@ -391,6 +391,61 @@ TEST(CoordCheck, TheSecondLookNeedsAResolvedTermAndItsOwnTolerance) {
   EXPECT_NE(text.find("past the 1/d term e = -0.75 +- 0.01 still misses"), std::string::npos) << text;
 }
 
+// The readout's init term (coord_judge.cpp remove_readout_init_term; docs/coordcheck.md). A
+// two-layer own model: "hid" (a hidden activation, h_0 = 1, dh_1 = 0.25 at every width) feeds the
+// readout "head", whose init logits are 4 d^-1/2 (h_0 = 0.5 at width 64). The planted change of the
+// logits is sqrt(K^2 + I^2) with I = h_0(head) dh(hid) / h_0(hid) = d^-1/2, the init readout times
+// the features' change: over 64..256 the total's slope is -0.17 for a flat K = 0.125, a miss
+// against 0 (tolerance 0.06). With I removed the rest is K: "flat" matches 0 and "decaying"
+// (K = 0.125 (64/d)^1/2, a real d^-1/2) still misses, by -0.5.
+TEST(CoordCheck, TheReadoutsInitTermIsMeasuredAndRemovedNotTolerated) {
+  for (const bool decaying : {false, true}) {
+    SCOPED_TRACE(decaying ? "decaying" : "flat");
+    OwnCoordInput in;
+    in.table = preset("mup");
+    in.optimizer = "adam";
+    in.seeds = {0, 1, 2};
+    in.steps = 1;
+    in.n_probe = 8;
+    in.n_out = 8;
+    in.layers = {{"hid", false, Role::Hidden, false, false}, {"head", false, Role::Readout, false, false}};
+    for (int w : {64, 128, 256})
+      for (int64_t s : in.seeds) {
+        CoordRun run;
+        run.width = w;
+        run.seed = s;
+        run.loss = {1, 1};
+        const double jitter = 1 + 0.002 * static_cast<double>(s);  // seeds differ a little: a finite SE
+        const double h0 = 4 / std::sqrt(double(w)), dx = 0.25, init = h0 * dx;
+        const double k = 0.125 * (decaying ? std::sqrt(64.0 / w) : 1.0) * jitter;
+        run.series = {{CoordQuantity::H, "hid", {1, 1}, {w}},
+                      {CoordQuantity::DH, "hid", {0, dx}, {w}},
+                      {CoordQuantity::H, "head", {h0, std::sqrt(h0 * h0 + k * k)}, {8}},
+                      {CoordQuantity::DH, "head", {0, std::sqrt(k * k + init * init)}, {8}}};
+        in.runs.push_back(run);
+      }
+    const CoordCheckResult r = judge_own_coordcheck(in);
+    const CoordRow* dh = nullptr;
+    for (const CoordRow& row : r.rows)
+      if (row.q == CoordQuantity::DH && row.layer == "head" && row.step == 1) dh = &row;
+    ASSERT_NE(dh, nullptr);
+    ASSERT_TRUE(dh->predicted.has_value());
+    EXPECT_EQ(*dh->predicted, 0.0);
+    // flat: I^2 / dh^2 = 1/2 at 64, 1/5 at 256; decaying: K and I both fall as d^-1/2, half each.
+    const std::string share = decaying ? "50-50%" : "20-50%";
+    EXPECT_NE(dh->maps_to.find("less W_0 dx's part independent of W_0 (measured through hid: " + share + " of the power"),
+              std::string::npos)
+        << dh->maps_to;
+    if (!decaying) {
+      EXPECT_NEAR(dh->fit.slope, 0.0, 0.01);  // the total's slope is -0.17: removed, not tolerated
+      EXPECT_TRUE(*dh->matches) << render_coordcheck(r);
+    } else {
+      EXPECT_NEAR(dh->fit.slope, -0.5, 0.01);
+      EXPECT_FALSE(*dh->matches) << render_coordcheck(r);
+    }
+  }
+}
+
 // ---- the checks --------------------------------------------------------------------------------
 
 TEST(CoordCheck, MupAndMfPassOnBigram) {
@@ -815,6 +870,32 @@ TEST(CoordCheck, SpectralNormIsALanczosLowerBoundExactAtLowRank) {
   EXPECT_EQ(spectral_norm(torch::zeros({16, 16})), 0.0);
   EXPECT_TRUE(std::isnan(spectral_norm(torch::full({4, 4}, NAN))));
   EXPECT_TRUE(std::isnan(spectral_norm(torch::ones({5}))));
+}
+
+// spectral_norm against torch::linalg_matrix_norm(ord 2) on the matrices the check meets: iid
+// Gaussian (the slow case; measured 0.07% low at 128, 0.15% at 512, 0.65% at 2048), low rank plus
+// noise (a clear gap: ~1e-8), sign-like updates as Adam's first steps make them (measured 1e-5 at
+// 128..512, 0.2% at 2048), odd shapes (rows not a multiple of the fused pass's 4, columns not of its
+// 8), double, and a strided view, which takes the two-product path instead of the fused one-pass
+// product m^T (m x): the same estimate to rounding.
+TEST(CoordCheck, SpectralNormMatchesMatrixNormOrd2) {
+  torch::manual_seed(11);
+  auto exact = [](const torch::Tensor& w) {
+    return torch::linalg_matrix_norm(w.reshape({w.size(0), -1}).to(torch::kDouble), 2).item<double>();
+  };
+  const torch::Tensor iid = torch::randn({384, 256}), odd = torch::randn({301, 197});
+  const torch::Tensor low = torch::randn({512, 6}).mm(torch::randn({6, 320})) + 0.05 * torch::randn({512, 320});
+  const torch::Tensor sign = torch::sign(torch::randn({256, 512})) * 1e-2;
+  for (const torch::Tensor& w : {iid, odd, sign, torch::randn({128, 128}).to(torch::kDouble)}) {
+    const double e = exact(w), est = spectral_norm(w);
+    EXPECT_LE(est, e * (1 + 1e-5)) << w.sizes();
+    EXPECT_GE(est, e * (1 - 0.01)) << w.sizes();
+  }
+  EXPECT_NEAR(spectral_norm(low) / exact(low), 1.0, 1e-5);
+  const torch::Tensor t = odd.t();  // [197, 301], column stride 197: the unfused path
+  ASSERT_NE(t.stride(1), 1);
+  EXPECT_NEAR(spectral_norm(t) / spectral_norm(t.contiguous()), 1.0, 1e-5);
+  EXPECT_NEAR(spectral_norm(t) / exact(t), 1.0, 0.01);
 }
 
 // spectral_norms: a stack of matrices at once (an expert stack), each as spectral_norm finds it

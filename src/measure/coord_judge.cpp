@@ -140,6 +140,38 @@ double row_finite_term(const AxisGrid& g, const CoordRow& row, const Mapping& m,
   return term;
 }
 
+// The readout's init term (docs/coordcheck.md, "The readout's init term"). The change of the
+// logits is dh_t = m (W_t x_t - W_0 x_0) = m dW_t x_t + m W_0 dx_t (seed 000 eq. 1 at layer L+2).
+// Under a stable parameterization the update term and the part of W_0 dx_t aligned with W_0 (dx_t
+// follows the gradient W_0 sends back) are Theta(1): the row's d^0. The rest of W_0 dx_t, the part
+// of dx_t independent of W_0, has the size of W_0 times a random vector: h_0 |dx_t| / |x_0|, i.e.
+// the init logits' d^-1/2 times the input's relative change. It adds in quadrature (independent of
+// the Theta(1) part) and, where the init logits are large at the smallest widths, bends the total's
+// slope below 0 by up to 1/2. It is measured in the same run and removed before the fit:
+// y = sqrt(dh_t^2 - I_t^2), I_t = h_0(out) dh_t(in) / h_0(in), `in` the activation that feeds the
+// readout. False (y unchanged) where I_t >= dh_t somewhere: nothing is left to fit.
+bool remove_readout_init_term(const AxisGrid& g, const std::string& input, CoordRow& row, double& fmin,
+                              double& fmax) {
+  std::vector<std::vector<double>> k = row.y;
+  fmin = 1, fmax = 0;
+  for (size_t s = 0; s < g.runs.size(); ++s)
+    for (size_t i = 0; i < g.runs[s].size(); ++i) {
+      const CoordRun* run = g.runs[s][i];
+      const CoordSeries* out = run ? find_series(*run, CoordQuantity::H, row.layer) : nullptr;
+      const CoordSeries* in_h = run ? find_series(*run, CoordQuantity::H, input) : nullptr;
+      const CoordSeries* in_dh = run ? find_series(*run, CoordQuantity::DH, input) : nullptr;
+      const size_t t = static_cast<size_t>(row.step);
+      if (!out || !in_h || !in_dh || in_dh->rms.size() <= t || !(in_h->rms[0] > 0)) return false;
+      const double total = row.y[s][i], init = out->rms[0] * in_dh->rms[t] / in_h->rms[0];
+      if (!(std::isfinite(total) && std::isfinite(init) && init < total)) return false;
+      const double f = init * init / (total * total);
+      fmin = std::min(fmin, f), fmax = std::max(fmax, f);
+      k[s][i] = std::sqrt(total * total - init * init);
+    }
+  row.y = std::move(k);
+  return true;
+}
+
 // The row's predicted exponent, or why it has none.
 Pred row_prediction(const RowTheory& th, const AxisGrid& g, const Mapping& m, const CoordRow& row) {
   const bool weight = !is_activation_quantity(row.q);
@@ -187,8 +219,9 @@ std::string zero_reason(CoordQuantity q, int t) {
 }
 
 // One (quantity, layer, step) along the axis: measured, fitted, predicted. nullopt: no row.
+// readout_input: the activation feeding the readout, for its dh rows (remove_readout_init_term).
 std::optional<CoordRow> fit_row(const RowTheory& th, const AxisGrid& g, const Mapping& m, CoordQuantity q,
-                                const std::string& name, int t) {
+                                const std::string& name, int t, const std::string& readout_input) {
   CoordRow row;
   row.axis = g.axis;
   row.at = g.at;
@@ -206,12 +239,22 @@ std::optional<CoordRow> fit_row(const RowTheory& th, const AxisGrid& g, const Ma
     row.maps_to = zero_reason(q, t);
     return row;
   }
+  std::string init_note;
+  double fmin = 0, fmax = 0;
+  if (q == CoordQuantity::DH && m.target == Target::Logits && g.axis == "width" && !readout_input.empty())
+    init_note = remove_readout_init_term(g, readout_input, row, fmin, fmax)
+                    ? fmt::format("; less W_0 dx's part independent of W_0 (measured through {}: {:.0f}-{:.0f}% of the "
+                                  "power, removed)",
+                                  readout_input, 100 * fmin, 100 * fmax)
+                    : fmt::format("; W_0 dx's part independent of W_0 (measured through {}) is the whole change at "
+                                  "some width: the total is fitted",
+                                  readout_input);
   row.fit = fit_loglog_slope(row.x, row.y);
   row.finite_term = row_finite_term(g, row, m, th.family);
   row.tolerance = row.fit.half_width + row.finite_term;
   const Pred p = row_prediction(th, g, m, row);
   row.predicted = p.e;
-  row.maps_to = p.why;
+  row.maps_to = p.why + init_note;
   row.finite_term += p.band;
   row.tolerance += p.band;
   return row;
@@ -221,12 +264,22 @@ std::optional<CoordRow> fit_row(const RowTheory& th, const AxisGrid& g, const Ma
 void fit_axis(CoordCheckResult& res, const RowTheory& th, const std::string& axis, int at,
               const std::vector<int>& xs) {
   const AxisGrid g = axis_grid(res, axis, at, xs);
-  for (const auto& [q, name] : axis_layers(g, th.stream_prefix)) {
+  const auto layers = axis_layers(g, th.stream_prefix);
+  // The activation feeding the (untied) readout: the last one before it in forward order that is
+  // not itself a readout's output (a router's logits).
+  std::string readout_input, last;
+  for (const auto& [q, name] : layers) {
+    if (q != CoordQuantity::H) continue;
+    const Target t = th.map_layer(axis, false, name).target;
+    if (t == Target::Logits && readout_input.empty()) readout_input = last;
+    if (t != Target::Logits && t != Target::TiedLogits && t != Target::RouterLogits) last = name;
+  }
+  for (const auto& [q, name] : layers) {
     const Mapping m = th.map_layer(axis, !is_activation_quantity(q), name);
     bool zero_at_init = false;  // h_0 = 0 at every width (a zero-initialized layer): h_t = dh_t
     for (int t = 0; t <= res.config.steps; ++t) {
       if ((q == CoordQuantity::DH || q == CoordQuantity::DW || q == CoordQuantity::DWSpec) && t == 0) continue;
-      std::optional<CoordRow> row = fit_row(th, g, m, q, name, t);
+      std::optional<CoordRow> row = fit_row(th, g, m, q, name, t, readout_input);
       if (!row) continue;
       if (q == CoordQuantity::H && t == 0) zero_at_init = row->zero;
       if (q == CoordQuantity::H && t >= 1 && zero_at_init && !row->zero) {
