@@ -23,7 +23,10 @@ The budget is counted in training steps. Rungs are 27, 81 and 243 steps (eta 3):
     trial among those that had finished when B steps were spent (so it is read at halving's and at
     hyperband's own spend);
   - optuna with RandomSampler(seed=s) and the same pruner: which of optuna's two parts (the sampler
-    that learns from the trials so far, or the pruning by continued runs) makes the difference.
+    that learns from the trials so far, or the pruning by continued runs) makes the difference;
+  - scaleinv halving whose rung runs keep the full run's schedule (the space's own hyperparameter
+    schedule_steps = 243: a 27-step rung is the first 27 steps of the 243-step run, warmup and decay
+    as there, not a 27-step run with its own warmup and decay): is it the rungs' measure?
 Search seeds 0..4 (scaleinv's search.seed = s; optuna's TPESampler(seed=s)), each (tool, seed) in a
 fresh process, timed from the search call. Then every best configuration is retrained at 243 steps on
 training seeds 1, 2, 3 (batches and inits the search never saw) and judged by the mean held-out loss:
@@ -54,7 +57,7 @@ ROOT = os.path.dirname(HERE)
 SPACE = {"lr_log2": {"from": -12, "to": -4},
          "init_scale": {"from": 0.25, "to": 4, "log": True},
          "out_mult": {"from": 0.25, "to": 8, "log": True}}
-TOOLS = ("scaleinv-halving", "scaleinv-hyperband", "optuna-tpe-sha", "optuna-random-sha")
+TOOLS = ("scaleinv-halving", "scaleinv-hyperband", "scaleinv-halving-prefix", "optuna-tpe-sha", "optuna-random-sha")
 
 
 def config(quick):
@@ -103,15 +106,16 @@ class Objective:
                         p.mul_(hp["init_scale"])
             for g in opt.param_groups:
                 g["betas"] = (0.9, 0.95)
-            warmup = max(1, round(0.1 * steps))
-            sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: ng.lr_factor(s, steps, warmup))
+            span = hp.get("schedule_steps", steps)  # the schedule's length: the run's own, or (prefix) the full run's
+            warmup = max(1, round(0.1 * span))
+            sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: ng.lr_factor(s, span, warmup))
             offsets = ng.train_offsets(len(self.train_bytes), self.cfg["seq"], steps, self.cfg["batch"], hp["seed"])
             rungs = set(hp.get("report_at", ()))
             for step in range(steps):
                 x, y = ng.windows(self.train_bytes, offsets[step], self.cfg["seq"])
                 loss = model(x, y)
                 self.steps_spent += 1
-                if not math.isfinite(float(loss)):
+                if not math.isfinite(loss.item()):
                     return float("nan")
                 opt.zero_grad(set_to_none=True)
                 loss.backward()
@@ -151,8 +155,13 @@ class Objective:
 def scaleinv_search(cfg, method, seed):
     import scaleinv
     obj = Objective(cfg)
+    prefix = method.endswith("-prefix")
+    method = method.split("-")[0]
     trials = cfg["halving_trials"] if method == "halving" else cfg["hyperband_trials"]
-    space = {"fixed": {"param": "mup", "steps": cfg["steps"], "width": cfg["width"], "seed": 0},
+    fixed = {"param": "mup", "steps": cfg["steps"], "width": cfg["width"], "seed": 0}
+    if prefix:  # every rung's run is the first `steps` steps of the full run's schedule
+        fixed["schedule_steps"] = cfg["steps"]
+    space = {"fixed": fixed,
              "search": {"method": method, "trials": trials, "eta": cfg["eta"], "min_steps": cfg["min_steps"],
                         "seed": seed, "space": SPACE}}
 
@@ -297,10 +306,10 @@ def main():
     t_all = time.perf_counter()
     res = {t: [] for t in TOOLS}
     for s in seeds:
-        for method in ("halving", "hyperband"):
+        for method in ("halving", "hyperband", "halving-prefix"):
             r = spawn(["--worker", method, "--seed", str(s)] + q)
             res[f"scaleinv-{method}"].append(r)
-            print(f"  seed {s} scaleinv {method:9s}: best {r['best_loss']:.4f} ({fmt_values(r['best'])}), "
+            print(f"  seed {s} scaleinv {method:14s}: best {r['best_loss']:.4f} ({fmt_values(r['best'])}), "
                   f"{r['steps']} steps, {r['runs']} runs, {r['wall_s']:.1f} s", flush=True)
         budget = res["scaleinv-halving"][-1]["steps"]
         for sampler in ("tpe", "random"):
@@ -310,7 +319,7 @@ def main():
                 done = [loss for at, loss in r["finished"] if at <= b and loss is not None and math.isfinite(loss)]
                 r[f"best_at_{tool}"] = min(done) if done else float("inf")
             res[f"optuna-{sampler}-sha"].append(r)
-            print(f"  seed {s} optuna {sampler + '+SHA':11s}: best {r['best_loss']:.4f} ({fmt_values(r['best'])}), "
+            print(f"  seed {s} optuna {sampler + '+SHA':16s}: best {r['best_loss']:.4f} ({fmt_values(r['best'])}), "
                   f"{r['steps']} steps, {r['trials']} trials ({r['complete']} complete, {r['pruned']} pruned, "
                   f"{r['failed']} failed), {r['wall_s']:.1f} s; within halving's {budget} steps "
                   f"{r['best_at_scaleinv-halving']:.4f}, within hyperband's {res['scaleinv-hyperband'][-1]['steps']} "
@@ -333,12 +342,12 @@ def main():
         print(f"  {s:>4d}  " + "  ".join(f"{res[t][i]['best_loss']:>12.4f} / {res[t][i]['reeval']['mean']:<12.4f}"
                                           for t in TOOLS))
     print("\nsummary (mean ± sd over search seeds)")
-    print(f"  {'tool':20s} {'best found':>17s} {'re-evaluated':>17s} {'steps spent':>15s} {'runs':>5s} {'configs':>7s} "
+    print(f"  {'tool':23s} {'best found':>17s} {'re-evaluated':>17s} {'steps spent':>15s} {'runs':>5s} {'configs':>7s} "
           f"{'wall s':>13s} {'in runs s':>9s} {'tool ms/run':>11s}")
     for t in TOOLS:
         rs = res[t]
         per_run = [1000 * (r["wall_s"] - r["run_s"]) / r["runs"] for r in rs]
-        print(f"  {t:20s} {ms([r['best_loss'] for r in rs]):>17s} {ms([r['reeval']['mean'] for r in rs]):>17s} "
+        print(f"  {t:23s} {ms([r['best_loss'] for r in rs]):>17s} {ms([r['reeval']['mean'] for r in rs]):>17s} "
               f"{statistics.fmean(r['steps'] for r in rs):>15.0f} {statistics.fmean(r['runs'] for r in rs):>5.1f} {statistics.fmean(r['trials'] for r in rs):>7.1f} "
               f"{ms([r['wall_s'] for r in rs], 1):>13s} "
               f"{statistics.fmean(r['run_s'] for r in rs):>9.1f} {statistics.fmean(per_run):>11.1f}")
