@@ -109,9 +109,11 @@ _GRAM_FUSE = 1 << 22  # matrices up to this many elements (16 MiB) take the two 
 def _gram_mv(m, x):
     """m^T (m x) with m read from memory once: row block by row block, s = m_b x, then m_b^T s added
     while m_b is still in the cache (the two plain mv's read a matrix larger than the cache twice,
-    and that read is their whole cost). A small matrix stays in the cache between the two mv's."""
+    and that read is their whole cost). A small matrix stays in the cache between the two mv's; on
+    a GPU the two mv's too (its bandwidth makes the second cheap, and a block loop would be hundreds
+    of small kernels)."""
     rows, cols = m.shape
-    if m.numel() <= _GRAM_FUSE or m.stride(1) != 1:
+    if m.device.type != "cpu" or m.numel() <= _GRAM_FUSE or m.stride(1) != 1:
         return torch.mv(m.t(), torch.mv(m, x))
     rb = max(1, _GRAM_BLOCK // cols)
     acc = torch.zeros(cols, dtype=m.dtype, device=m.device)
