@@ -36,8 +36,9 @@ a best value found on seed 0 alone carries seed 0's luck.
                                       # colorlog, Mako; --dry-run first: it must not touch torch
     PYTHONPATH=python:build/python build/venv/bin/python bench/optuna_peer.py [--quick] [--seeds 5]
         [--json out.json]
-Runs after `bash scripts/setup.sh` (which caches the KJV text). A full run is about 10 minutes on
-two cores; --quick (width 32, rungs 3/9/27, 2 seeds, 1 re-evaluation seed) is about a minute.
+    ... bench/optuna_peer.py --rung-proxy out.json   # what a rung measures, for the winners in out.json
+Runs after `bash scripts/setup.sh` (which caches the KJV text). A full run took 16 minutes on two
+shared cores (load 2-4); --quick (width 32, rungs 3/9/27, 2 seeds, 1 re-evaluation seed) is about a minute.
 """
 import argparse
 import json
@@ -240,6 +241,43 @@ def check_identical(cfg, values, stored):
     return Objective(cfg).run(values, 0, cfg["steps"]) - stored
 
 
+def spearman(a, b):
+    def ranks(x):
+        r = [0] * len(x)
+        for k, i in enumerate(sorted(range(len(x)), key=lambda i: x[i])):
+            r[i] = k
+        return r
+    ra, rb, n = ranks(a), ranks(b), len(a)
+    return 1 - 6 * sum((x - y) ** 2 for x, y in zip(ra, rb)) / (n * (n * n - 1))
+
+
+def rung_proxy(path, quick):
+    """What a rung measures: for the best configurations of halving and optuna TPE in a --json file,
+    the loss of a complete short run (scaleinv's rung) and the loss at that step of the full run
+    (optuna's report), against the full run's loss, as Spearman correlations."""
+    cfg = config(quick)
+    with open(path) as f:
+        res = json.load(f)["results"]
+    obj = Objective(cfg)
+    rungs = [cfg["min_steps"] * cfg["eta"] ** k for k in range(10)]
+    rungs = [r for r in rungs if r < cfg["steps"]]
+    rows = []
+    for tool in ("scaleinv-halving", "optuna-tpe-sha"):
+        for r in res[tool]:
+            v = r["best"]
+            fresh = [obj.run(v, 0, k) for k in rungs]
+            at = {}
+            final = obj.run(v, 0, cfg["steps"], lambda k, loss: at.__setitem__(k, loss) or False, rungs)
+            rows.append((fresh, [at[k] for k in rungs], final))
+            print(f"  {tool:18s} {fmt_values(v):38s} " + " ".join(
+                f"{k}: run {f:.4f}, of {cfg['steps']} {p:.4f};" for k, f, p in zip(rungs, fresh, at.values()))
+                  + f" full {final:.4f}", flush=True)
+    finals = [row[2] for row in rows]
+    for i, k in enumerate(rungs):
+        print(f"  Spearman with the full run's loss: a {k}-step run {spearman([row[0][i] for row in rows], finals):+.2f}, "
+              f"step {k} of the full run {spearman([row[1][i] for row in rows], finals):+.2f}")
+
+
 def worker(a):
     cfg = config(a.quick)
     if a.worker == "reeval":
@@ -286,12 +324,16 @@ def main():
     ap.add_argument("--seeds", type=int, default=None, help="search seeds 0..N-1 (default 5; --quick 2)")
     ap.add_argument("--reeval-seeds", default=None, help="training seeds of the re-evaluation (default 1,2,3)")
     ap.add_argument("--json", default=None, help="write every number here")
+    ap.add_argument("--rung-proxy", default=None, metavar="JSON",
+                    help="from a --json file: what each tool's rungs measure, against the full run (then exit)")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--seed", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--budget", type=int, default=0, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.worker:
         return worker(a)
+    if a.rung_proxy:
+        return rung_proxy(a.rung_proxy, a.quick)
     cfg = config(a.quick)
     seeds = list(range(a.seeds if a.seeds is not None else (2 if a.quick else 5)))
     re_seeds = [int(s) for s in (a.reeval_seeds or ("1" if a.quick else "1,2,3")).split(",")]
