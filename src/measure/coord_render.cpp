@@ -66,6 +66,10 @@ std::string tolerance_text(const CoordCheckResult& r) {
          "    from the incoherent remainder (relative size sqrt(n/d)) of sums over the probe's inputs and outputs\n";
     s += fmt::format("    n = {} + {} = {}, width {}: {:.4f}\n", r.n_probe, r.n_out, r.n_probe + r.n_out,
                      axis_range(r, "width"), finite_size_term(r.widths.front(), r.widths.back(), n));
+    if (r.n_pairs > 0)
+      s += fmt::format("    W_q, W_k (their gradients sum over attended (query, key) pairs): n = {} pairs + {} = {}: {:.4f}\n",
+                       r.n_pairs, r.n_out, r.n_pairs + r.n_out,
+                       finite_size_term(r.widths.front(), r.widths.back(), static_cast<double>(r.n_pairs + r.n_out)));
   }
   if (r.depths.size() >= 2)
     s += fmt::format("  depth: ln(1 + L_min^-1/2) / ln(L_max/L_min) (an O(L^-1/2) correction), depth {}: {:.4f}\n",
@@ -237,6 +241,7 @@ nlohmann::json coordcheck_to_json(const CoordCheckResult& r) {
   tol["depth_finite_formula"] = "ln(1 + L_min^-1/2) / ln(L_max/L_min)";
   tol["n_probe"] = r.n_probe;
   tol["n_out"] = r.n_out;
+  if (r.n_pairs > 0) tol["n_pairs"] = r.n_pairs;  // W_q, W_k rows: n = n_pairs + n_out
   if (r.widths.size() >= 2)
     tol["width_finite_term"] =
         finite_size_term(r.widths.front(), r.widths.back(), static_cast<double>(r.n_probe + r.n_out));
@@ -264,6 +269,7 @@ nlohmann::json coordcheck_to_json(const CoordCheckResult& r) {
     jr["per_seed_slopes"] = row.fit.per_seed;
     jr["finite_term"] = row.finite_term;
     jr["tolerance"] = row.tolerance;
+    if (row.below > 0) jr["below"] = row.below;
     jr["matches"] = optb(row.matches);
     if (row.past_finite_width.valid) {
       const InverseWidthFit& f = row.past_finite_width;

@@ -164,6 +164,9 @@ struct CoordRow {
   SlopeFit fit;
   double finite_term = 0;     // ln(1 + x_min^-1/2) / ln(x_max / x_min)
   double tolerance = 0;       // fit.half_width + finite_term
+  // More allowed below the prediction only: the most an untied readout's init term can pull dh of
+  // the logits' slope down (coord_judge.cpp readout_init_bound; 0 for every other row).
+  double below = 0;
   std::optional<bool> matches;  // nullopt without a prediction
   std::optional<bool> stable;   // nullopt for gradients and updates
   // Exactly zero at every width and seed (a zero-initialized readout at step 0 and every gradient
@@ -191,6 +194,9 @@ struct CoordCheckResult {
   // The expert count of the width and depth grid: the smallest of `experts` (0 for a dense model).
   int grid_experts() const { return experts.empty() ? 0 : experts.front(); }
   int64_t n_probe = 0;        // probe inputs: B*T positions (language models) or B samples
+  // A causal language model's attended (query, key) pairs in the probe, B T (T + 1) / 2: the terms
+  // W_q's and W_k's gradients sum (coord_judge.cpp, row_finite_term). 0: not known (own models), n_probe is used.
+  int64_t n_pairs = 0;
   int64_t n_assign = 0;       // a mixture's (token, expert) assignments in the probe: n_probe * top_k
   int64_t n_out = 0;          // outputs: vocabulary or classes
   WidthTheory width_theory;   // the theory the width rows are judged against (see theory_depth)

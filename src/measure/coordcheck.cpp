@@ -195,6 +195,10 @@ FixedData fixed_data(CoordCheckResult& res) {
   }
   res.n_probe = fd.batches.front().y.numel();  // one target per position (language) or per sample
   res.n_out = language ? mc.vocab : mc.n_classes;
+  if (language && fd.batches.front().y.dim() == 2) {  // [B, T] under causal attention
+    const int64_t B = fd.batches.front().y.size(0), T = fd.batches.front().y.size(1);
+    res.n_pairs = B * T * (T + 1) / 2;
+  }
   if (!res.experts.empty()) res.n_assign = res.n_probe * mc.top_k;
   return fd;
 }
