@@ -23,6 +23,8 @@ from ._core import UserError, _integer, _name, _number
 from ._tensors import rms
 from ._apply import apply, unwrap
 
+_TORCH_MAJOR = int(torch.__version__.split(".")[0])
+
 
 _M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4  # glibc's mallopt parameters (malloc.h)
 _HUGE_ARENA = 4 << 30
@@ -243,14 +245,33 @@ def _measure(model, opt, batches, steps, loss_fn, wanted=frozenset(QUANTITIES)):
     rec = {}
     order = []
     recording = [False]
+    step = [0]
+    h0, shapes = {}, {}
+    # A module's output is measured inside its forward hook, as it leaves the module: h, dh from
+    # the values then, h' from a hook on that tensor. A later in-place op on it (torchvision's
+    # ResNet: `out += identity`, ReLU(inplace=True) after a BatchNorm) would otherwise change what
+    # the check reads (retain_grad follows the newest version). Tensor hooks receive the gradient
+    # of the version they were registered on from torch 2.0; torch 1.x keeps retain_grad.
+    tensor_hooks = _TORCH_MAJOR >= 2
 
     def make_hook(name):
         def hook(mod, inp, out):
             if recording[0] and torch.is_tensor(out) and out.requires_grad:
-                out.retain_grad()
                 if name not in rec:
                     order.append(name)
-                rec[name] = out
+                v = out.detach()
+                entry = {"h": rms(v), "dh": None, "grad": None, "tensor": None}
+                if step[0] == 0:
+                    h0[name] = v.clone()
+                    shapes[name] = list(v.shape)
+                elif name in h0 and v.shape == h0[name].shape:
+                    entry["dh"] = rms(v - h0[name])
+                if tensor_hooks:
+                    out.register_hook(lambda g: entry.__setitem__("grad", rms(g)))
+                else:
+                    out.retain_grad()
+                    entry["tensor"] = out
+                rec[name] = entry
         return hook
 
     handles = [mod.register_forward_hook(make_hook(name)) for name, mod in _record_modules(model)]
@@ -271,12 +292,13 @@ def _measure(model, opt, batches, steps, loss_fn, wanted=frozenset(QUANTITIES)):
 
     want_dw = "dW" in wanted or "||dW||" in wanted
     losses, diverged = [None] * (T + 1), False
-    h0, prev, shapes = {}, None, {}
+    prev = None
     x, y = batches[0]
     n_out = None
     try:
         for t in range(T + 1):
             recording[0] = True
+            step[0] = t
             rec.clear()
             out = model(x)
             lv = _scalar_loss(loss_fn(out, y))
@@ -291,16 +313,13 @@ def _measure(model, opt, batches, steps, loss_fn, wanted=frozenset(QUANTITIES)):
             opt.zero_grad()
             lv.backward()
             for name in order:
-                h = rec.get(name)
-                if h is None:
+                e = rec.get(name)
+                if e is None:
                     continue
-                put("h", name, t, rms(h))
-                if t == 0:
-                    h0[name] = h.detach().clone()
-                    shapes[name] = list(h.shape)
-                elif h.shape == h0[name].shape:
-                    put("dh", name, t, rms(h.detach() - h0[name]))
-                put("h'", name, t, rms(h.grad))
+                put("h", name, t, e["h"])
+                if e["dh"] is not None:
+                    put("dh", name, t, e["dh"])
+                put("h'", name, t, rms(e["tensor"].grad) if e["tensor"] is not None else e["grad"])
             for i, (name, p) in enumerate(params):
                 put("W'", name, t, rms(p.grad) if p.grad is not None else 0.0)
                 if p.dim() >= 2 and "||W||" in wanted:

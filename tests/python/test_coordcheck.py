@@ -109,6 +109,44 @@ class CoordCheckMlp(unittest.TestCase):
         self.assertIn("bogus", str(e.exception))
 
 
+class InPlace(unittest.TestCase):
+    """A module's output changed in place after it leaves the module (torchvision's ResNet: `out +=
+    identity`, ReLU(inplace=True)) is measured as it left: h, dh, and on torch >= 2 h'."""
+
+    def test_an_output_changed_in_place_later_is_measured_as_it_left_its_module(self):
+        def make(in_place):
+            class M(torch.nn.Module):
+                def __init__(self, w):
+                    super().__init__()
+                    self.a = torch.nn.Linear(16, w, bias=False)
+                    self.b = torch.nn.Linear(w, 10, bias=False)
+
+                def forward(self, x):
+                    h = self.a(x)
+                    return self.b(h.mul_(3) if in_place else 3 * h)
+            return M
+
+        g = torch.Generator().manual_seed(0)
+        batch = (torch.randn(8, 16, generator=g), torch.randint(0, 10, (8,), generator=g))
+        kw = dict(widths=[32, 64], batches=[batch], param="mup", optimizer="adam", lr=1e-2, steps=2, seeds=2,
+                  progress=False)
+
+        def series(r):
+            return {(run["width"], s["layer"], s["quantity"]): s["rms"] for run in r.json["runs"] for s in run["series"]
+                    if s["layer"] == "a"}
+
+        got, want = series(scaleinv.coordcheck(make(True), **kw)), series(scaleinv.coordcheck(make(False), **kw))
+        quantities = ("h", "dh", "h'") if int(torch.__version__.split(".")[0]) >= 2 else ("h", "dh")
+        for (w, layer, q), values in want.items():
+            if q not in quantities:
+                continue
+            for a, b in zip(got[(w, layer, q)], values):
+                if b is None:
+                    self.assertIsNone(a)
+                else:
+                    self.assertAlmostEqual(a, b, delta=1e-6 * b, msg=f"{q} of a at width {w}")
+
+
 class Speed(unittest.TestCase):
     """What makes the check fast (issue 59) leaves what it measures as it was."""
 
