@@ -186,7 +186,7 @@ class Speed(unittest.TestCase):
 
 
 class SpectralNorm(unittest.TestCase):
-    """The Python twin of the CLI's spectral_norm (16 Golub-Kahan-Lanczos steps): a lower bound within
+    """The Python twin of the CLI's spectral_norm (Lanczos on m^T m, stopped by its own convergence): a lower bound within
     1% on an iid matrix, exact below rank 16 (the C++ test: CoordCheck.SpectralNormIsALanczos...)."""
 
     def test_lower_bound_and_exact_at_low_rank(self):
@@ -228,6 +228,43 @@ class SpectralNorm(unittest.TestCase):
                + 0.05 * torch.randn(512, 320, generator=g))
         self.assertAlmostEqual(spectral_norm(low) / float(torch.linalg.matrix_norm(low.double(), ord=2)), 1.0, places=5)
 
+
+    def test_stops_within_its_tolerance_by_its_own_convergence(self):
+        """As the C++ CoordCheck.SpectralNormStopsWithinItsToleranceByItsOwnConvergence: an iid matrix
+        takes many steps and lands within tol; a spiked one (a trained weight) and a sign update of a
+        low-rank gradient (Adam's first step) take few and land far closer; a tighter tol takes more
+        steps; `steps` caps the count. The steps are counted as passes over the matrix."""
+        cc = importlib.import_module("scaleinv._coordcheck")
+        calls = []
+        real = cc._gram_mv
+        def counted(m, x):
+            calls.append(1)
+            return real(m, x)
+        cc._gram_mv = counted
+        self.addCleanup(setattr, cc, "_gram_mv", real)
+        g = torch.Generator().manual_seed(17)
+        iid = torch.randn(1024, 1024, generator=g) / 32
+        u, v = torch.randn(1024, 1, generator=g), torch.randn(1, 1024, generator=g)
+        spiked = iid + 3.0 * (u @ v) / (u.norm() * v.norm())
+        sign = torch.sign(torch.randn(1024, 8, generator=g) @ torch.randn(8, 768, generator=g)) * 1e-2
+
+        def norm(m, **kw):
+            calls.clear()
+            return cc.spectral_norm(m, **kw), len(calls)
+        for name, m in (("iid", iid), ("spiked", spiked), ("sign", sign)):
+            exact = float(torch.linalg.matrix_norm(m.double(), ord=2))
+            est, n = norm(m)
+            self.assertLessEqual(est, exact * (1 + 1e-5), name)
+            self.assertGreaterEqual(est, exact * (1 - 1e-3), name)
+            if name == "iid":
+                self.assertGreater(n, 10)
+                close, tight = norm(m, steps=400, tol=1e-6)
+                self.assertGreater(tight, n)
+                self.assertGreaterEqual(close, exact * (1 - 1e-5))
+                self.assertEqual(norm(m, steps=5)[1], 5)
+            else:
+                self.assertLessEqual(n, 8, name)
+                self.assertGreaterEqual(est, exact * (1 - 1e-4), name)
 
 if __name__ == "__main__":
     unittest.main()
