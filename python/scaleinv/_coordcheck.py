@@ -257,6 +257,33 @@ def _quantity_set(quantities):
     return out
 
 
+def _expert_stacks(opt):
+    """Names of the optimizer's tensors that are stacks of expert matrices [E, out, in]: 3-D, role
+    expert in apply's plan (which reads the expert dimension first, or refuses the model). Their
+    spectral norms are taken per expert, as the CLI's CoordRecorder takes them."""
+    return {g["name"] for g in opt.param_groups if g.get("role") == "expert" and g["params"][0].dim() == 3}
+
+
+def _stack_norm(w):
+    """The largest of spectral_norm(w[e]) over the experts e of a stack [E, out, in]; None where any
+    of them is None (a matrix that is not finite)."""
+    best = 0.0
+    for e in range(w.shape[0]):
+        n = spectral_norm(w[e])
+        if n is None:
+            return None
+        best = max(best, n)
+    return best
+
+
+def _norm_shape(p, stack):
+    """The [rows, columns] a tensor's ||W|| is measured on, which the judge's finite-size term of a
+    matrix with one fixed fan reads: one expert's [out, in] for a stack, else [out, in * ...]."""
+    if stack:
+        return [p.shape[1], p.shape[2]]
+    return [p.shape[0], p.numel() // p.shape[0]]
+
+
 def _measure(model, opt, batches, steps, loss_fn, wanted=frozenset(QUANTITIES)):
     rec = {}
     order = []
@@ -293,6 +320,7 @@ def _measure(model, opt, batches, steps, loss_fn, wanted=frozenset(QUANTITIES)):
     handles = [mod.register_forward_hook(make_hook(name)) for name, mod in _record_modules(model)]
     # One per tensor, a tied one under its first name: apply's groups, in the plan's order.
     params = [(g["name"], g["params"][0]) for g in opt.param_groups]
+    stacks = _expert_stacks(opt)
     T = steps
     series = {}
 
@@ -338,14 +366,15 @@ def _measure(model, opt, batches, steps, loss_fn, wanted=frozenset(QUANTITIES)):
                 put("h'", name, t, rms(e["tensor"].grad) if e["tensor"] is not None else e["grad"])
             for i, (name, p) in enumerate(params):
                 put("W'", name, t, rms(p.grad) if p.grad is not None else 0.0)
+                norm = _stack_norm if name in stacks else spectral_norm
                 if p.dim() >= 2 and "||W||" in wanted:
-                    put("||W||", name, t, spectral_norm(p), [p.shape[0], p.numel() // p.shape[0]])
+                    put("||W||", name, t, norm(p), _norm_shape(p, name in stacks))
                 if t > 0 and want_dw:
                     # The update, formed once (in prev's buffer) for both its RMS and its norm.
                     d = torch.sub(p.detach(), prev[i], out=prev[i])
                     put("dW", name, t, rms(d))
                     if p.dim() >= 2 and "||dW||" in wanted:
-                        put("||dW||", name, t, spectral_norm(d))
+                        put("||dW||", name, t, norm(d))
             if t == T:
                 break
             bi = t % len(batches)

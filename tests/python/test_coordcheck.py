@@ -147,6 +147,56 @@ class InPlace(unittest.TestCase):
                     self.assertAlmostEqual(a, b, delta=1e-6 * b, msg=f"{q} of a at width {w}")
 
 
+class _Experts(nn.Module):
+    """A dense mixture of 4 experts held as one bare [E, w, w] parameter (role expert, as transformers'
+    fused experts and torchtitan's GroupedExperts are read), between an input layer and a readout."""
+
+    def __init__(self, w, experts=4, d_in=64, classes=10):
+        super().__init__()
+        self.inp = nn.Linear(d_in, w, bias=False)
+        self.experts = nn.Parameter(torch.randn(experts, w, w) / w ** 0.5)
+        self.out = nn.Linear(w, classes, bias=False)
+
+    def forward(self, x):
+        h = torch.relu(self.inp(x))
+        return self.out(torch.einsum("eoi,bi->bo", self.experts, h) / self.experts.shape[0])
+
+
+class ExpertStacks(unittest.TestCase):
+    """A 3-D expert stack's ||W|| and ||dW|| are the largest of its experts' spectral norms, recorded
+    with one expert's shape [out, in] (the CLI's CoordRecorder), and judged as a hidden matrix's."""
+
+    def test_norms_are_per_expert_with_the_experts_shape(self):
+        cc = importlib.import_module("scaleinv._coordcheck")
+        torch.manual_seed(0)
+        model = _Experts(96)
+        opt = scaleinv.apply(model, _Experts(32), _Experts(64), param="mup-moe", optimizer="adam", lr=1e-2)
+        w0 = model.experts.detach().clone()
+        run = cc._measure(model, opt, [gaussian_batch()], 1, torch.nn.functional.cross_entropy)[0]
+        series = {(s["quantity"], s["layer"]): s for s in run["series"]}
+        w1 = model.experts.detach()
+        for q, t, m in (("||W||", 0, w0), ("||W||", 1, w1), ("||dW||", 1, w1 - w0)):
+            want = max(float(torch.linalg.matrix_norm(m[e].double(), ord=2)) for e in range(4))
+            self.assertAlmostEqual(series[(q, "experts")]["rms"][t], want, delta=2e-3 * want, msg=f"{q} step {t}")
+        self.assertEqual(series[("||W||", "experts")]["shape"], [96, 96])
+        self.assertEqual(series[("||W||", "inp.weight")]["shape"], [96, 64])  # a 2-D matrix as before
+        nan = w0.clone()
+        nan[2, 0, 0] = float("nan")
+        self.assertIsNone(cc._stack_norm(nan))
+
+    def test_judged_as_a_hidden_matrix(self):
+        r = scaleinv.coordcheck(_Experts, widths=[32, 64, 128], batches=[gaussian_batch()], param="mup-moe",
+                                optimizer="adam", lr=1e-2, steps=2, seeds=3, progress=False,
+                                quantities=["||W||", "||dW||"])
+        rows = [row for row in r.rows if row["module"] == "experts"]
+        self.assertEqual(len(rows), 5)  # ||W|| at steps 0..2, ||dW|| at 1..2
+        for row in rows:
+            # mup: a hidden matrix's spectral norm and its update's stay Theta(1); on the [E, out * in]
+            # reshape the norm grew like d^1/2
+            self.assertEqual(row["predicted"], 0, row)
+            self.assertTrue(row["matches"], row)
+
+
 class Speed(unittest.TestCase):
     """What makes the check fast (issue 59) leaves what it measures as it was."""
 
