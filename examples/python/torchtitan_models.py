@@ -1,6 +1,6 @@
 """torchtitan's own model files, built small (no weights), through scaleinv.apply and
 scaleinv.coordcheck under mup (mup-moe for the mixtures of experts) and standard, with no overrides
-(issue 59). Prints one line per model and the markdown table of docs/python.md.
+(issue 59). Prints one block per model and its rows of the table in docs/python.md.
 
 The models are torchtitan 0.3.0's classes and per-layer config builders as shipped (its own inits:
 truncated normals of std 0.02, depth-scaled output projections, an lm_head of std d^-1/2), built at
@@ -20,20 +20,26 @@ the block-causal one FlexAttention would use.
 
     python examples/python/torchtitan_models.py [--widths 128,256,512] [--seeds 3] [--steps 3]
         [--lr 1e-3] [--models llama3,qwen3-moe,deepseek-v3] [--batch-seed 0] [--threads N]
+
+What it shares with hf_models.py and vision_models.py (the checks, the verdicts, the table) is in
+_model_check.py; model_table.py runs all three into one table.
 """
-import argparse
+import contextlib
 import os
 import sys
-import time
 import warnings
 
-import torch
 import torch.nn.functional as F
 
-import scaleinv
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hf_models import BATCH, D_HEAD, NO_SPECTRAL, SEQ, VOCAB, _count, batch, deciding_row, roles_found  # noqa: E402
+import _model_check as mc  # noqa: E402
+from _model_check import BATCH, D_HEAD, NO_SPECTRAL, SEQ, VOCAB  # noqa: E402,F401
+
+FAMILY = "torchtitan"
+DEFAULT_WIDTHS = "128,256,512"
+BATCH_TEXT = f"{BATCH} x {SEQ}"
+ALL_EXPECTED = "mup passes and standard fails for every model"
+TOLERANCE = False
 
 WANT = "0.3.0"  # the version the builders below were written against (private per-layer builders)
 
@@ -110,97 +116,70 @@ def deepseek_v3(width):
 # name: (builder, class shown, mup-like table, quantities, what the row shows)
 MODELS = {
     "llama3": (llama3, "Llama3Model", "mup", None, "fused wqkv, GQA, untied"),
-    "qwen3-moe": (qwen3_moe, "Qwen3Model (MoE)", "mup-moe", NO_SPECTRAL,
+    "qwen3-moe": (qwen3_moe, "Qwen3Model (MoE)", "mup-moe", None,
                   "4 experts as 3-D GroupedExperts (bf16 grouped matmuls), top-2 router, QK-norm"),
-    "deepseek-v3": (deepseek_v3, "DeepSeekV3Model", "mup-moe", NO_SPECTRAL,
+    "deepseek-v3": (deepseek_v3, "DeepSeekV3Model", "mup-moe", None,
                     "MLA (kv_lora_rank = width), 2 dense + 2 MoE layers, 4 routed + 2 shared experts, top-2"),
 }
 DEFAULT_MODELS = "llama3,qwen3-moe,deepseek-v3"
+
+
+def batch(seed=0):
+    """The probe: 8 x 16 random tokens and targets (_model_check.token_batch)."""
+    return mc.token_batch(seed)
 
 
 def lm_loss(out, y):
     return F.cross_entropy(out.flatten(0, 1), y.flatten())
 
 
+def missing(name):
+    """None where torchtitan and its model modules import here, else why not and how to install them."""
+    try:
+        titan()
+    except Exception as exc:  # not installed, or too new for this torch (it needs torch >= 2.11)
+        return (f"torchtitan is not importable here ({type(exc).__name__}: {exc})"[:200] +
+                f" (fix: pip install --no-deps torchtitan=={WANT} torch_checkpointing spmd_types==0.2.3 tyro "
+                "docstring_parser typeguard, as scripts/python_venv.sh does)")
+    return None
+
+
+def libraries(names):
+    return f"torchtitan {titan()[1]}"
+
+
+@contextlib.contextmanager
+def settings(args=None):
+    """Denormals flushed; the MoE router's float32 autocast warning, which the CPU's autocast gives at
+    every forward (bf16 and fp16 only: disabled, and the gate runs in float32 anyway), silenced."""
+    with mc.flushed_denormals(), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*[Aa]utocast.*")
+        yield
+
+
 def run_model(name, widths, seeds, steps, lr, batch_seed):
-    make, cls, param, quantities, _ = MODELS[name]
-    torch.manual_seed(0)
-    plan = scaleinv.plan(make(widths[-1]), make(widths[0]), make(widths[1]), param=param)
-    out = {"name": name, "class": cls, "roles": roles_found(plan), "notes": plan["notes"], "plan": plan}
-    x, y = batch(batch_seed)
-    for p in (param, "standard"):
-        t0 = time.time()
-        r = scaleinv.coordcheck(make, widths, [(x, y)], param=p, optimizer="adamw", lr=lr, steps=steps, seeds=seeds,
-                                loss=lm_loss, progress=False, quantities=quantities)
-        out[p if p == "standard" else "mup"] = {"passed": r.passed, "failures": len(r.failures), "rows": len(r.rows),
-                                                "decides": deciding_row(r), "seconds": time.time() - t0,
-                                                "lines": r.failures}
-    return out
+    """The model's plan and its checks under its mup-like table and standard (_model_check.check_model)."""
+    make, cls, param, quantities, what = MODELS[name]
+    res = mc.check_model(make, widths, batch(batch_seed), param=param, loss=lm_loss, quantities=quantities,
+                         seeds=seeds, steps=steps, lr=lr)
+    res.update({"name": name, "class": cls, "what": what, "library": "torchtitan", "version": titan()[1]})
+    return res
+
+
+def head_line(res):
+    return f"{res['name']}: roles {mc.roles_text(res['roles'])}"
+
+
+def note_shown(note):
+    """The first layer's notes (the later layers' repeat them)."""
+    return "layers.1." not in note and "layers.2." not in note and "layers.3." not in note
+
+
+expected = mc.expected
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--widths", default="128,256,512")
-    ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--steps", type=int, default=3)
-    ap.add_argument("--lr", type=float, default=1e-3)
-    ap.add_argument("--batch-seed", type=int, default=0)
-    ap.add_argument("--models", default=DEFAULT_MODELS)
-    ap.add_argument("--threads", type=int, default=0)
-    a = ap.parse_args(argv)
-    try:
-        version = titan()[1]
-    except ImportError as exc:
-        sys.exit(f"torchtitan_models.py: torchtitan is not importable here ({type(exc).__name__}: {exc}) "
-                 f"(fix: pip install --no-deps torchtitan=={WANT} torch_checkpointing spmd_types==0.2.3 tyro "
-                 "docstring_parser typeguard, as scripts/python_venv.sh does)")
-    if a.threads:
-        torch.set_num_threads(a.threads)
-    torch.set_flush_denormal(True)
-    # the MoE router asks for a float32 autocast, which the CPU's autocast refuses (bf16 and fp16
-    # only) with a warning at every forward: it is disabled, and the gate runs in float32 anyway
-    warnings.filterwarnings("ignore", message=".*[Aa]utocast.*")
-    widths = sorted(int(w) for w in a.widths.split(","))
-    names = [n.strip() for n in a.models.split(",") if n.strip()]
-    for n in names:
-        if n not in MODELS:
-            sys.exit(f"torchtitan_models.py: unknown model '{n}' (fix: some of {', '.join(MODELS)})")
-    print(f"torchtitan {version}, torch {torch.__version__.split('+')[0]}; widths {widths}, {a.seeds} seeds, "
-          f"{a.steps} AdamW steps, lr {a.lr:g}, batch {BATCH} x {SEQ}, batch seed {a.batch_seed}, "
-          f"{torch.get_num_threads()} threads", flush=True)
-    results, t_all = [], time.time()
-    for n in names:
-        res = run_model(n, widths, a.seeds, a.steps, a.lr, a.batch_seed)
-        results.append(res)
-        roles = ", ".join(f"{k} {v}" for k, v in sorted(res["roles"].items()))
-        print(f"{n}: roles {roles}", flush=True)
-        for note in res["notes"]:
-            if "layers.1." not in note and "layers.2." not in note and "layers.3." not in note:
-                print(f"  note: {note}")
-        for p in ("mup", "standard"):
-            v = res[p]
-            print(f"  {p:9s} {'PASS' if v['passed'] else 'FAIL'}: {v['rows']} rows, {v['failures']} failures, "
-                  f"{v['seconds']:.1f} s; deciding row {v['decides']}", flush=True)
-            if p == "mup":
-                for line in v["lines"][:4]:
-                    print(f"      {line[:200]}")
-    print(f"\ntotal {time.time() - t_all:.0f} s\n")
-    print(f"| model (torchtitan {version}) | what it has | roles found | overrides | mup (mup-moe) | standard | "
-          "seconds (mup + standard) |")
-    print("|---|---|---|---|---|---|---|")
-    for res in results:
-        _, cls, _, quantities, what = MODELS[res["name"]]
-        roles = ", ".join(f"{k} {v}" for k, v in sorted(res["roles"].items()))
-        m, s = res["mup"], res["standard"]
-        q = " (h, dh, h', W', dW)" if quantities else ""
-        mv = (f"{'PASS' if m['passed'] else 'FAIL'}{q}: {_count(m['failures'])}; "
-              f"{'closest' if m['passed'] else 'worst'} {m['decides']}")
-        sv = f"{'PASS' if s['passed'] else 'FAIL'}: {_count(s['failures'])}; worst {s['decides']}"
-        cells = [f"`{cls}` {res['name']}", what, roles, "none", mv, sv, f"{m['seconds']:.0f} + {s['seconds']:.0f}"]
-        print("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
-    ok = all(r["mup"]["passed"] and not r["standard"]["passed"] for r in results)
-    print(f"\nverdict: {'mup passes and standard fails for every model' if ok else 'NOT as expected'}")
-    return 0 if ok else 1
+    return mc.family_main(sys.modules[__name__], "torchtitan_models.py", __doc__, argv)
 
 
 if __name__ == "__main__":

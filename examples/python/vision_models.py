@@ -1,6 +1,6 @@
 """Vision models from torchvision and timm, built from their constructors (no weights), through
 scaleinv.apply and scaleinv.coordcheck under mup and standard, with no overrides (issue 59). Prints
-one line per model and the markdown table of docs/python.md.
+one block per model and its rows of the table in docs/python.md.
 
 Each model is built at every width w with its own constructor; what grows:
   tv-vit      torchvision VisionTransformer: hidden_dim w, mlp_dim 2w, heads w/16 (d_head 16 fixed),
@@ -26,16 +26,26 @@ Each goes through the check with 3 seeds, 3 AdamW steps at lr 1e-3 on one batch 
 
     python examples/python/vision_models.py [--widths 64,128,256] [--seeds 3] [--steps 3] [--lr 1e-3]
         [--models tv-vit,tv-swin,...] [--batch-seed 0] [--threads N]
+
+What it shares with hf_models.py and torchtitan_models.py (the checks, the verdicts, the table) is
+in _model_check.py; model_table.py runs all three into one table.
 """
-import argparse
+import contextlib
+import os
 import sys
-import time
 
 import torch
 
-import scaleinv
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _model_check as mc  # noqa: E402
+from _model_check import BATCH, D_HEAD  # noqa: E402
 
-BATCH, CLASSES, D_HEAD = 8, 10, 16
+CLASSES = 10
+FAMILY = "vision"
+DEFAULT_WIDTHS = "64,128,256"
+BATCH_TEXT = f"{BATCH} images"
+ALL_EXPECTED = "as expected for every model"
+TOLERANCE = True
 
 
 def _tv():
@@ -107,120 +117,54 @@ def version(lib):
     return mod.__version__.split("+")[0]
 
 
+def missing(name):
+    """None where the model's library (torchvision or timm) imports here, else why not."""
+    lib = MODELS[name][1]
+    try:
+        version(lib)
+    except Exception as exc:  # not installed, or built for another torch
+        return f"{lib} is not importable here ({type(exc).__name__}: {exc})"[:200]
+    return None
+
+
+def libraries(names):
+    return ", ".join(f"{lib} {version(lib)}" for lib in sorted({MODELS[n][1] for n in names}))
+
+
 def batch(side, seed=0):
     g = torch.Generator().manual_seed(100 + seed)
     return torch.randn(BATCH, 3, side, side, generator=g), torch.randint(0, CLASSES, (BATCH,), generator=g)
 
 
-def roles_found(plan):
-    counts = {}
-    for t in plan["tensors"]:
-        counts[t["role"]] = counts.get(t["role"], 0) + 1
-    return counts
-
-
-def deciding_row(result):
-    """The row that decides the verdict: the worst failure (largest excess past its tolerance, or
-    an unstable activation), or, for a pass, the row closest to its tolerance (with it)."""
-    worst, worst_score = None, None
-    for r in result.rows:
-        if r["zero"] or r["measured"] is None:
-            continue
-        if r["predicted"] is not None and r["tolerance"]:
-            score = abs(r["measured"] - r["predicted"]) / r["tolerance"]
-        elif r["stable"] is False:
-            score = 1.0 + abs(r["measured"])
-        else:
-            continue
-        if worst_score is None or score > worst_score:
-            worst, worst_score = r, score
-    if worst is None:
-        return "-"
-    pred = "-" if worst["predicted"] is None else f"{worst['predicted']:+.2f}"
-    tol = f" (tolerance {worst['tolerance']:.2f})" if worst["predicted"] is not None and worst["tolerance"] else ""
-    return f"{worst['quantity']} {worst['module']} step {worst['step']}: {worst['measured']:+.2f} vs {pred}{tol}"
+def settings(args=None):
+    """Nothing to set: the vision models run as torch leaves them."""
+    return contextlib.nullcontext()
 
 
 def run_model(name, widths, seeds, steps, lr, batch_seed):
-    make, lib, cls, side, _ = MODELS[name]
-    torch.manual_seed(0)
-    plan = scaleinv.plan(make(widths[-1]), make(widths[0]), make(widths[1]), param="mup")
-    out = {"name": name, "lib": lib, "version": version(lib), "class": cls, "roles": roles_found(plan),
-           "notes": plan["notes"], "ties": plan["ties"]}
-    data = batch(side, batch_seed)
-    for p in ("mup", "standard"):
-        t0 = time.time()
-        r = scaleinv.coordcheck(make, widths, [data], param=p, optimizer="adamw", lr=lr, steps=steps, seeds=seeds,
-                                progress=False)
-        out[p] = {"passed": r.passed, "failures": len(r.failures), "rows": len(r.rows), "decides": deciding_row(r),
-                  "seconds": time.time() - t0, "lines": r.failures}
-    return out
+    """The model's plan and its checks under mup and standard (_model_check.check_model)."""
+    make, lib, cls, side, what = MODELS[name]
+    res = mc.check_model(make, widths, batch(side, batch_seed), param="mup", seeds=seeds, steps=steps, lr=lr)
+    res.update({"name": name, "class": cls, "what": what, "library": lib, "version": version(lib)})
+    return res
 
 
-def _count(n):
-    return f"{n} failure" if n == 1 else f"{n} failures"
+def head_line(res):
+    return f"{res['name']}: roles {mc.roles_text(res['roles'])}"
+
+
+def note_shown(note):
+    return True
+
+
+# a model whose plan says in a note where the check fails (tv-resnet's normalized readouts) is
+# expected to fail under mup; every other model to pass under mup and fail under standard
+cannot_pass = mc.cannot_pass
+expected = mc.expected
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--widths", default="64,128,256")
-    ap.add_argument("--seeds", type=int, default=3)
-    ap.add_argument("--steps", type=int, default=3)
-    ap.add_argument("--lr", type=float, default=1e-3)
-    ap.add_argument("--batch-seed", type=int, default=0)
-    ap.add_argument("--models", default=DEFAULT_MODELS)
-    ap.add_argument("--threads", type=int, default=0)
-    a = ap.parse_args(argv)
-    if a.threads:
-        torch.set_num_threads(a.threads)
-    widths = sorted(int(w) for w in a.widths.split(","))
-    names = [n.strip() for n in a.models.split(",") if n.strip()]
-    for n in names:
-        if n not in MODELS:
-            sys.exit(f"vision_models.py: unknown model '{n}' (fix: some of {', '.join(MODELS)})")
-    libs = sorted({MODELS[n][1] for n in names})
-    print(", ".join(f"{lib} {version(lib)}" for lib in libs) + f", torch {torch.__version__.split('+')[0]}; "
-          f"widths {widths}, {a.seeds} seeds, {a.steps} AdamW steps, lr {a.lr:g}, batch {BATCH} images, "
-          f"batch seed {a.batch_seed}, {torch.get_num_threads()} threads", flush=True)
-    results, t_all = [], time.time()
-    for n in names:
-        res = run_model(n, widths, a.seeds, a.steps, a.lr, a.batch_seed)
-        results.append(res)
-        roles = ", ".join(f"{k} {v}" for k, v in sorted(res["roles"].items()))
-        print(f"{n}: roles {roles}", flush=True)
-        for note in res["notes"]:
-            print(f"  note: {note}")
-        for p in ("mup", "standard"):
-            v = res[p]
-            print(f"  {p:9s} {'PASS' if v['passed'] else 'FAIL'}: {v['rows']} rows, {v['failures']} failures, "
-                  f"{v['seconds']:.1f} s; deciding row {v['decides']}", flush=True)
-            if p == "mup":
-                for line in v["lines"][:4]:
-                    print(f"      {line[:200]}")
-    print(f"\ntotal {time.time() - t_all:.0f} s\n")
-    print("| model | version | what it has | roles found | overrides | mup | standard | seconds (mup + standard) |")
-    print("|---|---|---|---|---|---|---|---|")
-    for res in results:
-        what = MODELS[res["name"]][4]
-        roles = ", ".join(f"{k} {v}" for k, v in sorted(res["roles"].items()))
-        m, s = res["mup"], res["standard"]
-        mv = (f"{'PASS' if m['passed'] else 'FAIL'}: {_count(m['failures'])}; "
-              f"{'closest' if m['passed'] else 'worst'} {m['decides']}")
-        sv = f"{'PASS' if s['passed'] else 'FAIL'}: {_count(s['failures'])}; worst {s['decides']}"
-        cells = [f"`{res['class']}` {res['name']}", f"{res['lib']} {res['version']}", what, roles, "none", mv, sv,
-                 f"{m['seconds']:.0f} + {s['seconds']:.0f}"]
-        print("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
-    # a model whose plan says in a note where the check fails (tv-resnet's normalized readouts) is
-    # expected to fail under mup; every other model to pass under mup and fail under standard
-    off = [r["name"] for r in results if r["mup"]["passed"] == cannot_pass(r) or
-           (not cannot_pass(r) and r["standard"]["passed"])]
-    print(f"\nverdict: {'as expected for every model' if not off else 'NOT as expected: ' + ', '.join(off)}")
-    return 0 if not off else 1
-
-
-def cannot_pass(res):
-    """True where the plan says in a note that the check fails there."""
-    return any("the check fails there" in n for n in res["notes"])
+    return mc.family_main(sys.modules[__name__], "vision_models.py", __doc__, argv)
 
 
 if __name__ == "__main__":
