@@ -891,9 +891,9 @@ TEST(CoordCli, MupPaperMlp) {
   EXPECT_NE(tail.find("FAILED dh logits (width, depth 1): unstable"), std::string::npos) << tail;
 }
 
-// spectral_norm (16 Golub-Kahan-Lanczos steps): a lower bound on the largest singular value, within
-// 1% on an iid matrix (the slow case: its top singular values crowd together; measured 0.1-0.5% at
-// 128..8192), exact when the rank is below the step count, NaN where undefined.
+// spectral_norm (Lanczos on m^T m, stopped by its own convergence): a lower bound on the largest
+// singular value, within 1% on an iid matrix (the slow case: its top singular values crowd
+// together), exact when the rank is below the step count, NaN where undefined.
 TEST(CoordCheck, SpectralNormIsALanczosLowerBoundExactAtLowRank) {
   torch::manual_seed(3);
   const torch::Tensor w = torch::randn({512, 256});
@@ -935,6 +935,53 @@ TEST(CoordCheck, SpectralNormMatchesMatrixNormOrd2) {
   ASSERT_NE(t.stride(1), 1);
   EXPECT_NEAR(spectral_norm(t) / spectral_norm(t.contiguous()), 1.0, 1e-5);
   EXPECT_NEAR(spectral_norm(t) / exact(t), 1.0, 0.01);
+}
+
+// spectral_norm stops each matrix where its own convergence says it is within rel_tol (k/2 times the
+// last rise of the estimate: the no-gap error falls as 1/k^2, ref. [lanczos-kw]): an iid matrix (no
+// gap at the top) takes many steps and still lands within the tolerance; a matrix with a spike (a
+// trained weight) or an Adam-like sign update of a low-rank gradient takes few, and lands far
+// closer; a tighter tolerance takes more steps and lands closer; max_steps caps the count.
+TEST(CoordCheck, SpectralNormStopsWithinItsToleranceByItsOwnConvergence) {
+  torch::manual_seed(17);
+  auto exact = [](const torch::Tensor& w) { return torch::linalg_svdvals(w.to(torch::kDouble))[0].item<double>(); };
+  const torch::Tensor iid = torch::randn({1024, 1024}) / 32;
+  const torch::Tensor u = torch::randn({1024, 1}), v = torch::randn({1, 1024});
+  const torch::Tensor spiked = iid + 3.0 * u.mm(v) / (u.norm() * v.norm());
+  const torch::Tensor sign = torch::sign(torch::randn({1024, 8}).mm(torch::randn({8, 768}))) * 1e-2;
+  for (const torch::Tensor& w : {iid, spiked, sign}) {
+    std::vector<int> taken;
+    const double e = exact(w), est = spectral_norms(w.unsqueeze(0), 32, 1e-3, &taken)[0].item<double>();
+    EXPECT_LE(est, e * (1 + 1e-5)) << w.sizes();
+    EXPECT_GE(est, e * (1 - 1e-3)) << w.sizes();
+    ASSERT_EQ(taken.size(), 1u);
+    if (w.data_ptr() == iid.data_ptr()) {
+      EXPECT_GT(taken[0], 10) << "an iid matrix converges slowly";
+      std::vector<int> tight;
+      const double close = spectral_norms(w.unsqueeze(0), 400, 1e-6, &tight)[0].item<double>();
+      EXPECT_GT(tight[0], taken[0]);
+      EXPECT_GE(close, e * (1 - 1e-5));
+      std::vector<int> capped;
+      spectral_norms(w.unsqueeze(0), 5, 1e-3, &capped);
+      EXPECT_EQ(capped[0], 5);
+    } else {
+      EXPECT_LE(taken[0], 8) << w.sizes() << ": a gap at the top converges geometrically";
+      EXPECT_GE(est, e * (1 - 1e-4)) << w.sizes();
+    }
+  }
+  // Wide matrices with few rows (a [1, d] gate, a router [E, d], a [10, d] readout): m^T m has rank
+  // rows, and rows + 1 steps reach its top (1 step gave a [1, 512] gate's |m q|, 0.95 against 23).
+  // (Ten rows may stop by convergence first: within the tolerance, not exact.)
+  for (int64_t r : {1, 2, 4, 10}) {
+    const torch::Tensor wide = torch::randn({r, 512});
+    EXPECT_LE(spectral_norm(wide) / exact(wide), 1.0 + 1e-5) << r << " rows";
+    EXPECT_GE(spectral_norm(wide) / exact(wide), 1.0 - (r < 10 ? 1e-5 : 1e-3)) << r << " rows";
+  }
+  // A stack: each matrix stops on its own (the spiked one is not held to the iid one's count).
+  std::vector<int> each;
+  spectral_norms(torch::stack({iid, spiked}), 32, 1e-3, &each);
+  EXPECT_GT(each[0], 10);
+  EXPECT_LE(each[1], 8);
 }
 
 // spectral_norms: a stack of matrices at once (an expert stack), each as spectral_norm finds it

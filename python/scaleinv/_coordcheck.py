@@ -162,7 +162,9 @@ def spectral_norm(w, steps=SPECTRAL_STEPS, tol=SPECTRAL_TOL):
     products m^T (m q), each formed in one read of m by _gram_mv. On the check's width-8192 matrices
     (256 MiB), the read is the cost."""
     m = w.detach().reshape(w.shape[0], -1)
-    k = min(steps, m.shape[0], m.shape[1])
+    # m^T m has rank <= rows: a start with a part in its null space needs rank + 1 steps to reach the
+    # top eigenvector (a [1, d] gate after one step is only |m q|).
+    k = min(steps, m.shape[0] + 1, m.shape[1])
     q = torch.cos(torch.arange(m.shape[1], dtype=m.dtype, device=m.device) * 0.7 + 0.3)
     nq = float(q.norm())
     if not math.isfinite(nq):

@@ -315,6 +315,14 @@ class SpectralNorm(unittest.TestCase):
             else:
                 self.assertLessEqual(n, 8, name)
                 self.assertGreaterEqual(est, exact * (1 - 1e-4), name)
+        # Wide matrices with few rows (a [1, d] gate, a router, a [10, d] readout): rank rows, reached
+        # in rows + 1 steps (one step gave a [1, 512] gate's |m q|, 0.95 against 23); ten rows may stop
+        # by convergence first: within the tolerance, not exact.
+        for r in (1, 2, 4, 10):
+            wide = torch.randn(r, 512, generator=g)
+            ratio = cc.spectral_norm(wide) / float(torch.linalg.matrix_norm(wide.double(), ord=2))
+            self.assertLessEqual(ratio, 1 + 1e-5, f"{r} rows")
+            self.assertGreaterEqual(ratio, 1 - (1e-5 if r < 10 else 1e-3), f"{r} rows")
 
 if __name__ == "__main__":
     unittest.main()
