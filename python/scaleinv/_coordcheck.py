@@ -136,12 +136,10 @@ SPECTRAL_TOL = 1e-3
 
 def _largest_ritz(alpha, beta):
     """The largest eigenvalue of the Lanczos tridiagonal (alpha on the diagonal, beta beside it)."""
-    n = len(alpha)
-    t = torch.zeros(n, n, dtype=torch.float64)
-    for i in range(n):
-        t[i, i] = alpha[i]
-    for i in range(min(n - 1, len(beta))):
-        t[i, i + 1] = t[i + 1, i] = beta[i]
+    t = torch.diag(torch.tensor(alpha, dtype=torch.float64))
+    if len(alpha) > 1:
+        b = torch.tensor(beta[:len(alpha) - 1], dtype=torch.float64)
+        t = t + torch.diag(b, 1) + torch.diag(b, -1)
     return float(torch.linalg.eigvalsh(t)[-1])
 
 
