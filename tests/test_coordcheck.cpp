@@ -914,9 +914,8 @@ TEST(CoordCheck, SpectralNormIsALanczosLowerBoundExactAtLowRank) {
 // spectral_norm against torch::linalg_matrix_norm(ord 2) on the matrices the check meets: iid
 // Gaussian (the slow case; measured 0.07% low at 128, 0.15% at 512, 0.65% at 2048), low rank plus
 // noise (a clear gap: ~1e-8), sign-like updates as Adam's first steps make them (measured 1e-5 at
-// 128..512, 0.2% at 2048), odd shapes (rows not a multiple of the fused pass's 4, columns not of its
-// 8), double, and a strided view, which takes the two-product path instead of the fused one-pass
-// product m^T (m x): the same estimate to rounding.
+// 128..512, 0.2% at 2048), odd shapes, double, and a strided view, which takes the two-product
+// path instead of the fused block-by-block product m^T (m x): the same estimate to rounding.
 TEST(CoordCheck, SpectralNormMatchesMatrixNormOrd2) {
   torch::manual_seed(11);
   auto exact = [](const torch::Tensor& w) {
