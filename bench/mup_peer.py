@@ -13,6 +13,9 @@ heap, threads or imports), each timed from its call as a user would make it:
   3. the CLI's `scaleinv coordcheck --model mlp` with its defaults (all seven quantities), same grid
      and batch size.
 
+Then, for scale, the training alone: the same models built and trained through steps 0..3 with
+nothing measured, which bounds any check of those steps.
+
 Then the log-log slope of each module's output against width, mup's l1 beside scaleinv's RMS (a
 Gaussian-like vector's l1 and RMS scale alike), and the three wall times with their ratios.
 
@@ -88,7 +91,15 @@ def run_mup(a, widths):
 def run_python(a, widths):
     import torch
     import scaleinv
+    from scaleinv import _coordcheck
     x, y = batch(a.batch)
+    read = [0]
+    gram = _coordcheck._gram_mv
+
+    def counted(m, v):  # bytes one product m^T (m v) reads: one pass over m
+        read[0] += m.numel() * m.element_size()
+        return gram(m, v)
+    _coordcheck._gram_mv = counted
     t0 = time.perf_counter()
     r = scaleinv.coordcheck(plain_mlp, widths=widths, batches=[(x, y)], param="mup", optimizer="adam", lr=a.lr,
                             steps=3, seeds=a.seeds, progress=False, quantities=FIVE if a.five else None)
@@ -100,7 +111,7 @@ def run_python(a, widths):
     quantities = sorted({row["quantity"] for row in r.rows})
     return {"wall": wall, "slopes": slopes, "predicted": predicted, "passed": r.passed, "rows": len(r.rows),
             "failures": r.failures, "quantities": quantities, "torch": torch.__version__,
-            "threads": torch.get_num_threads()}
+            "threads": torch.get_num_threads(), "norm_gb": read[0] / 1e9}
 
 
 def run_cli(a, widths):
@@ -122,30 +133,46 @@ def child(a, widths):
     if a.threads:
         torch.set_num_threads(a.threads)
     a.five = a.only.endswith("5")
-    res = {"mup": run_mup, "python": run_python, "cli": run_cli}[a.only.rstrip("5")](a, widths)
+    res = {"mup": run_mup, "python": run_python, "cli": run_cli, "train": run_training}[a.only.rstrip("5")](a, widths)
     ru = resource.getrusage(resource.RUSAGE_CHILDREN if a.only == "cli" else resource.RUSAGE_SELF)
     res["cpu_s"] = ru.ru_utime + ru.ru_stime
     json.dump(res, open(a.json, "w"))
 
 
-def spectral_floor(widths, seeds, steps=3, lanczos=16):
-    """What the two spectral-norm quantities cost at the least on this machine: each of the MLP's three
-    weight matrices gets ||W|| at steps 0..3 and ||dW|| at 1..3, each a Golub-Kahan-Lanczos run of
-    min(16, rows, cols) steps (2k - 1 matrix-vector products, each one pass over the matrix); at the
-    bandwidth of torch.mv on a width-8192 square matrix (best of 5)."""
+def mv_bandwidth():
+    """GB/s of torch.mv on a width-8192 square matrix (best of 5): what one pass over a matrix costs."""
     import torch
     n = 8192
     w, v = torch.randn(n, n), torch.randn(n)
     torch.mv(w, v)
     best = min(_timed(lambda: torch.mv(w, v)) for _ in range(5))
-    gbs = 4.0 * n * n / best / 1e9
-    norms = (steps + 1) + steps
-    total = 0.0
-    for d in widths:
-        for rows, cols in ((d, 784), (d, d), (10, d)):
-            k = min(lanczos, rows, cols)
-            total += seeds * norms * (2 * k - 1) * 4.0 * rows * cols
-    return total / 1e9, gbs
+    return 4.0 * n * n / best / 1e9
+
+
+def run_training(a, widths):
+    """The training every check of steps 0..3 does, with nothing measured: per width and seed the
+    plain MLP built (torch's init), 4 forward and backward passes (steps 0..3) and 3 Adam steps
+    (torch's fused kernel, as scaleinv.coordcheck uses), the imports before the clock; mup's
+    get_coord_data does 3 and 3. A check that trains through steps 0..3 with torch's kernels cannot
+    run faster than this, whatever it measures."""
+    import torch
+    x, y = batch(a.batch)
+    warm = torch.nn.Parameter(torch.zeros(2))  # the first Adam step's imports (torch._dynamo, ~1 s) off the clock
+    warm.grad = torch.ones(2)
+    torch.optim.Adam([warm], fused=True).step()
+    t0 = time.perf_counter()
+    for w in widths:
+        for seed in range(a.seeds):
+            torch.manual_seed(seed)
+            model = plain_mlp(w)
+            opt = torch.optim.Adam(model.parameters(), lr=a.lr, fused=True)
+            for t in range(4):
+                opt.zero_grad()
+                torch.nn.functional.cross_entropy(model(x), y).backward()
+                if t < 3:
+                    opt.step()
+            del model, opt
+    return {"wall": time.perf_counter() - t0}
 
 
 def _timed(f):
@@ -156,7 +183,7 @@ def _timed(f):
 
 def one_round(a, widths, k):
     out = {}
-    for tool in ("mup", "python", "cli") + (() if a.no_five else ("python5", "cli5")):
+    for tool in ("mup", "python", "cli") + (() if a.no_five else ("python5", "cli5", "train")):
         with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as f:
             path = f.name
         load = os.getloadavg()[0]
@@ -182,7 +209,7 @@ def main():
                     "every core); the CLI uses its own default (every core)")
     ap.add_argument("--repeat", type=int, default=1, help="rounds of the three, back to back")
     ap.add_argument("--no-five", action="store_true", help="leave out the two runs without the spectral norms")
-    ap.add_argument("--only", choices=("mup", "python", "cli", "python5", "cli5"), help=argparse.SUPPRESS)
+    ap.add_argument("--only", choices=("mup", "python", "cli", "python5", "cli5", "train"), help=argparse.SUPPRESS)
     ap.add_argument("--json", help=argparse.SUPPRESS)
     a = ap.parse_args()
     widths = [int(w) for w in a.widths.split(",")]
@@ -225,10 +252,14 @@ def main():
             p5, c5 = r["python5"], r["cli5"]
             print(f"           without ||W||, ||dW|| (5 quantities): Python {p5['wall']:6.1f} s  "
                   f"{m['wall'] / p5['wall']:.2f}x; CLI {c5['wall']:6.1f} s  {m['wall'] / c5['wall']:.2f}x")
-    gb, gbs = spectral_floor(widths, a.seeds)
-    print(f"the spectral norms (||W||, ||dW||) alone read {gb:.0f} GB: {gb / gbs:.1f} s at this machine's "
-          f"{gbs:.1f} GB/s (torch.mv, width 8192), whoever computes them")
-
+        if "train" in r:
+            tr = r["train"]["wall"]
+            print(f"           training alone (4 forward-backward, 3 Adam steps a run, nothing measured) {tr:5.1f} s: "
+                  f"mup's time / this = {m['wall'] / tr:.2f}x, the most any check of steps 0..3 can reach")
+    gbs = mv_bandwidth()
+    gb = rounds[0]["python"]["norm_gb"]
+    print(f"the Python check's spectral norms (||W||, ||dW||, stopped by convergence) read {gb:.0f} GB: "
+          f"{gb / gbs:.1f} s at this machine's {gbs:.1f} GB/s (torch.mv, width 8192)")
 
 if __name__ == "__main__":
     main()
