@@ -98,16 +98,13 @@ def gemma(width):
                                         max_position_embeddings=SEQ, bos_token_id=0, eos_token_id=0, pad_token_id=0))
 
 
-# Qwen2-MoE's spectral norms are left out: its shared_expert_gate is a [1, d] matrix, and
-# _coordcheck.spectral_norm takes min(rows, cols) = 1 Lanczos step on it, which returns |w . q| for
-# its fixed start q, not ||w|| (||W|| -1.27 against -1/2 at 128..512; exact norms pass).
-# name: (builder, class shown, mup-like table, quantities, what the row shows)
+# name: (builder, class shown, mup-like table, quantities (None: all seven), what the row shows)
 MODELS = {
     "gpt2": (gpt2, "GPT2LMHeadModel", "mup", None, "Conv1D [in, out], tied head"),
     "llama": (llama, "LlamaForCausalLM", "mup", None, "GQA, untied"),
     "llama-tied": (llama_tied, "LlamaForCausalLM", "mup", None, "GQA, tied"),
     "mixtral": (mixtral, "MixtralForCausalLM", "mup-moe", None, "4 experts as fused 3-D parameters, top-2 router"),
-    "qwen2-moe": (qwen2_moe, "Qwen2MoeForCausalLM", "mup-moe", NO_SPECTRAL,
+    "qwen2-moe": (qwen2_moe, "Qwen2MoeForCausalLM", "mup-moe", None,
                   "4 fused 3-D experts, top-2 router, shared expert with a sigmoid gate [1, d]"),
     "gemma": (gemma, "GemmaForCausalLM", "mup", None, "embeddings x sqrt(d) inside, tied"),
     "llama-dhead": (llama_dhead, "LlamaForCausalLM", "mup", None, "d_head scaled (4 heads)"),

@@ -185,8 +185,10 @@ class CoordCheck(unittest.TestCase):
         self.both(self.hf.mixtral, "mup-moe", standard=self.hf.NO_SPECTRAL)
 
     def test_qwen2_moe(self):
-        # the quantities the script checks it with (its spectral norms left out: hf_models.py says why)
-        self.both(self.hf.qwen2_moe, "mup-moe", self.hf.MODELS["qwen2-moe"][3])
+        # every quantity under mup-moe, the [1, d] shared_expert_gate's ||W|| included (Lanczos takes
+        # rows + 1 = 2 steps on it: exact). Standard fails on its activations; its norms left out for time.
+        self.assertIsNone(self.hf.MODELS["qwen2-moe"][3])
+        self.both(self.hf.qwen2_moe, "mup-moe", standard=self.hf.NO_SPECTRAL)
 
 
 # ---- structures the plan cannot read: one UserError line, nothing modified ----
