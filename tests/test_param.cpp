@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
 #include "cli_util.h"
 #include "core/errors.h"
 #include "param/table.h"
