@@ -57,8 +57,9 @@ torch::Tensor spectral_norms(const torch::Tensor& stack, int max_steps, double r
   // Lanczos's Q_k span the same Krylov space K_k(m^T m, v), and B_k^T B_k is Lanczos's tridiagonal
   // T_k (sec. 10.4.1), so sqrt(lambda_max(T_k)) = sigma_max(B_k): the same estimate, up to rounding.
   // What changes is the memory traffic. GKL takes the two products m v and m^T u a step (2k - 1
-  // passes over m); Lanczos takes one product G q a step, and on the CPU gram_mv forms m^T (m q) in
-  // one pass, each row of m read once: k passes. The check's large matrices are memory-bound.
+  // passes over m); Lanczos takes one product G q a step, and on the CPU `gram` below forms m^T (m q)
+  // block of rows by block, each read from memory once: k passes. The check's large matrices are
+  // memory-bound.
   // G is cols x cols of rank <= min(rows, cols); a start vector with a part in G's null space needs
   // rank + 1 steps to reach the top eigenvector (a [1, d] gate's norm after 1 step is only |m q|).
   const int k = static_cast<int>(std::min<int64_t>({static_cast<int64_t>(std::max(max_steps, 1)), rows + 1, cols}));
