@@ -1,12 +1,15 @@
 """The include stack (docs/design.md, "Layering"): every `#include "folder/..."` in src/ must name
 a folder below the including file's own, and (the floors) one that docs/design.md's folder table
 lists in that folder's "includes" column; a folder the table lists that no file includes is stale
-and fails too, so the table and the code cannot drift apart. Run by CTest as
+and fails too, so the table and the code cannot drift apart. docs/layout.md's folder list must name
+every folder of src/ (as `src/<name>`) and every folder the repository tracks at its top (as
+`<name>/`), and no folder that is not there. Run by CTest as
 Structure.IncludesFollowTheStack; exits 1 listing each problem (file:line, the two folders), 0
 otherwise. No exceptions.
 
     /usr/bin/python3 tests/check_stack.py [SRC_DIR]
 """
+import fnmatch
 import os
 import re
 import sys
@@ -93,9 +96,41 @@ def violations(src, design_md=None):
     return out
 
 
+LAYOUT_ROW = re.compile(r"^(src/[a-z_]+|\.?[a-z_]+/)\s")
+
+
+def layout_violations(src, layout_md):
+    """docs/layout.md's code block against the tree: the folders of src/ and the top-level folders
+    (those holding tracked files: any but build outputs, which .gitignore lists, and hidden ones
+    other than .ci)."""
+    if not os.path.exists(layout_md):
+        return [f"{layout_md}: missing"]
+    named = set()
+    with open(layout_md) as f:
+        for line in f:
+            m = LAYOUT_ROW.match(line)
+            if m:
+                named.add(m.group(1).rstrip("/"))
+    root = os.path.dirname(os.path.abspath(src))
+    ignored = set()
+    gitignore = os.path.join(root, ".gitignore")
+    if os.path.exists(gitignore):
+        with open(gitignore) as f:
+            ignored = {ln.strip().strip("/") for ln in f if ln.strip() and not ln.startswith("#")}
+    there = {f"src/{d}" for d in os.listdir(src) if os.path.isdir(os.path.join(src, d))}
+    there |= {d for d in os.listdir(root) if os.path.isdir(os.path.join(root, d)) and d != "src"
+              and not any(fnmatch.fnmatch(d, pat) for pat in ignored) and (not d.startswith(".") or d == ".ci")}
+    out = [f"docs/layout.md: {d}/ is in the tree but not in the folder list (fix: add a line for it)"
+           for d in sorted(there - named)]
+    out += [f"docs/layout.md: lists {d}/, which is not in the tree (fix: drop or rename the line)"
+            for d in sorted(named - there)]
+    return out
+
+
 def main():
     src = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
     bad = violations(src, os.path.join(src, "..", "docs", "design.md"))
+    bad += layout_violations(src, os.path.join(src, "..", "docs", "layout.md"))
     for v in bad:
         print(v)
     print(f"{len(bad)} include(s) off the stack or the table" if bad else
