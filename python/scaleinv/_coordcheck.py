@@ -205,7 +205,9 @@ class CoordCheckResult:
     """passed (bool), rows (list of dicts: module, quantity, step, measured, predicted, matches,
     stable, tolerance, maps_to, zero: exactly zero at every width and seed, not judged,
     past_finite_width: for a width row over >= 4 widths that missed its prediction, the exponent
-    past the 1/d finite-width term {e, e_half_width, c, c_half_width, matches}, else None),
+    past the 1/d finite-width term {e, e_half_width, c, c_half_width, matches}, else None,
+    below: how far below its prediction the row may measure on top of its tolerance (the untied
+    readout's dh: its init term, measured; docs/coordcheck.md), 0.0 elsewhere),
     failures (lines), json (the CLI's JSON), plots (stems written);
     str() is the CLI's printed table."""
 
@@ -218,7 +220,7 @@ class CoordCheckResult:
         self.rows = [{"module": r["layer"], "quantity": r["quantity"], "step": r["step"], "measured": r["slope"],
                       "predicted": r["predicted"], "matches": r["matches"], "stable": r["stable"],
                       "tolerance": r["tolerance"], "maps_to": r["maps_to"], "zero": bool(r.get("zero", False)),
-                      "past_finite_width": r.get("past_finite_width")}
+                      "past_finite_width": r.get("past_finite_width"), "below": float(r.get("below", 0.0))}
                      for r in data["rows"]]
 
     def __str__(self):

@@ -45,6 +45,10 @@ class CoordCheckMlp(unittest.TestCase):
         dh = [row for row in r.rows if row["module"] == "4" and row["quantity"] == "dh" and row["step"] == 1][0]
         self.assertEqual(dh["predicted"], 0)
         self.assertTrue(dh["matches"] and dh["stable"])
+        # The untied readout's dh may measure below 0 by its init term, measured (the CLI's "below");
+        # no other row gets an allowance.
+        self.assertGreater(dh["below"], 0)
+        self.assertEqual([row for row in r.rows if row["below"] > 0 and row["module"] != "4"], [])
         dw = [row for row in r.rows if row["module"] == "2.weight" and row["quantity"] == "dW" and row["step"] == 1][0]
         self.assertEqual(dw["predicted"], -1)
         self.assertLess(abs(dw["measured"] + 1), dw["tolerance"])
