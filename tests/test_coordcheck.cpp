@@ -451,6 +451,41 @@ TEST(CoordCheck, TheReadoutsInitTermBoundsTheSlopeBelowOnly) {
       EXPECT_FALSE(*dh->stable);
     }
   }
+  // No allowance, each for its own reason: the feeding activation's dh not measured, or the bound
+  // at least the whole change at the smallest width (it then says nothing).
+  for (const bool measured : {false, true}) {
+    SCOPED_TRACE(measured);
+    OwnCoordInput in;
+    in.table = preset("mup");
+    in.optimizer = "adam";
+    in.seeds = {0, 1};
+    in.steps = 1;
+    in.n_probe = 8;
+    in.n_out = 8;
+    in.layers = {{"hid", false, Role::Hidden, false, false}, {"head", false, Role::Readout, false, false}};
+    for (int w : {64, 128, 256})
+      for (int64_t s : in.seeds) {
+        CoordRun run;
+        run.width = w;
+        run.seed = s;
+        run.loss = {1, 1};
+        const double h0 = 4 / std::sqrt(double(w)), dx = 0.25, init = h0 * dx, jitter = 1 + 0.002 * double(s);
+        run.series = {{CoordQuantity::H, "hid", {1, 1}, {w}}, {CoordQuantity::H, "head", {h0, h0}, {8}},
+                      {CoordQuantity::DH, "head", {0, 0.5 * init * jitter}, {8}}};  // below I: F >= 1
+        if (measured) run.series.push_back({CoordQuantity::DH, "hid", {0, dx}, {w}});
+        in.runs.push_back(run);
+      }
+    const CoordCheckResult r = judge_own_coordcheck(in);
+    const CoordRow* dh = nullptr;
+    for (const CoordRow& row : r.rows)
+      if (row.q == CoordQuantity::DH && row.layer == "head" && row.step == 1) dh = &row;
+    ASSERT_NE(dh, nullptr);
+    EXPECT_EQ(dh->below, 0.0);
+    EXPECT_NE(dh->maps_to.find(measured ? "may be the whole change at width 64: no allowance"
+                                        : "h and dh of hid (what feeds the readout) were not measured"),
+              std::string::npos)
+        << dh->maps_to;
+  }
 }
 
 // ---- the checks --------------------------------------------------------------------------------

@@ -149,7 +149,7 @@ double row_finite_term(const AxisGrid& g, const CoordRow& row, const Mapping& m,
   return term;
 }
 
-// The readout's init term (docs/coordcheck.md, "The readout's init term"). The change of the
+// The readout's init term (docs/coordcheck.md, "The readout's init term, and W_q and W_k"). The change of the
 // logits is dh_t = m (W_t x_t - W_0 x_0) = m dW_t x_t + m W_0 dx_t (seed 000 eq. 1 at layer L+2).
 // Under a stable parameterization the update term and the part of W_0 dx_t aligned with W_0 (dx_t
 // follows the gradient W_0 sends back) are Theta(1): the row's d^0. The part of W_0 dx_t from the
@@ -160,8 +160,8 @@ double row_finite_term(const AxisGrid& g, const CoordRow& row, const Mapping& m,
 // (1/2) [ln(1 - f(d_max)) - ln(1 - f(d_min))] / ln(d_max/d_min), f = J^2 / dh^2, which is at most
 // -(1/2) ln(1 - F) / ln(d_max/d_min), F = I^2 / dh^2 at the smallest width (the largest over seeds).
 // That bound is the row's allowance below its prediction; above it nothing changes (stability is
-// never judged with it). F and the allowance, or nullopt where F >= 1 somewhere at the smallest
-// width (the bound says nothing) or a series is missing.
+// never judged with it). F and the allowance; F = 1 (no allowance) where I >= dh somewhere at the
+// smallest width (the bound says nothing); nullopt where a series it needs was not measured.
 struct InitTermBound {
   double F = 0, allowance = 0;
 };
@@ -175,7 +175,8 @@ std::optional<InitTermBound> readout_init_bound(const AxisGrid& g, const std::st
     const CoordSeries* in_dh = run ? find_series(*run, CoordQuantity::DH, input) : nullptr;
     if (!out || !in_h || !in_dh || in_dh->rms.size() <= t || !(in_h->rms[0] > 0)) return std::nullopt;
     const double total = row.y[s].front(), init = out->rms[0] * in_dh->rms[t] / in_h->rms[0];
-    if (!(std::isfinite(total) && std::isfinite(init) && total > 0 && init < total)) return std::nullopt;
+    if (!(std::isfinite(total) && std::isfinite(init) && total > 0)) return std::nullopt;
+    if (!(init < total)) return InitTermBound{1.0, 0.0};
     b.F = std::max(b.F, init * init / (total * total));
   }
   b.allowance = -0.5 * std::log1p(-b.F) / std::log(static_cast<double>(g.xs.back()) / g.xs.front());
@@ -257,15 +258,19 @@ std::optional<CoordRow> fit_row(const RowTheory& th, const AxisGrid& g, const Ma
   row.maps_to = p.why;
   if (q == CoordQuantity::DH && m.target == Target::Logits && g.axis == "width" && !readout_input.empty() &&
       row.predicted) {
-    if (const auto b = readout_init_bound(g, readout_input, row)) {
+    const auto b = readout_init_bound(g, readout_input, row);
+    if (!b) {
+      row.maps_to += fmt::format("; no allowance for W_0 dx's part independent of W_0: h and dh of {} (what feeds "
+                                 "the readout) were not measured", readout_input);
+    } else if (b->F >= 1) {
+      row.maps_to += fmt::format("; W_0 dx's part independent of W_0 (measured through {}) may be the whole change at "
+                                 "width {}: no allowance",
+                                 readout_input, g.xs.front());
+    } else {
       row.below = b->allowance;
       row.maps_to += fmt::format("; below it up to {:.2f} more: W_0 dx's part independent of W_0 (at most {:.0f}% of "
                                  "the power at width {}, measured through {})",
                                  b->allowance, 100 * b->F, g.xs.front(), readout_input);
-    } else {
-      row.maps_to += fmt::format("; W_0 dx's part independent of W_0 (measured through {}) may be the whole change at "
-                                 "width {}: no allowance",
-                                 readout_input, g.xs.front());
     }
   }
   row.finite_term += p.band;
