@@ -18,6 +18,33 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 // for s = m_b x and again from the cache for acc += m_b^T s.
 constexpr int64_t kGramBlock = int64_t{1} << 19;
 
+// G x = m^T (m x) for each matrix of m [B, r, c] (rows with unit stride) still active, [B, c] (zero
+// for a stopped one, which is not read): one pass over each matrix, block of rows by block of rows,
+// s = m_b x, then m_b^T s added while m_b is still in the cache (the two plain mv's read a matrix
+// larger than the cache twice, and that read is their whole cost; the check's width-8192 matrices
+// are 256 MiB). Both products are libtorch's BLAS mv (MKL in pip's libtorch: coordcheck --model mlp
+// at widths 4096, 8192, 2 seeds took 12.8 s with it against 17.7 s with a hand-written AVX2
+// one-pass kernel).
+torch::Tensor gram_blocks(const torch::Tensor& m, const torch::Tensor& x, const std::vector<char>& active) {
+  const int64_t B = m.size(0), rows = m.size(1), cols = m.size(2);
+  const torch::Tensor xc = x.contiguous();
+  torch::Tensor out = torch::zeros({B, cols}, m.options());
+  const int64_t rb = std::max<int64_t>(1, kGramBlock / cols);
+  torch::Tensor sb = torch::empty({std::min(rb, rows)}, m.options());
+  for (int64_t b = 0; b < B; ++b) {
+    if (!active[static_cast<size_t>(b)]) continue;
+    const torch::Tensor mb = m[b], xb = xc[b];
+    torch::Tensor acc = out[b];
+    for (int64_t i = 0; i < rows; i += rb) {
+      const torch::Tensor blk = mb.narrow(0, i, std::min(rb, rows - i));
+      torch::Tensor s = sb.narrow(0, 0, blk.size(0));
+      at::mv_out(s, blk, xb);
+      acc.addmv_(blk.t(), s);
+    }
+  }
+  return out;
+}
+
 // The largest eigenvalue of each matrix's j x j Lanczos tridiagonal (alpha on the diagonal, beta
 // beside it), in double on the CPU: [B].
 torch::Tensor largest_ritz(const std::vector<torch::Tensor>& alpha, const std::vector<torch::Tensor>& beta) {
@@ -70,33 +97,10 @@ torch::Tensor spectral_norms(const torch::Tensor& stack, int max_steps, double r
   };
   // Which matrices still step (a matrix that stopped is not read again on the CPU's fused path).
   std::vector<char> active(static_cast<size_t>(B), 1);
-  // G x = m^T (m x), [B, c]: on the CPU, for rows with unit stride, fused into one pass over each
-  // matrix, block of rows by block of rows: s = m_b x, then m_b^T s added while m_b is still in the
-  // cache (the two plain mv's read a matrix larger than the cache twice, and that read is their
-  // whole cost; the check's width-8192 matrices are 256 MiB). Both products are libtorch's BLAS mv
-  // (MKL in pip's libtorch: coordcheck --model mlp at widths 4096, 8192, 2 seeds took 12.8 s with
-  // it against 17.7 s with a hand-written AVX2 one-pass kernel). A matrix that stopped is skipped.
-  // Elsewhere the two batched products (on a GPU its bandwidth makes the second pass cheap).
+  // G x = m^T (m x), [B, c]: fused (gram_blocks) on the CPU for rows with unit stride, else the two
+  // batched products (on a GPU its bandwidth makes the second pass cheap).
   const bool fused = m.device().is_cpu() && m.stride(2) == 1;
-  auto gram = [&](const torch::Tensor& x) {
-    if (!fused) return bmv(m.transpose(1, 2), bmv(m, x));
-    const torch::Tensor xc = x.contiguous();
-    torch::Tensor out = torch::zeros({B, cols}, m.options());
-    const int64_t rb = std::max<int64_t>(1, kGramBlock / cols);
-    torch::Tensor sb = torch::empty({std::min(rb, rows)}, m.options());
-    for (int64_t b = 0; b < B; ++b) {
-      if (!active[static_cast<size_t>(b)]) continue;
-      const torch::Tensor mb = m[b], xb = xc[b];
-      torch::Tensor acc = out[b];
-      for (int64_t i = 0; i < rows; i += rb) {
-        const torch::Tensor blk = mb.narrow(0, i, std::min(rb, rows - i));
-        torch::Tensor s = sb.narrow(0, 0, blk.size(0));
-        at::mv_out(s, blk, xb);
-        acc.addmv_(blk.t(), s);
-      }
-    }
-    return out;
-  };
+  auto gram = [&](const torch::Tensor& x) { return fused ? gram_blocks(m, x, active) : bmv(m.transpose(1, 2), bmv(m, x)); };
   // x minus its projection on the first j basis vectors, twice (classical Gram-Schmidt, repeated:
   // as accurate as the modified form, in two batched products per pass).
   auto orthogonalise = [&bmv](torch::Tensor x, const torch::Tensor& basis, int64_t j) {
