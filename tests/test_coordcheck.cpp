@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <random>
 
 #include <nlohmann/json.hpp>
@@ -399,36 +400,52 @@ TEST(CoordCheck, TheSecondLookNeedsAResolvedTermAndItsOwnTolerance) {
 // -0.17, which missed 0 (tolerance 0.06); the bound allows -(1/2) ln(1 - 1/2) / ln 4 = 0.25 more
 // below, so it matches. "decaying" (K = 0.125 (64/d)^1/2, a real d^-1/2: the total falls -0.5)
 // still misses, and "rising" (K ~ d^+1/2) is unstable as before: nothing is allowed above.
+namespace {
+// A planted two-layer own model ("hid" feeds the readout "head"), one step, judged at widths 64,
+// 128, 256 over `seeds`: series(w, s) gives each run's series.
+CoordCheckResult planted_readout_check(const std::vector<int64_t>& seeds,
+                                       const std::function<std::vector<CoordSeries>(int, int64_t)>& series) {
+  OwnCoordInput in;
+  in.table = preset("mup");
+  in.optimizer = "adam";
+  in.seeds = seeds;
+  in.steps = 1;
+  in.n_probe = 8;
+  in.n_out = 8;
+  in.layers = {{"hid", false, Role::Hidden, false, false}, {"head", false, Role::Readout, false, false}};
+  for (int w : {64, 128, 256})
+    for (int64_t s : in.seeds) {
+      CoordRun run;
+      run.width = w;
+      run.seed = s;
+      run.loss = {1, 1};
+      run.series = series(w, s);
+      in.runs.push_back(run);
+    }
+  return judge_own_coordcheck(in);
+}
+
+// The judged dh row of the readout at step 1, or nullptr.
+const CoordRow* readout_dh(const CoordCheckResult& r) {
+  for (const CoordRow& row : r.rows)
+    if (row.q == CoordQuantity::DH && row.layer == "head" && row.step == 1) return &row;
+  return nullptr;
+}
+}  // namespace
+
 TEST(CoordCheck, TheReadoutsInitTermBoundsTheSlopeBelowOnly) {
   for (const double k_exp : {0.0, -0.5, 0.5}) {
     SCOPED_TRACE(k_exp);
-    OwnCoordInput in;
-    in.table = preset("mup");
-    in.optimizer = "adam";
-    in.seeds = {0, 1, 2};
-    in.steps = 1;
-    in.n_probe = 8;
-    in.n_out = 8;
-    in.layers = {{"hid", false, Role::Hidden, false, false}, {"head", false, Role::Readout, false, false}};
-    for (int w : {64, 128, 256})
-      for (int64_t s : in.seeds) {
-        CoordRun run;
-        run.width = w;
-        run.seed = s;
-        run.loss = {1, 1};
-        const double jitter = 1 + 0.002 * static_cast<double>(s);  // seeds differ a little: a finite SE
-        const double h0 = 4 / std::sqrt(double(w)), dx = 0.25, init = h0 * dx;
-        const double k = 0.125 * std::pow(w / 64.0, k_exp) * jitter;
-        run.series = {{CoordQuantity::H, "hid", {1, 1}, {w}},
-                      {CoordQuantity::DH, "hid", {0, dx}, {w}},
-                      {CoordQuantity::H, "head", {h0, std::sqrt(h0 * h0 + k * k)}, {8}},
-                      {CoordQuantity::DH, "head", {0, std::sqrt(k * k + init * init)}, {8}}};
-        in.runs.push_back(run);
-      }
-    const CoordCheckResult r = judge_own_coordcheck(in);
-    const CoordRow* dh = nullptr;
-    for (const CoordRow& row : r.rows)
-      if (row.q == CoordQuantity::DH && row.layer == "head" && row.step == 1) dh = &row;
+    const CoordCheckResult r = planted_readout_check({0, 1, 2}, [k_exp](int w, int64_t s) {
+      const double jitter = 1 + 0.002 * static_cast<double>(s);  // seeds differ a little: a finite SE
+      const double h0 = 4 / std::sqrt(double(w)), dx = 0.25, init = h0 * dx;
+      const double k = 0.125 * std::pow(w / 64.0, k_exp) * jitter;
+      return std::vector<CoordSeries>{{CoordQuantity::H, "hid", {1, 1}, {w}},
+                                      {CoordQuantity::DH, "hid", {0, dx}, {w}},
+                                      {CoordQuantity::H, "head", {h0, std::sqrt(h0 * h0 + k * k)}, {8}},
+                                      {CoordQuantity::DH, "head", {0, std::sqrt(k * k + init * init)}, {8}}};
+    });
+    const CoordRow* dh = readout_dh(r);
     ASSERT_NE(dh, nullptr);
     ASSERT_TRUE(dh->predicted.has_value());
     EXPECT_EQ(*dh->predicted, 0.0);
@@ -455,30 +472,14 @@ TEST(CoordCheck, TheReadoutsInitTermBoundsTheSlopeBelowOnly) {
   // at least the whole change at the smallest width (it then says nothing).
   for (const bool measured : {false, true}) {
     SCOPED_TRACE(measured);
-    OwnCoordInput in;
-    in.table = preset("mup");
-    in.optimizer = "adam";
-    in.seeds = {0, 1};
-    in.steps = 1;
-    in.n_probe = 8;
-    in.n_out = 8;
-    in.layers = {{"hid", false, Role::Hidden, false, false}, {"head", false, Role::Readout, false, false}};
-    for (int w : {64, 128, 256})
-      for (int64_t s : in.seeds) {
-        CoordRun run;
-        run.width = w;
-        run.seed = s;
-        run.loss = {1, 1};
-        const double h0 = 4 / std::sqrt(double(w)), dx = 0.25, init = h0 * dx, jitter = 1 + 0.002 * double(s);
-        run.series = {{CoordQuantity::H, "hid", {1, 1}, {w}}, {CoordQuantity::H, "head", {h0, h0}, {8}},
-                      {CoordQuantity::DH, "head", {0, 0.5 * init * jitter}, {8}}};  // below I: F >= 1
-        if (measured) run.series.push_back({CoordQuantity::DH, "hid", {0, dx}, {w}});
-        in.runs.push_back(run);
-      }
-    const CoordCheckResult r = judge_own_coordcheck(in);
-    const CoordRow* dh = nullptr;
-    for (const CoordRow& row : r.rows)
-      if (row.q == CoordQuantity::DH && row.layer == "head" && row.step == 1) dh = &row;
+    const CoordCheckResult r = planted_readout_check({0, 1}, [measured](int w, int64_t s) {
+      const double h0 = 4 / std::sqrt(double(w)), dx = 0.25, init = h0 * dx, jitter = 1 + 0.002 * double(s);
+      std::vector<CoordSeries> series{{CoordQuantity::H, "hid", {1, 1}, {w}}, {CoordQuantity::H, "head", {h0, h0}, {8}},
+                                      {CoordQuantity::DH, "head", {0, 0.5 * init * jitter}, {8}}};  // below I: F >= 1
+      if (measured) series.push_back({CoordQuantity::DH, "hid", {0, dx}, {w}});
+      return series;
+    });
+    const CoordRow* dh = readout_dh(r);
     ASSERT_NE(dh, nullptr);
     EXPECT_EQ(dh->below, 0.0);
     EXPECT_NE(dh->maps_to.find(measured ? "may be the whole change at width 64: no allowance"
