@@ -1,6 +1,6 @@
 """Builds the _scaleinv extension for `pip install .` / `pip wheel .` with CMake (the project's one
-build description): the torch-free core only (SCALEINV_CORE_ONLY=ON), for the Python running pip.
-Needs cmake, a C++20 compiler and the core's Debian packages (libfmt-dev, nlohmann-json3-dev,
+build description): the torch-free brain only (SCALEINV_BRAIN_ONLY=ON), for the Python running pip.
+Needs cmake, a C++20 compiler and the brain's Debian packages (libfmt-dev, nlohmann-json3-dev,
 libtomlplusplus-dev, libsqlite3-dev, libre2-dev, libcsv-dev); scripts/setup.sh installs them. pybind11 comes from
 the build environment (PyPI's, through pyproject.toml) or, where that has none, Debian's pybind11-dev.
 Metadata is in pyproject.toml."""
@@ -30,7 +30,7 @@ class CMakeBuild(build_ext):
         # One build folder per interpreter ABI, kept between installs (incremental rebuilds).
         abi = sysconfig.get_config_var("SOABI") or f"py{sys.version_info[0]}{sys.version_info[1]}"
         build_dir = os.path.join(HERE, "build", f"pip-{abi}")
-        args = [cmake, "-S", HERE, "-B", build_dir, "-DSCALEINV_CORE_ONLY=ON", "-DCMAKE_BUILD_TYPE=Release",
+        args = [cmake, "-S", HERE, "-B", build_dir, "-DSCALEINV_BRAIN_ONLY=ON", "-DCMAKE_BUILD_TYPE=Release",
                 f"-DSCALEINV_PYTHON={sys.executable}"]
         try:  # the build environment's pybind11 (PyPI's); else CMake finds Debian's pybind11-dev
             import pybind11

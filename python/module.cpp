@@ -1,6 +1,6 @@
-// _scaleinv: the Python module's C++ half (issue 15). A thin layer: every function takes and returns
-// JSON text (the same JSON the CLI writes), so no torch types cross it and the module works with any
-// installed PyTorch. python/scaleinv/ is the Python half (apply, coordcheck, table, theory,
+// _scaleinv: the Python module's C++ half (issue 15). A thin layer: functions take and return JSON
+// text (the same JSON the CLI writes) or, for a user model's sweep, Python values (UserSweep), so no
+// torch types cross it and the module works with any installed PyTorch. python/scaleinv/ is the Python half (apply, coordcheck, table, theory,
 // predict, report).
 // A UserError (a bad input the user can fix) surfaces as scaleinv.UserError, a ValueError whose
 // message is the CLI's one line naming the field and the fix.
@@ -16,24 +16,25 @@
 #include <nlohmann/json.hpp>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <fmt/format.h>
 
-#include "adapt/own_model.h"
-#include "core/errors.h"
-#include "core/json_number.h"
-#include "measure/coord_result.h"
-#include "optim/optimizer_kinds.h"
-#include "param/table.h"
-#include "report/joint_law.h"
-#include "report/predict.h"
-#include "report/transfer.h"
-#include "sweep/import_results.h"
-#include "sweep/shard.h"
-#include "sweep/slurm.h"
-#include "sweep/sweep_summary.h"
-#include "sweep/user_sweep.h"
-#include "theory/depth_theory.h"
-#include "theory/theory_report.h"
-#include "theory/width_theory.h"
+#include "brain/adapt/own_model.h"
+#include "brain/util/errors.h"
+#include "brain/util/json_number.h"
+#include "brain/coordcheck/coord_result.h"
+#include "brain/optim/optimizer_kinds.h"
+#include "brain/param/table.h"
+#include "brain/report/joint_law.h"
+#include "brain/report/predict.h"
+#include "brain/report/transfer.h"
+#include "brain/sweep/import_results.h"
+#include "brain/sweep/shard.h"
+#include "brain/sweep/slurm.h"
+#include "brain/sweep/sweep_summary.h"
+#include "brain/sweep/user_sweep.h"
+#include "brain/theory/depth_theory.h"
+#include "brain/theory/theory_report.h"
+#include "brain/theory/width_theory.h"
 
 namespace py = pybind11;
 using nlohmann::json;
@@ -45,7 +46,7 @@ OptFamily theory_family(const std::string& optimizer) {
   return optimizer_kind(optimizer, "theory", "optimizer").family;
 }
 
-// The optimizer kinds' rows (optim/optimizer_kinds.h) as JSON: python/scaleinv/_apply.py reads its
+// The optimizer kinds' rows (brain/optim/optimizer_kinds.h) as JSON: python/scaleinv/_apply.py reads its
 // traits from them instead of comparing names.
 std::string optimizer_kinds_json() {
   json rows = json::array();
@@ -64,7 +65,7 @@ MuonScale parse_scale(const std::string& s) {
 }
 
 // A preset or table file named by a keyword argument: load_param's refusal names `param`, not the
-// CLI's --param (core/errors.h InputNames).
+// CLI's --param (brain/util/errors.h InputNames).
 ParamTable load_param_py(const std::string& name) {
   const InputNames names("python", {{"--param", "param"}});
   return load_param(name);
@@ -159,7 +160,7 @@ py::tuple judge_coordcheck(const std::string& input_json) {
 }
 
 // How scaleinv.predict and scaleinv.report name the inputs the library spells as predict's and
-// transfer-report's flags (core/errors.h's InputNames): each flag is its keyword argument, and a
+// transfer-report's flags (brain/util/errors.h's InputNames): each flag is its keyword argument, and a
 // fix's example is written as the call takes it.
 std::map<std::string, std::string> report_input_names() {
   return {{"--db", "db"},
@@ -178,7 +179,7 @@ std::map<std::string, std::string> report_input_names() {
           {"--bootstrap 200", "bootstrap=200"}};
 }
 
-// (predictions JSON, printed tables) of `scaleinv predict` (report/predict.h).
+// (predictions JSON, printed tables) of `scaleinv predict` (brain/report/predict.h).
 py::tuple predict_py(const std::vector<std::string>& dbs, const std::map<std::string, double>& at, bool holdout,
                      double fit_upto, const std::string& param, double max_extrapolation, int64_t bootstrap,
                      double near_optimal, const std::string& hparam) {
@@ -198,7 +199,7 @@ py::tuple predict_py(const std::vector<std::string>& dbs, const std::map<std::st
   return py::make_tuple(predict_to_json(preds, o).dump(), predict_markdown(preds, o));
 }
 
-// (law JSON, printed tables) of `scaleinv predict --joint` (report/joint_law.h).
+// (law JSON, printed tables) of `scaleinv predict --joint` (brain/report/joint_law.h).
 py::tuple predict_joint_py(const std::vector<std::string>& dbs, const std::vector<std::string>& axes,
                            const std::map<std::string, double>& at, const std::map<std::string, double>& fit_upto,
                            const std::string& param, const std::string& hparam, double near_optimal, double max_extrapolation,
@@ -233,7 +234,7 @@ py::tuple predict_joint_py(const std::vector<std::string>& dbs, const std::vecto
   return py::make_tuple(j.dump(), joint_law_markdown(r));
 }
 
-// transfer-report's analysis as JSON (report/transfer.h), the tables as markdown.
+// transfer-report's analysis as JSON (brain/report/transfer.h), the tables as markdown.
 std::string report_py(const std::vector<std::string>& dbs, int64_t bootstrap) {
   const InputNames names("scaleinv.report", report_input_names());
   check_bootstrap(bootstrap, "command line", "--bootstrap", input_name("--bootstrap 200"));
@@ -242,7 +243,7 @@ std::string report_py(const std::vector<std::string>& dbs, int64_t bootstrap) {
   return transfer_to_json(analyze_transfer(read_sweep_rows(dbs), o)).dump();
 }
 
-// The sweep bindings' callers name the CLI's flags by their keyword arguments (core/errors.h).
+// The sweep bindings' callers name the CLI's flags by their keyword arguments (brain/util/errors.h).
 InputNames sweep_input_names(const std::string& caller) {
   return InputNames(caller, {{"--out", "db"},
                              {"--param", "param"},
@@ -258,45 +259,167 @@ InputNames sweep_input_names(const std::string& caller) {
                              {"run it unsharded (--jobs spreads it over the cores)", "run it unsharded"}});
 }
 
-// What scaleinv.sweep needs before it runs: the space's name, fingerprint, points (a search: its
-// first rung's), whether it is a search, the widths and depths its points take (the base
-// shape apply() is planned from is the smallest) and their params (planned before the store is opened).
-std::string user_sweep_info(const std::string& text, bool is_json, const std::string& where, const std::string& caller) {
-  const InputNames names = sweep_input_names(caller);
-  const SweepSpec s = user_sweep_from_text(text, is_json, where);
-  std::set<int64_t> widths, depths;
-  std::set<std::string> params;
-  for (const SweepPoint& p : s.points) {
-    params.insert(p.config.param);
-    if (p.config.model.width > 0) widths.insert(p.config.model.width);
-    if (p.config.model.depth > 0) depths.insert(p.config.model.depth);
+// Python values <-> JSON values, for what crosses the binding as structure (a space, a point's
+// values, a result), not as text: dicts (keys as str() gives them, as json.dumps did), lists and
+// tuples, str, bool, int, float and None. A value of another type or a non-finite float is a
+// UserError naming its dotted path (an int past int64 arrives as an unsigned, which the space's
+// reader refuses naming the field; past uint64 it is refused here).
+json to_json(const py::handle& v, const std::string& where, const std::string& path) {
+  const std::string field = path.empty() ? "space" : path;
+  if (v.is_none()) return nullptr;
+  if (py::isinstance<py::bool_>(v)) return v.cast<bool>();
+  if (py::isinstance<py::int_>(v)) {
+    const py::int_ i = py::reinterpret_borrow<py::int_>(v);
+    if (py::int_(i) < py::int_(0)) {
+      if (i >= py::int_(std::numeric_limits<int64_t>::min())) return i.cast<int64_t>();
+    } else if (i <= py::int_(std::numeric_limits<uint64_t>::max())) {
+      return i.cast<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())
+                 ? json(i.cast<int64_t>()) : json(i.cast<uint64_t>());
+    }
+    throw UserError(where, field, py::str(v).cast<std::string>() + " is past a 64-bit integer (from -2^63 to 2^63-1)",
+                    "give a smaller integer");
   }
-  return json({{"name", s.name},
-               {"fingerprint", s.fingerprint},
-               {"points", s.points.size()},
-               {"search", s.search ? s.search->method : ""},
-               {"widths", widths},
-               {"depths", depths},
-               {"params", params}})
-      .dump();
+  if (py::isinstance<py::float_>(v)) {
+    const double d = v.cast<double>();
+    if (!std::isfinite(d))
+      throw UserError(where, field, fmt::format("{} is not a finite number", d), "give a finite number");
+    return d;
+  }
+  if (py::isinstance<py::str>(v)) return v.cast<std::string>();
+  if (py::isinstance<py::dict>(v)) {
+    json out = json::object();
+    for (const auto& [k, x] : py::reinterpret_borrow<py::dict>(v)) {
+      const std::string key = py::str(k).cast<std::string>();
+      out[key] = to_json(x, where, path.empty() ? key : path + "." + key);
+    }
+    return out;
+  }
+  if (py::isinstance<py::list>(v) || py::isinstance<py::tuple>(v)) {
+    json out = json::array();
+    for (const auto& x : v) out.push_back(to_json(x, where, path));
+    return out;
+  }
+  throw UserError(where, field, std::string(py::str(py::type::of(v).attr("__name__"))) + " is not a number, string, boolean, list or dict",
+                  "give numbers, strings, booleans, lists and dicts");
 }
 
-// Runs the space (user_sweep.h), either point by point through `train(point_id, hparams_json)`,
-// which returns the point's result as JSON (point_result_from_json), or, given `executor`, a rung at
-// a time through `executor.run(batch, started, record)`: batch is a list of (index, point_id,
-// hparams_json), `started(index)` says a point began (the bar's running count) and
-// `record(index, result_json)` stores a finished one before it returns; both must be called on the
-// thread that called run, before it returns (python/scaleinv/_ray.py). `executor.concurrent` (True:
-// several points at once) adds the running count to the bar.
-//
-// The GIL is released while the core runs (opening the store, ranking, writing each result) and
-// held only to call Python. What `train` or `executor.run` raises (KeyboardInterrupt) ends the run
-// and reaches the caller; the points recorded before it are in the store.
-std::string run_user_sweep_py(const std::string& text, bool is_json, const std::string& where, const std::string& db,
-                              const std::string& shard, bool resume, bool progress, const py::object& train,
-                              const std::string& caller, const py::object& executor) {
+py::object to_py(const json& j) {
+  switch (j.type()) {
+    case json::value_t::null: return py::none();
+    case json::value_t::boolean: return py::bool_(j.get<bool>());
+    case json::value_t::number_integer: return py::int_(j.get<int64_t>());
+    case json::value_t::number_unsigned: return py::int_(j.get<uint64_t>());
+    case json::value_t::number_float: return py::float_(j.get<double>());
+    case json::value_t::string: return py::str(j.get<std::string>());
+    case json::value_t::array: {
+      py::list out;
+      for (const auto& x : j) out.append(to_py(x));
+      return out;
+    }
+    case json::value_t::object: {
+      py::dict out;
+      for (const auto& [k, x] : j.items()) out[py::str(k)] = to_py(x);
+      return out;
+    }
+    default: return py::none();
+  }
+}
+
+// A point's result as the training function returned it (a dict: losses, steps, val_loss, wall_s,
+// items_per_s, error; user_sweep.h point_result_from_json).
+PointResult point_result_of(const py::handle& result) {
+  return point_result_from_json(to_json(result, "python: train", "result"));
+}
+
+// A user model's sweep, built once from the space (a dict, or a TOML file's text) and held while
+// Python plans and runs it: the space crosses the binding once, as values.
+struct PyUserSweep {
+  SweepSpec spec;
+  std::string caller;
+
+  // What scaleinv.sweep needs before it runs: the space's name, fingerprint, points (a search: its
+  // first rung's), whether it is a search, the widths and depths its points take (the base shape
+  // apply() is planned from is the smallest) and their params (planned before the store is opened).
+  py::dict info() const {
+    std::set<int64_t> widths, depths;
+    std::set<std::string> params;
+    for (const SweepPoint& p : spec.points) {
+      params.insert(p.config.param);
+      if (p.config.model.width > 0) widths.insert(p.config.model.width);
+      if (p.config.model.depth > 0) depths.insert(p.config.model.depth);
+    }
+    py::dict out;
+    out["name"] = spec.name;
+    out["fingerprint"] = spec.fingerprint;
+    out["points"] = spec.points.size();
+    out["search"] = spec.search ? spec.search->method : std::string();
+    out["widths"] = std::vector<int64_t>(widths.begin(), widths.end());
+    out["depths"] = std::vector<int64_t>(depths.begin(), depths.end());
+    out["params"] = std::vector<std::string>(params.begin(), params.end());
+    return out;
+  }
+
+  py::object run(const std::string& db, const std::string& shard, bool resume, bool progress, const py::object& train,
+                 const py::object& executor) const;
+};
+
+PyUserSweep user_sweep_of_dict(const py::dict& space, const std::string& where, const std::string& caller) {
   const InputNames names = sweep_input_names(caller);
-  const SweepSpec s = user_sweep_from_text(text, is_json, where);
+  return PyUserSweep{user_sweep_from_json(to_json(space, where, ""), where), caller};
+}
+
+PyUserSweep user_sweep_of_toml(const std::string& text, const std::string& where, const std::string& caller) {
+  const InputNames names = sweep_input_names(caller);
+  return PyUserSweep{user_sweep_from_toml(text, where), caller};
+}
+
+// The caller's executor object as a PointExecutor: executor.run(batch, started, record), batch a
+// list of (index, point_id, hparams dict); `started(index)` says a point began (the bar's running
+// count) and `record(index, result dict)` stores a finished one before it returns; both must be
+// called on the thread that called run, before it returns (python/scaleinv/_ray.py).
+// `executor.concurrent` (True: several points at once) adds the running count to the bar.
+PointExecutor python_executor(const py::object& executor) {
+  PointExecutor ex;
+  ex.concurrent = py::bool_(py::getattr(executor, "concurrent", py::bool_(false)));
+  ex.run = [executor](const std::vector<PendingPoint>& batch, const PointEvents& events) {
+    const py::gil_scoped_acquire gil;
+    // The events live while run does: a callback the executor kept and calls later is refused.
+    const auto live = std::make_shared<const PointEvents*>(&events);
+    struct EndAtReturn {
+      std::shared_ptr<const PointEvents*> live;
+      ~EndAtReturn() { *live = nullptr; }
+    } end_at_return{live};
+    auto events_of = [live](const char* what) {
+      if (*live == nullptr) throw std::logic_error(std::string("sweep executor: ") + what + " after its rung ended");
+      return *live;
+    };
+    const py::cpp_function started([events_of](size_t index) {
+      const PointEvents* ev = events_of("started");
+      const py::gil_scoped_release nogil;
+      ev->started(index);
+    });
+    const py::cpp_function record([events_of](size_t index, const py::object& result) {
+      const PointEvents* ev = events_of("record");
+      PointResult r = point_result_of(result);
+      const py::gil_scoped_release nogil;  // the store's write and fsync
+      ev->record(index, std::move(r));
+    });
+    py::list items;
+    for (const PendingPoint& p : batch) items.append(py::make_tuple(p.index, p.point->id, to_py(p.hparams)));
+    executor.attr("run")(items, started, record);
+  };
+  return ex;
+}
+
+// Runs the space (user_sweep.h), either point by point through `train(point_id, hparams)`, which
+// returns the point's result as a dict (point_result_from_json), or, given `executor`, a rung at a
+// time (python_executor). The GIL is released while the brain runs (opening the store, ranking,
+// writing each result) and held only to call Python. What `train` or `executor.run` raises
+// (KeyboardInterrupt) ends the run and reaches the caller; the points recorded before it are in
+// the store. Returns run_user_sweep's summary as a dict.
+py::object PyUserSweep::run(const std::string& db, const std::string& shard, bool resume, bool progress,
+                            const py::object& train, const py::object& executor) const {
+  const InputNames names = sweep_input_names(caller);
   UserSweepOptions o;
   o.db_path = db;
   o.shard = parse_shard(shard);
@@ -306,45 +429,17 @@ std::string run_user_sweep_py(const std::string& text, bool is_json, const std::
   if (executor.is_none()) {
     ex = sequential_executor([&](const SweepPoint& p, const json& hparams) {
       const py::gil_scoped_acquire gil;
-      const py::object r = train(p.id, hparams.dump());
-      return point_result_from_json(json::parse(r.cast<std::string>()));
+      return point_result_of(train(p.id, to_py(hparams)));
     });
   } else {
-    ex.concurrent = py::bool_(py::getattr(executor, "concurrent", py::bool_(false)));
-    ex.run = [&](const std::vector<PendingPoint>& batch, const PointEvents& events) {
-      const py::gil_scoped_acquire gil;
-      // The events live while run does: a callback the executor kept and calls later is refused.
-      const auto live = std::make_shared<const PointEvents*>(&events);
-      struct EndAtReturn {
-        std::shared_ptr<const PointEvents*> live;
-        ~EndAtReturn() { *live = nullptr; }
-      } end_at_return{live};
-      auto events_of = [live](const char* what) {
-        if (*live == nullptr) throw std::logic_error(std::string("sweep executor: ") + what + " after its rung ended");
-        return *live;
-      };
-      const py::cpp_function started([events_of](size_t index) {
-        const PointEvents* ev = events_of("started");
-        const py::gil_scoped_release nogil;
-        ev->started(index);
-      });
-      const py::cpp_function record([events_of](size_t index, const std::string& result_json) {
-        const PointEvents* ev = events_of("record");
-        PointResult r = point_result_from_json(json::parse(result_json));
-        const py::gil_scoped_release nogil;  // the store's write and fsync
-        ev->record(index, std::move(r));
-      });
-      py::list items;
-      for (const PendingPoint& p : batch) items.append(py::make_tuple(p.index, p.point->id, p.hparams.dump()));
-      executor.attr("run")(items, started, record);
-    };
+    ex = python_executor(executor);
   }
-  std::string out;
+  json out;
   {
     const py::gil_scoped_release nogil;
-    out = run_user_sweep(s, o, ex).dump();
+    out = run_user_sweep(spec, o, ex);
   }
-  return out;
+  return to_py(out);
 }
 
 // The store a shard writes: DB itself for the whole grid, STEM.shard-i-of-N.db beside it otherwise
@@ -357,7 +452,7 @@ std::string shard_db_path(const std::string& db, const std::string& shard, const
 }
 
 // executor="slurm" (python/scaleinv/_slurm.py) talks to Slurm through the CLI's client
-// (sweep/slurm.h), each call as it is; its refusals name the executor's arguments, not the CLI's
+// (brain/sweep/slurm.h), each call as it is; its refusals name the executor's arguments, not the CLI's
 // flags, and the GIL is released while sbatch, squeue or scancel runs.
 class PySlurmClient {
  public:
@@ -392,7 +487,7 @@ class PySlurmClient {
 };
 
 // scaleinv.store.from_records: Python's records into a store through the importer the CLI's
-// import-results calls (sweep/import_results.h). `table_json`: {"columns", "rows"} (records_table);
+// import-results calls (brain/sweep/import_results.h). `table_json`: {"columns", "rows"} (records_table);
 // `mapping_json`: {"lr", "loss", "scales": [[name, column]...], "hparams": [...], "units": {...},
 // "param", "param_column", "seed_column", "source", "append"}. Returns the summary as JSON and the
 // CLI's printed text.
@@ -451,11 +546,11 @@ PYBIND11_MODULE(_scaleinv, m) {
   m.def("presets", &preset_names, "the preset parameterizations' names");
   m.def("table", &table_json, py::arg("name"), "a preset or TOML file as the CLI's JSON");
   m.def("optimizer_kinds", &optimizer_kinds_json,
-        "the optimizer kinds' rows as JSON: kind, family, decay, eps, fields, python_class, ... (optim/optimizer_kinds.h)");
+        "the optimizer kinds' rows as JSON: kind, family, decay, eps, fields, python_class, ... (brain/optim/optimizer_kinds.h)");
   m.def("theory", &theory, py::arg("param"), py::arg("optimizer") = "adam", py::arg("depth") = 3,
         py::arg("muon_scale") = "spectral", py::arg("rmsnorm") = false, "(theory JSON, printed table)");
   m.def("plan", &plan, py::arg("param"), py::arg("optimizer"), py::arg("weight_decay"), py::arg("spec_json"),
-        "roles and per-tensor factors for a model scaleinv did not write (adapt/own_model.h)");
+        "roles and per-tensor factors for a model scaleinv did not write (brain/adapt/own_model.h)");
   m.def("judge_coordcheck", &judge_coordcheck, py::arg("input_json"),
         "(coordcheck JSON, printed table, plot stems) of runs measured in Python");
   m.def("predict_joint", &predict_joint_py, py::arg("dbs"), py::arg("axes"), py::arg("at"), py::arg("fit_upto"),
@@ -464,21 +559,26 @@ PYBIND11_MODULE(_scaleinv, m) {
         "(law JSON, printed tables) of a joint law over sweep stores");
   m.def("predict", &predict_py, py::arg("dbs"), py::arg("at"), py::arg("holdout"), py::arg("fit_upto"), py::arg("param"),
         py::arg("max_extrapolation"), py::arg("bootstrap"), py::arg("near_optimal") = 0.0, py::arg("hparam") = "", "(predictions JSON, printed tables) of sweep stores");
-  m.def("user_sweep_info", &user_sweep_info, py::arg("text"), py::arg("is_json"), py::arg("where"),
-        py::arg("caller") = "scaleinv.sweep",
-        "a user model's sweep space: name, fingerprint, points, search method, widths, depths, params");
-  m.def("run_user_sweep", &run_user_sweep_py, py::arg("text"), py::arg("is_json"), py::arg("where"), py::arg("db"),
-        py::arg("shard"), py::arg("resume"), py::arg("progress"), py::arg("train"), py::arg("caller") = "scaleinv.sweep",
-        py::arg("executor") = py::none(),
-        "runs a user model's sweep or search into a store (point by point through train, or a rung at a time "
-        "through executor.run(batch, started, record)); the summary as JSON");
+  py::class_<PyUserSweep>(m, "UserSweep",
+                          "a user model's sweep or search, built once from its space (brain/sweep/user_sweep.h)")
+      .def_static("from_dict", &user_sweep_of_dict, py::arg("space"), py::arg("where") = "python: space",
+                  py::arg("caller") = "scaleinv.sweep", "the space of a dict (values, not text)")
+      .def_static("from_toml", &user_sweep_of_toml, py::arg("text"), py::arg("where"),
+                  py::arg("caller") = "scaleinv.sweep", "the space of a TOML file's text")
+      .def("info", &PyUserSweep::info, "name, fingerprint, points, search method, widths, depths, params")
+      .def_property_readonly("stored_text", [](const PyUserSweep& s) { return s.spec.toml_text; },
+                             "the space as the store keeps it (meta sweep_toml)")
+      .def("run", &PyUserSweep::run, py::arg("db"), py::arg("shard"), py::arg("resume"), py::arg("progress"),
+           py::arg("train"), py::arg("executor") = py::none(),
+           "runs it into a store (point by point through train(point_id, hparams), or a rung at a time through "
+           "executor.run(batch, started, record)); the summary as a dict");
   m.def("shard_db_path", &shard_db_path, py::arg("db"), py::arg("shard"), py::arg("caller") = "scaleinv.sweep",
         "the store a shard writes");
   m.def("report", &report_py, py::arg("dbs"), py::arg("bootstrap"), "transfer-report's analysis of sweep stores as JSON");
   m.def("import_records", &import_records_py, py::arg("table_json"), py::arg("mapping_json"), py::arg("db"),
-        "(summary JSON, printed text) of results imported into a store (sweep/import_results.h)");
+        "(summary JSON, printed text) of results imported into a store (brain/sweep/import_results.h)");
   py::class_<PySlurmClient>(m, "SlurmClient",
-                            "a Slurm cluster through sbatch, squeue, sinfo and scancel (sweep/slurm.h), for "
+                            "a Slurm cluster through sbatch, squeue, sinfo and scancel (brain/sweep/slurm.h), for "
                             "executor='slurm'")
       .def(py::init<std::string, double>(), py::arg("caller") = "scaleinv.sweep", py::arg("timeout_s") = 60.0)
       .def("check_reachable", &PySlurmClient::check_reachable, py::call_guard<py::gil_scoped_release>(),
@@ -493,5 +593,5 @@ PYBIND11_MODULE(_scaleinv, m) {
            "scancel of each job (errors ignored)");
   m.def("partition_in_args", &partition_in_args, py::arg("sbatch_args"),
         "the partition sbatch options name ('' when none)");
-  m.attr("max_bootstrap") = kMaxBootstrap;  // the most resamples predict and report take (report/transfer.h)
+  m.attr("max_bootstrap") = kMaxBootstrap;  // the most resamples predict and report take (brain/report/transfer.h)
 }

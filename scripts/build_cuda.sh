@@ -15,7 +15,7 @@
 #             is torch's own torch.cuda.nccl.version(); none: no NCCL, data parallel through Gloo)
 #   --python  also build the Python module (off by default: scripts/setup.sh builds it for build/venv)
 # The CPU build (scripts/setup.sh, pip's CPU torch 2.13.0 in build/venv) is unaffected: the same sources, the
-# version differences behind src/core/torch_compat.h.
+# version differences behind src/engine/runtime/torch_compat.h.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$here"

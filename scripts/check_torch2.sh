@@ -46,7 +46,7 @@ version=$(awk '/define TORCH_VERSION_(MAJOR|MINOR) /{ printf "%s%s", s, $3; s = 
 # As the build compiles them: its flags (warnings as they are), the precompiled header included
 # first, the tests' definitions; plus the 2.x CUDA build's definitions.
 flags=(-fsyntax-only -std=gnu++20 -Wall -Wextra -Wno-unused-parameter -D_GLIBCXX_USE_CXX11_ABI=1
-       -include "$PWD/src/core/pch.h" -DSCALEINV_BIN="\"$PWD/build/scaleinv\"" -DSCALEINV_SOURCE_DIR="\"$PWD\""
+       -include "$PWD/src/engine/runtime/pch.h" -DSCALEINV_BIN="\"$PWD/build/scaleinv\"" -DSCALEINV_SOURCE_DIR="\"$PWD\""
        -DUSE_CUDA -DSCALEINV_CUDA=1 -DUSE_C10D_NCCL -DUSE_C10D_GLOO -DUSE_DISTRIBUTED -DFMT_HEADER_ONLY=1
        -DTOML_HEADER_ONLY=0 -DTOML_SHARED_LIB=1
        -I"$PWD/src" -I"$PWD/build/generated" -isystem "$inc" -isystem "$inc/torch/csrc/api/include" -isystem "$CUDA_INCLUDE")

@@ -19,7 +19,7 @@ ls -1 "$dir"
 # The KJV text the demo and the sweeps train on, as scaleinv caches it (4.4 MB): a GPU machine has
 # no bible-kjv, so bench/gpu_check.sh points SCALEINV_DATA_DIR at .deps/data when it holds this.
 data="$here/.deps/data"
-if [ ! -s "$data/kjv.txt" ]; then
+if [ ! -s "$engine/data/kjv.txt" ]; then
   [ -x "$here/build/scaleinv" ] || { echo "fetch_cuda_deps.sh: no build/scaleinv to cache the KJV text (fix: run scripts/setup.sh first)" >&2; exit 2; }
   mkdir -p "$data"
   tmp="$(mktemp -d)"
@@ -27,7 +27,7 @@ if [ ! -s "$data/kjv.txt" ]; then
     --set train.steps=1 --set train.eval_every=0 --set train.out_dir=\""$tmp/run"\" >/dev/null
   rm -rf "$tmp"
 fi
-ls -l "$data/kjv.txt"
+ls -l "$engine/data/kjv.txt"
 peer="${PEER:-$here/../shared/peer/gpt_peer_gpu.py}"
 if [ -f "$peer" ]; then
   mkdir -p "$here/.deps/peer" && cp "$peer" "$here/.deps/peer/gpt_peer_gpu.py"

@@ -27,7 +27,7 @@
 #                            (--no-build-isolation --no-index: Debian's setuptools, wheel, pybind11-dev);
 #                            no Ray (Debian has none; its tests skip saying so), nor cloudpickle
 #                            (Debian's python3-cloudpickle, where installed, is used: --system-site-packages)
-# Each install is --force-reinstall of this checkout; the core's CMake build folder is kept between
+# Each install is --force-reinstall of this checkout; the brain's CMake build folder is kept between
 # installs (setup.py), so a second run rebuilds only what changed.
 #   bash scripts/python_venv.sh [newest|oldest|both]      (default both)
 set -euo pipefail

@@ -12,7 +12,7 @@ import sys
 BANNED = {
     r"\bremove_all\s*\(": "pip's libtorch 2.x exports its own std::filesystem::remove_all, which the dynamic "
                           "linker binds ahead of libstdc++'s and which crashes (the 2.11 suite segfaulted twice "
-                          "on it); use scaleinv::remove_tree (core/atomic_file.h)",
+                          "on it); use scaleinv::remove_tree (brain/util/atomic_file.h)",
 }
 FOLDERS = ["src", "tests", "examples"]
 COMMENT = re.compile(r"//.*$")

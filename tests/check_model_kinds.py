@@ -1,12 +1,13 @@
-"""Model kinds and optimizer kinds are data (src/models/model_kinds.h, src/optim/optimizer_kinds.h): no
-code outside the folder holding the rows compares a kind's name. Run by CTest as
+"""Model kinds and optimizer kinds are data (src/brain/models/model_kinds.h, src/brain/optim/optimizer_kinds.h): no
+code outside the folders holding the rows and their torch half (src/brain/<kind's folder>,
+src/engine/<kind's folder>) compares a kind's name. Run by CTest as
 Structure.NoModelKindComparisons; exits 1 listing each comparison (file:line), 0 otherwise.
 
 Read: the C++ of src/ (but the rows' own folder) and python/module.cpp, and python/scaleinv/*.py.
 Caught: a name compared directly (== "gpt", "sgd" != x, Python's in ("adam", "sgd")), and a name
 compared through a constant holding it (const char* const kChain = "bigram"; ... == kChain, or
 Python's NAMES = ("adam", "sgd"); ... in NAMES). The names are the rows of
-src/models/model_kinds.cpp (k.name = "...") and src/optim/optimizer_kinds.cpp (k.kind = "...").
+src/brain/models/model_kinds.cpp (k.name = "...") and src/brain/optim/optimizer_kinds.cpp (k.kind = "...").
 
     /usr/bin/python3 tests/check_model_kinds.py [REPO_DIR]
 """
@@ -16,9 +17,9 @@ import sys
 
 # (what, the rows' file, the row pattern, the folder of src/ that may compare them, the fix)
 KINDS = (
-    ("model kind", "src/models/model_kinds.cpp", r'\bk\.name\s*=\s*"([a-z0-9_]+)"', "models",
+    ("model kind", "src/brain/models/model_kinds.cpp", r'\bk\.name\s*=\s*"([a-z0-9_]+)"', "models",
      "ask model_kind(name) for a trait"),
-    ("optimizer kind", "src/optim/optimizer_kinds.cpp", r'\bk\.kind\s*=\s*"([a-z0-9_]+)"', "optim",
+    ("optimizer kind", "src/brain/optim/optimizer_kinds.cpp", r'\bk\.kind\s*=\s*"([a-z0-9_]+)"', "optim",
      "ask optimizer_kind(name) for a trait; Python reads _scaleinv.optimizer_kinds()"),
 )
 
@@ -29,10 +30,12 @@ def row_names(repo, rows_file, pattern):
 
 
 def files(repo, own_folder):
-    """(path, is_python) of every file read for a kind whose rows live in src/<own_folder>/."""
+    """(path, is_python) of every file read for a kind whose rows live in src/brain/<own_folder>/
+    (its steps or modules in src/engine/<own_folder>/, which may compare too)."""
     src = os.path.join(repo, "src")
     for root, _, names in os.walk(src):
-        if os.path.relpath(root, src).split(os.sep)[0] == own_folder:
+        parts = os.path.relpath(root, src).split(os.sep)
+        if len(parts) >= 2 and parts[0] in ("brain", "engine") and parts[1] == own_folder:
             continue
         for name in sorted(names):
             if name.endswith((".cpp", ".h")):
@@ -95,8 +98,8 @@ def main():
         bad = comparisons(repo, names, own)
         for b in bad:
             print(b)
-        print(f"{len(bad)} comparison(s) of {'an' if what[0] in 'aeiou' else 'a'} {what}'s name outside src/{own}/ ({fix})" if bad
-              else f"no {what} ({', '.join(names)}) is compared by name outside src/{own}/")
+        print(f"{len(bad)} comparison(s) of {'an' if what[0] in 'aeiou' else 'a'} {what}'s name outside src/{{brain,engine}}/{own}/ ({fix})" if bad
+              else f"no {what} ({', '.join(names)}) is compared by name outside src/{{brain,engine}}/{own}/")
         failed = failed or bool(bad)
     return 1 if failed else 0
 

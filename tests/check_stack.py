@@ -1,9 +1,12 @@
-"""The include stack (docs/design.md, "Layering"): every `#include "folder/..."` in src/ must name
-a folder below the including file's own, and (the floors) one that docs/design.md's folder table
-lists in that folder's "includes" column; a folder the table lists that no file includes is stale
-and fails too, so the table and the code cannot drift apart. docs/layout.md's folder list must name
-every folder of src/ (as `src/<name>`) and every folder the repository tracks at its top (as
-`<name>/`), and no folder that is not there. Run by CTest as
+"""The include stack (docs/design.md, "Layering"): src/ is two halves and the CLI, src/brain/<name>
+(torch-free), src/engine/<name> (torch) and src/cli. Every `#include "half/folder/..."` in src/
+must name a folder below the including file's own (every brain folder is below every engine
+folder), and (the floors) one that docs/design.md's folder tables list in that folder's "includes"
+column; a folder the tables list that no file includes is stale and fails too, so the tables and
+the code cannot drift apart. No file of src/brain may include a libtorch header (<torch/...>,
+<ATen/...>, <c10/...>). docs/layout.md's folder list must name every folder of src/ (as
+`src/<half>/<name>`) and every folder the repository tracks at its top (as `<name>/`), and no
+folder that is not there. Run by CTest as
 Structure.IncludesFollowTheStack; exits 1 listing each problem (file:line, the two folders), 0
 otherwise. No exceptions.
 
@@ -15,29 +18,56 @@ import re
 import sys
 
 # Rank = height in the stack; a folder may include folders of lower rank only. Folders of equal
-# rank are siblings and include neither each other.
+# rank are siblings and include neither each other. Every folder of src/brain (the torch-free half)
+# ranks below every folder of src/engine (the torch half), so no brain file can include the engine;
+# and no brain file may include a libtorch header itself (BRAIN_TORCH below).
 STACK = [
-    ["core"],                                 # errors, atomic files, TOML, SQLite, progress, gnuplot
-    ["param", "data", "dist"],                # the table; data sources; c10d data-parallel
-    ["theory", "unit", "precision"],          # theory (param); unit-scaled ops, low-precision rounding
-    ["models"],
-    ["optim"],
-    ["train"],
-    ["measure", "sweep"],
-    ["adapt", "report"],
-    ["perf"],
+    ["brain/util"],                                  # errors, atomic files, TOML, SQLite, progress, gnuplot
+    ["brain/param", "brain/data", "brain/models"],   # the table; a run's data and model config, the kinds' rows
+    ["brain/theory", "brain/optim"],                 # exponents and predictions; optimizer rows and config
+    ["brain/train"],                                 # a run's whole config
+    ["brain/coordcheck", "brain/sweep"],             # fits and verdicts; spaces, draws, the store
+    ["brain/adapt", "brain/report"],                 # own-model plans; transfer, predict
+    ["engine/runtime", "engine/param", "engine/unit", "engine/precision"],  # torch utilities and ops
+    ["engine/data", "engine/dist"],
+    ["engine/models"],
+    ["engine/optim"],
+    ["engine/train"],
+    ["engine/coordcheck", "engine/sweep"],
+    ["engine/diagnostics", "engine/opcheck", "engine/adapt"],
+    ["engine/perf"],
     ["cli"],
 ]
 RANK = {folder: r for r, folders in enumerate(STACK) for folder in folders}
-INCLUDE = re.compile(r'^\s*#\s*include\s+"([A-Za-z0-9_]+)/')
+HALVES = ("brain", "engine")
+BASE = "brain/util"  # every folder may include it; the folder table's column does not list it
+INCLUDE = re.compile(r'^\s*#\s*include\s+"((?:brain|engine)/[A-Za-z0-9_]+|cli)/')
+BRAIN_TORCH = re.compile(r'^\s*#\s*include\s*<(torch|ATen|c10)/')
 
 
-TABLE_ROW = re.compile(r"^\|\s*`([a-z_]+)`\s*\|.*\|\s*([^|]*?)\s*\|\s*$")
+def folders_of(src):
+    """The folders holding sources: src/<half>/<name> for each half, and src/cli (or any other
+    top-level folder, which the stack then refuses)."""
+    out = []
+    for top in sorted(os.listdir(src)):
+        path = os.path.join(src, top)
+        if not os.path.isdir(path):
+            continue
+        if top in HALVES:
+            out += [f"{top}/{d}" for d in sorted(os.listdir(path)) if os.path.isdir(os.path.join(path, d))]
+            loose = [f for f in sorted(os.listdir(path)) if os.path.isfile(os.path.join(path, f))]
+            out += [f"{top}/{f}" for f in loose]  # a file outside a folder: refused below
+        else:
+            out.append(top)
+    return out
+
+
+TABLE_ROW = re.compile(r"^\|\s*`([a-z_/]+)`\s*\|.*\|\s*([^|]*?)\s*\|\s*$")
 
 
 def declared_includes(design_md):
-    """docs/design.md's folder table: folder -> the set of folders it may include besides core and
-    itself (None for cli: "everything it drives")."""
+    """docs/design.md's folder tables (one per half, and cli): folder -> the set of folders it may
+    include besides brain/util and itself (None for cli: "everything it drives")."""
     out = {}
     in_table = False
     with open(design_md) as f:
@@ -46,11 +76,12 @@ def declared_includes(design_md):
                 in_table = True
                 continue
             if in_table and not line.startswith("|"):
-                break
+                in_table = False
+                continue
             m = TABLE_ROW.match(line) if in_table else None
             if m:
                 cell = m.group(2)
-                out[m.group(1)] = None if "everything" in cell else set(re.findall(r"`([a-z_]+)`", cell)) - {"core"}
+                out[m.group(1)] = None if "everything" in cell else set(re.findall(r"`([a-z_/]+)`", cell)) - {BASE}
     return out
 
 
@@ -58,17 +89,18 @@ def violations(src, design_md=None):
     out = []
     declared = declared_includes(design_md) if design_md and os.path.exists(design_md) else None
     used = {}
-    for folder in sorted(os.listdir(src)):
+    for folder in folders_of(src):
         path = os.path.join(src, folder)
-        if not os.path.isdir(path):
-            continue
         if folder not in RANK:
-            out.append(f"{folder}/: a folder the stack does not place (fix: add it to STACK in tests/check_stack.py "
-                       "and to docs/design.md)")
+            out.append(f"{folder}: a folder the stack does not place (fix: put it under src/brain/ (torch-free) or "
+                       "src/engine/ (torch), and add it to STACK in tests/check_stack.py and to docs/design.md)")
             continue
         for name in sorted(os.listdir(path)):
             with open(os.path.join(path, name), errors="replace") as f:
                 for n, line in enumerate(f, 1):
+                    if folder.startswith("brain/") and BRAIN_TORCH.match(line):
+                        out.append(f"{folder}/{name}:{n}: the brain includes libtorch ({line.strip()}) (fix: move "
+                                   "the file to src/engine/, or the torch part of it)")
                     m = INCLUDE.match(line)
                     if not m or m.group(1) == folder:
                         continue
@@ -78,7 +110,7 @@ def violations(src, design_md=None):
                     elif RANK[dep] >= RANK[folder]:
                         out.append(f"{folder}/{name}:{n}: {folder} includes {dep} ({line.strip()}), which is not "
                                    "below it")
-                    elif declared is not None and dep != "core":
+                    elif declared is not None and dep != BASE:
                         used.setdefault(folder, set()).add(dep)
                         allowed = declared.get(folder, set())
                         if allowed is not None and dep not in allowed:
@@ -96,7 +128,7 @@ def violations(src, design_md=None):
     return out
 
 
-LAYOUT_ROW = re.compile(r"^(src/[a-z_]+|\.?[a-z_]+/)\s")
+LAYOUT_ROW = re.compile(r"^(src/[a-z_/]+|\.?[a-z_]+/)\s")
 
 
 def layout_violations(src, layout_md):
@@ -117,7 +149,8 @@ def layout_violations(src, layout_md):
     if os.path.exists(gitignore):
         with open(gitignore) as f:
             ignored = {ln.strip().strip("/") for ln in f if ln.strip() and not ln.startswith("#")}
-    there = {f"src/{d}" for d in os.listdir(src) if os.path.isdir(os.path.join(src, d))}
+    there = {f"src/{d}" for d in folders_of(src) if os.path.isdir(os.path.join(src, d))}
+    there |= {f"src/{h}" for h in HALVES if os.path.isdir(os.path.join(src, h))}
     there |= {d for d in os.listdir(root) if os.path.isdir(os.path.join(root, d)) and d != "src"
               and not any(fnmatch.fnmatch(d, pat) for pat in ignored) and (not d.startswith(".") or d == ".ci")}
     out = [f"docs/layout.md: {d}/ is in the tree but not in the folder list (fix: add a line for it)"

@@ -1,5 +1,5 @@
 #include "cli_util.h"
-#include "core/atomic_file.h"
+#include "brain/util/atomic_file.h"
 
 #include <sys/wait.h>
 #include <unistd.h>

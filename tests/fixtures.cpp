@@ -10,19 +10,19 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_util.h"
-#include "core/errors.h"
-#include "core/threads.h"
-#include "core/toml_reader.h"
-#include "data/data.h"
-#include "models/layers.h"
-#include "optim/optimizer.h"
-#include "sweep/sweep_spec.h"
-#include "train/checkpoint.h"
+#include "brain/util/errors.h"
+#include "engine/runtime/threads.h"
+#include "brain/util/toml_reader.h"
+#include "engine/data/data.h"
+#include "engine/models/layers.h"
+#include "engine/optim/optimizer.h"
+#include "brain/sweep/sweep_spec.h"
+#include "engine/train/checkpoint.h"
 
 namespace scaleinv::testing {
 
 namespace {
-// Every test process splits its cores as the CLI does (core/threads.h: libtorch's pool on the
+// Every test process splits its cores as the CLI does (engine/runtime/threads.h: libtorch's pool on the
 // calling thread, OpenBLAS on every core), so in-process runs compute as `scaleinv` runs do.
 // Without it both pools stay at the core count; under libtorch 2.6 (scripts/test_torch2_cpu.sh)
 // their spinning workers made some tests 6-17x slower on 2 cores.

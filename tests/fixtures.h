@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "models/model.h"
-#include "train/config.h"
+#include "engine/models/model.h"
+#include "brain/train/config.h"
 
 namespace scaleinv::testing {
 
@@ -23,7 +23,7 @@ double max_rel_diff(const std::vector<double>& a, const std::vector<double>& b);
 // The largest |a - b| over the largest |b| (the difference relative to the tensor's scale, so
 // entries near zero do not blow it up; 0 where both are all zero).
 double diff_over_largest(const torch::Tensor& a, const torch::Tensor& b);
-// How many of a model's attention layers read q, k, v packed (Attention::packed, models/packed_rows.h).
+// How many of a model's attention layers read q, k, v packed (Attention::packed, engine/models/packed_rows.h).
 int packed_attention_layers(Model& m);
 
 // Run c's model on the CPU, built under `table` (the config's own: resolve_param(c)) with the

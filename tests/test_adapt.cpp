@@ -11,13 +11,13 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "adapt/apply_module.h"
-#include "adapt/module_coordcheck.h"
-#include "adapt/own_model.h"
-#include "core/errors.h"
+#include "engine/adapt/apply_module.h"
+#include "engine/adapt/module_coordcheck.h"
+#include "brain/adapt/own_model.h"
+#include "brain/util/errors.h"
 #include "fixtures.h"
-#include "optim/optimizer.h"
-#include "param/table.h"
+#include "engine/optim/optimizer.h"
+#include "brain/param/table.h"
 
 using namespace scaleinv;
 
@@ -188,7 +188,7 @@ TEST(AdaptApply, LibtorchModuleTrainsExactlyAsTheTableWithMultipliers) {
   }
 }
 
-// The coordinate check on the module as written (adapt/module_coordcheck.h): under mup every row
+// The coordinate check on the module as written (engine/adapt/module_coordcheck.h): under mup every row
 // matches the theory; under standard the hidden and readout updates grow with width and the check
 // names them. The probe is small against the widths (16 samples + 5 outputs << 128; coordcheck.h).
 TEST(AdaptCoordCheck, MupPassesStandardFailsOnTheUserModule) {

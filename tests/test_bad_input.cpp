@@ -23,8 +23,8 @@
 #include <fmt/format.h>
 
 #include "cli_util.h"
-#include "core/atomic_file.h"
-#include "sweep/import_results.h"
+#include "brain/util/atomic_file.h"
+#include "brain/sweep/import_results.h"
 
 namespace fs = std::filesystem;
 using scaleinv::testing::slurp;
@@ -401,7 +401,7 @@ std::vector<BadCase> cases() {
                    "PATH=/nonexistent"});
   out.push_back({"sample_junk_checkpoint", {{"c.pt", std::string(5000, 'j')}}, "sample --checkpoint {D}/c.pt", "{D}/c.pt",
                  "checksum"});
-  // import-results (sweep/import_results.h): each refusal names the column or axis, no store left.
+  // import-results (brain/sweep/import_results.h): each refusal names the column or axis, no store left.
   const std::string csv_head = "N,D,lr,bs,loss\n", ok_row = "2150000000,1e11,0.001,128,2.5\n";
   const std::string import_args = "import-results {D}/r.csv --out {D}/s.db --lr lr --loss loss --scale N=N --scale D=D";
   for (const auto& [n, text, extra, field] : std::vector<std::tuple<std::string, std::string, std::string, std::string>>{

@@ -1,4 +1,4 @@
-// The speed benchmark (perf/bench.h, `scaleinv bench`): the JSON it writes has the documented keys
+// The speed benchmark (engine/perf/bench.h, `scaleinv bench`): the JSON it writes has the documented keys
 // and types with sane values (timings themselves are not tested), and bad input exits with 2.
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_util.h"
-#include "perf/bench.h"
+#include "engine/perf/bench.h"
 
 using namespace scaleinv;
 using scaleinv::testing::run_cli;

@@ -11,14 +11,14 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_util.h"
-#include "core/atomic_file.h"
-#include "core/errors.h"
-#include "measure/coord_recorder.h"
-#include "measure/coordcheck.h"
-#include "measure/slope_fit.h"
-#include "param/table.h"
-#include "core/gnuplot.h"
-#include "train/config.h"
+#include "brain/util/atomic_file.h"
+#include "brain/util/errors.h"
+#include "engine/coordcheck/coord_recorder.h"
+#include "engine/coordcheck/coordcheck.h"
+#include "brain/util/slope_fit.h"
+#include "brain/param/table.h"
+#include "brain/util/gnuplot.h"
+#include "brain/train/config.h"
 
 using namespace scaleinv;
 using scaleinv::testing::run_cli;
@@ -527,7 +527,7 @@ TEST(CoordCheck, MupAndMfPassOnGpt) {
   }
 }
 
-// The Llama decoder (models/llama.cpp): RMSNorm, SwiGLU, rotary, grouped-query attention. Under mup
+// The Llama decoder (engine/models/llama.cpp): RMSNorm, SwiGLU, rotary, grouped-query attention. Under mup
 // every predicted row holds; under standard the updates grow with width and the check names the
 // stream and the logits. Also with 2 key/value heads (GQA) and QK-norm. (completep on this grid,
 // widths 64..256 at depth 2 of base 4: one row, ||dW|| of block 0's W_q at step 1, measures -0.20
@@ -911,7 +911,7 @@ TEST(CoordCli, ExitCodes) {
   }
 }
 
-// The muP paper's MLP (models/mlp.cpp: 784 -> w -> w -> 10, ReLU, no bias) on Fashion-MNIST, the
+// The muP paper's MLP (engine/models/mlp.cpp: 784 -> w -> w -> 10, ReLU, no bias) on Fashion-MNIST, the
 // model microsoft/mup's coordinate check uses: mup passes, standard fails on the hidden layer's and
 // the logits' change (seed 000: under standard Adam both grow with width).
 TEST(CoordCli, MupPaperMlp) {

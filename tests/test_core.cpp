@@ -1,4 +1,4 @@
-// src/core: atomic writes under concurrent writers, the SQLite wrapper's modes and errors, typed
+// src/brain/util: atomic writes under concurrent writers, the SQLite wrapper's modes and errors, typed
 // TOML reads, exponent fractions.
 #include <gtest/gtest.h>
 
@@ -15,14 +15,14 @@
 #include <vector>
 
 #include "cli_util.h"
-#include "core/atomic_file.h"
-#include "core/errors.h"
-#include "core/fraction.h"
-#include "core/json_number.h"
-#include "core/sqlite_db.h"
-#include "core/stable_hash.h"
-#include "core/toml_json.h"
-#include "core/toml_reader.h"
+#include "brain/util/atomic_file.h"
+#include "brain/util/errors.h"
+#include "brain/util/fraction.h"
+#include "brain/util/json_number.h"
+#include "brain/util/sqlite_db.h"
+#include "brain/util/stable_hash.h"
+#include "brain/util/toml_json.h"
+#include "brain/util/toml_reader.h"
 #include "fixtures.h"
 
 using namespace scaleinv;

@@ -25,20 +25,20 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_util.h"
-#include "core/sqlite_db.h"
-#include "core/torch_compat.h"
-#include "data/data.h"
-#include "dist/c10d_compat.h"
+#include "brain/util/sqlite_db.h"
+#include "engine/runtime/torch_compat.h"
+#include "engine/data/data.h"
+#include "engine/dist/c10d_compat.h"
 #include "fixtures.h"
-#include "models/expert_dispatch.h"
-#include "models/model.h"
-#include "optim/optimizer.h"
-#include "param/table.h"
-#include "sweep/sweep_runner.h"
-#include "sweep/sweep_spec.h"
-#include "train/config.h"
-#include "train/ensemble.h"
-#include "train/trainer.h"
+#include "engine/models/expert_dispatch.h"
+#include "engine/models/model.h"
+#include "engine/optim/optimizer.h"
+#include "brain/param/table.h"
+#include "engine/sweep/sweep_runner.h"
+#include "brain/sweep/sweep_spec.h"
+#include "brain/train/config.h"
+#include "engine/train/ensemble.h"
+#include "engine/train/trainer.h"
 
 using namespace scaleinv;
 using scaleinv::testing::diff_over_largest;
@@ -122,7 +122,7 @@ TEST(CudaKernels, FusedAttentionIsTheExplicitProduct) {
     }
 }
 
-// Model::move_to on CUDA packs every attention's W_q, W_k, W_v into one buffer (models/packed_rows.h),
+// Model::move_to on CUDA packs every attention's W_q, W_k, W_v into one buffer (engine/models/packed_rows.h),
 // read in place by one GEMM each step; the loss and every gradient are the CPU's unpacked model's
 // (fp32, TF32 off: reassociation only, 1e-5 relative as in FusedAttentionIsTheExplicitProduct),
 // and under bf16 autocast the backward gives fp32 gradients within bf16's 5e-2.
@@ -162,7 +162,7 @@ TEST(CudaKernels, MoveToPacksTheAttentionAndGivesTheCpusLossAndGradients) {
   }
 }
 
-// The mixture's experts on CUDA run batched over zero-padded slices (models/expert_dispatch.h), on
+// The mixture's experts on CUDA run batched over zero-padded slices (engine/models/expert_dispatch.h), on
 // the CPU one matmul per expert: the same rows and gradients (fp32, TF32 off: reassociation only, the
 // 1e-5 of FusedAttentionIsTheExplicitProduct, relative to the largest entry), uneven counts and an
 // expert given no token included.

@@ -13,9 +13,9 @@
 #include <iterator>
 
 #include "cli_util.h"
-#include "core/errors.h"
-#include "data/data.h"
-#include "core/atomic_file.h"
+#include "brain/util/errors.h"
+#include "engine/data/data.h"
+#include "brain/util/atomic_file.h"
 
 using namespace scaleinv;
 namespace fs = std::filesystem;

@@ -1,4 +1,4 @@
-// Diagnostics (src/measure/diagnostics.h): alignment exponents, post-LN transport, feature
+// Diagnostics (src/engine/diagnostics/diagnostics.h): alignment exponents, post-LN transport, feature
 // diversity, init statistics, depth scaling, and the `scaleinv diagnose` CLI. Miniature grids with
 // fixed seeds; every tolerance is derived in a comment next to it.
 #include <gtest/gtest.h>
@@ -14,9 +14,9 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_util.h"
-#include "core/errors.h"
-#include "measure/diagnostics.h"
-#include "measure/slope_fit.h"
+#include "brain/util/errors.h"
+#include "engine/diagnostics/diagnostics.h"
+#include "brain/util/slope_fit.h"
 
 using namespace scaleinv;
 using namespace scaleinv::diag;

@@ -1,4 +1,4 @@
-// Data-parallel training (src/dist): 2 ranks over loopback with Gloo, through the CLI.
+// Data-parallel training (src/engine/dist): 2 ranks over loopback with Gloo, through the CLI.
 // The ranks are real processes: `scaleinv launch`, or this test starting them with RANK,
 // WORLD_SIZE, MASTER_ADDR and MASTER_PORT itself (as on several machines), so that it can kill one.
 #include <gtest/gtest.h>
@@ -21,9 +21,9 @@
 
 #include "cli_util.h"
 #include "fixtures.h"
-#include "core/errors.h"
-#include "dist/dist.h"
-#include "train/checkpoint.h"
+#include "brain/util/errors.h"
+#include "engine/dist/dist.h"
+#include "engine/train/checkpoint.h"
 
 using namespace scaleinv;
 using scaleinv::testing::losses_in;

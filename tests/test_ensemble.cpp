@@ -1,4 +1,4 @@
-// Batched ensembles (train/ensemble.h): every member must reproduce its own separate run.
+// Batched ensembles (engine/train/ensemble.h): every member must reproduce its own separate run.
 //
 // Tolerance: the batched path computes the same sums as the single model but through bmm instead
 // of sgemm (and one cross-entropy reduction per member), so the two differ by float32
@@ -12,10 +12,10 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "core/torch_compat.h"
+#include "engine/runtime/torch_compat.h"
 #include "fixtures.h"
-#include "train/ensemble.h"
-#include "train/trainer.h"
+#include "engine/train/ensemble.h"
+#include "engine/train/trainer.h"
 
 using namespace scaleinv;
 using scaleinv::testing::small_gpt;

@@ -1,4 +1,4 @@
-// The experts' SwiGLU over sorted (token, expert) pairs (models/expert_dispatch.h): the padded,
+// The experts' SwiGLU over sorted (token, expert) pairs (engine/models/expert_dispatch.h): the padded,
 // batched form (the CUDA path) against the looped one (the CPU path, itself held to a per-token
 // reference by Moe.DroplessDispatchMatchesThePerTokenSum), outputs and every gradient, with uneven
 // counts and an expert given no token. Run on the CPU, so CI without a GPU checks the CUDA path's
@@ -7,7 +7,7 @@
 
 #include <vector>
 
-#include "models/expert_dispatch.h"
+#include "engine/models/expert_dispatch.h"
 
 using namespace scaleinv;
 

@@ -1,4 +1,4 @@
-// Results produced elsewhere imported into a sweep store (sweep/import_results.h; issue 60's
+// Results produced elsewhere imported into a sweep store (brain/sweep/import_results.h; issue 60's
 // "Import"): the readers, the store's layout, what predict / transfer-report / sweep rank make of it,
 // 64-bit scales, two sources read as one, re-import and --append, and nothing left on a refusal.
 #include <gtest/gtest.h>
@@ -12,10 +12,10 @@
 #include <fmt/format.h>
 
 #include "cli_util.h"
-#include "core/errors.h"
-#include "core/sqlite_db.h"
-#include "report/transfer.h"
-#include "sweep/import_results.h"
+#include "brain/util/errors.h"
+#include "brain/util/sqlite_db.h"
+#include "brain/report/transfer.h"
+#include "brain/sweep/import_results.h"
 
 namespace fs = std::filesystem;
 using scaleinv::testing::run_cli;

@@ -1,4 +1,4 @@
-// The joint law (report/joint_law.h): a planted law in two axes recovered exactly with a batch size
+// The joint law (brain/report/joint_law.h): a planted law in two axes recovered exactly with a batch size
 // re-tuned in every cell, the near-optimal estimator, extrapolation along every axis widening the
 // interval, declined targets, held-out cells against the baselines, the leave-one-scale-out
 // coverage of noisy replicates, bad input (collinear axes named, one value, a target missing an
@@ -14,9 +14,9 @@
 
 #include "cli_util.h"
 #include "planted_noise.h"
-#include "core/atomic_file.h"
-#include "core/errors.h"
-#include "report/joint_law.h"
+#include "brain/util/atomic_file.h"
+#include "brain/util/errors.h"
+#include "brain/report/joint_law.h"
 
 using namespace scaleinv;
 

@@ -1,4 +1,4 @@
-// Role-tagged models (src/models): gradients against finite differences, every preset on every
+// Role-tagged models (src/engine/models): gradients against finite differences, every preset on every
 // model, the base-shape identity, width scaling of the init, tagging errors, bad configs.
 #include <gtest/gtest.h>
 
@@ -9,15 +9,15 @@
 #include <string>
 #include <vector>
 
-#include "core/errors.h"
-#include "core/torch_compat.h"
+#include "brain/util/errors.h"
+#include "engine/runtime/torch_compat.h"
 #include "fd_check.h"
-#include "models/layers.h"
-#include "models/model.h"
-#include "models/model_kinds.h"
-#include "train/config.h"
-#include "models/zoo.h"
-#include "param/table.h"
+#include "engine/models/layers.h"
+#include "engine/models/model.h"
+#include "brain/models/model_kinds.h"
+#include "brain/train/config.h"
+#include "engine/models/zoo.h"
+#include "brain/param/table.h"
 #include "fixtures.h"
 
 using namespace scaleinv;
@@ -426,7 +426,7 @@ TEST(ModelsBase, EveryPresetIsTheSameNetworkAtTheBaseShape) {
     torch::Tensor ref = build(v.cfg, "standard", v.hp, 7)->forward(d.x);
     for (const auto& param : preset_names()) {
       // Unit scaling (unit, u-mup) changes the function by design: its nonlinearities and the
-      // attention average carry variance corrections (src/unit/scaled_ops.h).
+      // attention average carry variance corrections (src/engine/unit/scaled_ops.h).
       if (preset(param).unit.any()) continue;
       if (is_moe_table(preset(param))) continue;  // a dense model refuses it (Moe.BadInput)
       torch::Tensor logits = build(v.cfg, param, v.hp, 7)->forward(d.x);
@@ -761,7 +761,7 @@ TEST(ModelsErrors, BadConfigsNameTheField) {
   EXPECT_NE(user_error_of([&] { vit->forward(torch::zeros({2, 64})); }).find("model.image_size"), std::string::npos);
 }
 
-// ---- model kinds as data (models/model_kinds.h) ------------------------------------------------
+// ---- model kinds as data (brain/models/model_kinds.h) ------------------------------------------------
 
 // Every row builds at its coordinate-check defaults, every tensor tagged, and its parameter
 // estimate is within a factor 2 of the real count (matrices only: the estimate leaves out gains).

@@ -1,4 +1,4 @@
-// The mixture of experts (models/moe.cpp, docs/moe.md): the dropless dispatch against a per-token
+// The mixture of experts (engine/models/moe.cpp, docs/moe.md): the dropless dispatch against a per-token
 // reference, the balance loss, the aux loss in the training objective, the selection bias of
 // aux-loss-free balancing (its rule, and that it balances in training), the expert-count LR column,
 // the router/expert rows of the table, and bad input.
@@ -14,15 +14,15 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/errors.h"
+#include "brain/util/errors.h"
 #include "cli_util.h"
 #include "fixtures.h"
-#include "models/llama_layers.h"
-#include "models/model.h"
-#include "models/model_kinds.h"
-#include "optim/optimizer.h"
-#include "param/table.h"
-#include "train/config.h"
+#include "engine/models/llama_layers.h"
+#include "engine/models/model.h"
+#include "brain/models/model_kinds.h"
+#include "engine/optim/optimizer.h"
+#include "brain/param/table.h"
+#include "brain/train/config.h"
 
 using namespace scaleinv;
 using scaleinv::testing::user_error_of;

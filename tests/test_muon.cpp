@@ -10,14 +10,14 @@
 
 #include <fmt/format.h>
 
-#include "core/errors.h"
-#include "measure/coordcheck.h"
-#include "optim/muon.h"
-#include "optim/optimizer.h"
-#include "param/table.h"
-#include "sweep/sweep_spec.h"
-#include "theory/width_theory.h"
-#include "train/config.h"
+#include "brain/util/errors.h"
+#include "engine/coordcheck/coordcheck.h"
+#include "engine/optim/muon.h"
+#include "engine/optim/optimizer.h"
+#include "brain/param/table.h"
+#include "brain/sweep/sweep_spec.h"
+#include "brain/theory/width_theory.h"
+#include "brain/train/config.h"
 
 using namespace scaleinv;
 
@@ -205,7 +205,7 @@ TEST(MuonStep, VectorsAndUnorthogonalizedRolesTakeAdamW) {
   EXPECT_NEAR(((q0 - q.detach()).norm() / c.lr).item<double>(), 0.69644, 1e-4);
 }
 
-// A mixture's experts [E, out, in] (models/moe.cpp): Muon orthogonalizes each expert's [out, in] on its
+// A mixture's experts [E, out, in] (engine/models/moe.cpp): Muon orthogonalizes each expert's [out, in] on its
 // own, as it would that matrix alone as a hidden one (scale max(1, out/in)^1/2 per expert), and
 // leaves the router [E, d] to AdamW, as the readout.
 TEST(MuonStep, EachExpertOfAStackIsOrthogonalizedOnItsOwnAndTheRouterTakesAdamW) {
@@ -364,7 +364,7 @@ TEST(MuonEquivalence, ShiftMovesTheLrByThetaAndEpsilonWithTheGradient) {
       EXPECT_GT(muon_shift_gap(c, m, theta, up * up, 1 / up), 1e-3) << "SGD's 2 theta is wrong for Muon";
     }
   }
-  // The table's shift does the same to the Muon column (param/table.h).
+  // The table's shift does the same to the Muon column (brain/param/table.h).
   std::array<double, kNumRoles> th{};
   th[static_cast<int>(Role::Hidden)] = 0.25;
   const ParamTable t = preset("mup"), s = shift(t, th);

@@ -8,12 +8,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/errors.h"
-#include "core/torch_compat.h"
-#include "models/model.h"
-#include "optim/optimizer.h"
-#include "param/table.h"
-#include "train/config.h"
+#include "brain/util/errors.h"
+#include "engine/runtime/torch_compat.h"
+#include "engine/models/model.h"
+#include "engine/optim/optimizer.h"
+#include "brain/param/table.h"
+#include "brain/train/config.h"
 
 using namespace scaleinv;
 
@@ -81,7 +81,7 @@ TEST(OptimConfig, FamiliesAndValidation) {
   expect_user_error([&] { make_optimizer(c, {}); }, "(fix: use one of constant, cosine, linear, wsd)");
 }
 
-// Optimizer kinds are one table (optim/optim_config.h): every row builds, under its own kind, and
+// Optimizer kinds are one table (brain/optim/optim_config.h): every row builds, under its own kind, and
 // the kinds list the fixes print is the table's.
 TEST(OptimConfig, EveryKindBuilds) {
   std::string listed;
@@ -100,7 +100,7 @@ TEST(OptimConfig, EveryKindBuilds) {
   EXPECT_EQ(listed, "sgd, adam, adamw, sign, adafactor, muon, lion");
 }
 
-// The rows' decay and epsilon traits are what the steps do (optim/optimizer_kinds.h): with a zero
+// The rows' decay and epsilon traits are what the steps do (brain/optim/optimizer_kinds.h): with a zero
 // gradient, a per-tensor LR factor of 2 and a weight decay, a decoupled decay shrinks W by base LR x
 // wd exactly (the factor left out), a coupled (L2) decay moves it otherwise, and no decay leaves it.
 TEST(OptimizerKinds, DecayTraitsMatchTheSteps) {
@@ -321,7 +321,7 @@ TEST(OptimSign, SignDescentEqualsMomentumlessAdamWithoutEps) {
   EXPECT_DOUBLE_EQ(got[2], 3.1);
 }
 
-// Lion (optim/lion.cpp), three steps by hand: c = b1 m + (1-b1) g; p *= 1 - lr wd (base LR, coupled
+// Lion (engine/optim/lion.cpp), three steps by hand: c = b1 m + (1-b1) g; p *= 1 - lr wd (base LR, coupled
 // mode); p -= lr_t sign(c); m = b2 m + (1-b2) g. The first entry's step-2 gradient is negative but
 // the momentum keeps c positive; step 3 tells b2's momentum from b1's.
 TEST(OptimLion, ThreeStepsByHand) {
@@ -380,7 +380,7 @@ TEST(OptimWeightDecay, CoupledAndIndependentDifferExactlyAsDefined) {
     OptimConfig ci = c;
     ci.wd_mode = "independent";
     // wd_t = 0.2 * 0.5 = 0.1; the coupled fraction uses the base LR with its schedule, 0.05 * 0.5 = 0.025
-    // (not the per-tensor LR factor 2: the table's wd exponent is the decay fraction, param/table.h)
+    // (not the per-tensor LR factor 2: the table's wd exponent is the decay fraction, brain/param/table.h)
     torch::Tensor pc = leaf(p0), pi = leaf(p0);
     auto oc = make_optimizer(c, {group("w", pc, 2.0, 0.5)});
     auto oi = make_optimizer(ci, {group("w", pi, 2.0, 0.5)});

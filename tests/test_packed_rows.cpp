@@ -1,4 +1,4 @@
-// Weights packed side by side (src/models/packed_rows.h) and the attention's packed q, k, v path:
+// Weights packed side by side (src/engine/models/packed_rows.h) and the attention's packed q, k, v path:
 // the values and gradients of linear_packed against linear of the cat, what ends a packing, a
 // packed attention against finite differences, a packed GPT training as the unpacked one, its
 // checkpoint written as the unpacked one's, and backward after a bf16 autocast forward.
@@ -9,15 +9,15 @@
 
 #include <fmt/format.h>
 
-#include "core/torch_compat.h"
+#include "engine/runtime/torch_compat.h"
 #include "cli_util.h"
 #include "fd_check.h"
-#include "models/layers.h"
-#include "models/model.h"
-#include "models/packed_rows.h"
-#include "optim/optimizer.h"
-#include "param/table.h"
-#include "train/checkpoint.h"
+#include "engine/models/layers.h"
+#include "engine/models/model.h"
+#include "engine/models/packed_rows.h"
+#include "engine/optim/optimizer.h"
+#include "brain/param/table.h"
+#include "engine/train/checkpoint.h"
 #include "fixtures.h"
 
 using namespace scaleinv;
@@ -205,7 +205,7 @@ TEST(PackedRows, APackedGptTrainsAsTheUnpackedOneAndCheckpointsTheSame) {
 
       // The checkpoint writes each parameter's own values, not the buffer it shares.
       // (temp_dir and slurp, not std::filesystem's remove_all and file_size: pip's libtorch
-      // exports broken copies of some of them, core/atomic_file.h's remove_tree says which.)
+      // exports broken copies of some of them, brain/util/atomic_file.h's remove_tree says which.)
       const std::string dir = temp_dir("packed_ckpt");
       CheckpointMeta meta;
       meta.table = ctx.table;

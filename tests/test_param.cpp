@@ -7,8 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_util.h"
-#include "core/errors.h"
-#include "param/table.h"
+#include "brain/util/errors.h"
+#include "brain/param/table.h"
 
 using namespace scaleinv;
 

@@ -1,4 +1,4 @@
-// Simulated low precision (src/precision/quantize.h): rounding against hand-computed values of
+// Simulated low precision (src/engine/precision/quantize.h): rounding against hand-computed values of
 // each format (max normal, min subnormal, ties to even, overflow, NaN), the counters, the autograd
 // hooks and the config field.
 #include <gtest/gtest.h>
@@ -6,9 +6,9 @@
 #include <cmath>
 #include <limits>
 
-#include "core/errors.h"
-#include "precision/quantize.h"
-#include "train/config.h"
+#include "brain/util/errors.h"
+#include "engine/precision/quantize.h"
+#include "brain/train/config.h"
 
 using namespace scaleinv;
 using namespace scaleinv::precision;

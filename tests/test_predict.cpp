@@ -1,4 +1,4 @@
-// `predict` (report/predict.h): a planted power law recovered exactly, its interval's coverage on
+// `predict` (brain/report/predict.h): a planted power law recovered exactly, its interval's coverage on
 // noisy replicates, the held-out check, composition of two axes, declined extrapolation, bad
 // input, and the CLI on the H100 store in docs/results/data.
 #include <gtest/gtest.h>
@@ -12,9 +12,9 @@
 
 #include "cli_util.h"
 #include "planted_noise.h"
-#include "core/errors.h"
-#include "report/hparam_profile.h"
-#include "report/predict.h"
+#include "brain/util/errors.h"
+#include "brain/report/hparam_profile.h"
+#include "brain/report/predict.h"
 
 using namespace scaleinv;
 using scaleinv::testing::run_cli;
@@ -316,7 +316,7 @@ TEST(Predict, BadInputIsOneUserErrorNamingTheField) {
   }
 }
 
-// A hyperparameter other than the LR (report/hparam_profile.h): a branch multiplier k whose optimum
+// A hyperparameter other than the LR (brain/report/hparam_profile.h): a branch multiplier k whose optimum
 // follows log2 k* = kK - 0.5 log2(depth), swept beside an LR whose own optimum moves with k
 // (log2 LR* = -6 - log2 k: the two interact, as a branch multiplier and the LR do), on half-doublings
 // of both, so that the LR re-tuned at every k lands exactly on its optimum and the profile over the

@@ -24,9 +24,9 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_util.h"
-#include "core/errors.h"
-#include "core/sqlite_db.h"
-#include "train/trainer.h"
+#include "brain/util/errors.h"
+#include "brain/util/sqlite_db.h"
+#include "engine/train/trainer.h"
 
 using namespace scaleinv;
 using scaleinv::testing::run_cli;

@@ -1,4 +1,4 @@
-// Hyperparameter search in sweep files (issue 16; sweep/search_space.h, sweep/search_runner.h):
+// Hyperparameter search in sweep files (issue 16; brain/sweep/search_space.h, engine/sweep/search_runner.h):
 // the quasi-random trials, the rung plan, the mistakes a search file can hold, and a successive-
 // halving search run end to end through the CLI, resumed, and ranked from its database.
 #include <gtest/gtest.h>
@@ -14,13 +14,13 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_util.h"
-#include "core/errors.h"
+#include "brain/util/errors.h"
 #include "fixtures.h"
-#include "core/sqlite_db.h"
-#include "sweep/search_runner.h"
-#include "sweep/search_space.h"
-#include "sweep/shard.h"
-#include "sweep/sweep_spec.h"
+#include "brain/util/sqlite_db.h"
+#include "engine/sweep/search_runner.h"
+#include "brain/sweep/search_space.h"
+#include "brain/sweep/shard.h"
+#include "brain/sweep/sweep_spec.h"
 
 using namespace scaleinv;
 using scaleinv::testing::run_cli;

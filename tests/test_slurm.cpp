@@ -1,5 +1,5 @@
-// The pieces of `sweep submit --slurm` that need no cluster (issue 61; core/subprocess.h,
-// sweep/slurm.h, sweep/sweep_status.h): running a program without a shell, quoting for the job
+// The pieces of `sweep submit --slurm` that need no cluster (issue 61; brain/util/subprocess.h,
+// brain/sweep/slurm.h, brain/sweep/sweep_status.h): running a program without a shell, quoting for the job
 // scripts, the partition in sbatch options, and the status of a store. Under a real slurmctld:
 // tests/python/test_slurm_sweep.py.
 #include <gtest/gtest.h>
@@ -9,11 +9,11 @@
 #include <fstream>
 
 #include "cli_util.h"
-#include "core/errors.h"
-#include "core/subprocess.h"
-#include "sweep/slurm.h"
-#include "sweep/slurm_sweep.h"
-#include "sweep/sweep_status.h"
+#include "brain/util/errors.h"
+#include "brain/util/subprocess.h"
+#include "brain/sweep/slurm.h"
+#include "brain/sweep/slurm_sweep.h"
+#include "brain/sweep/sweep_status.h"
 
 using namespace scaleinv;
 using scaleinv::testing::run_cli;

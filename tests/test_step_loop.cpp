@@ -1,4 +1,4 @@
-// The one step loop (train/step_loop.h): the order of its phases, the LR schedule it applies, and
+// The one step loop (engine/train/step_loop.h): the order of its phases, the LR schedule it applies, and
 // where each hook stops it.
 #include <gtest/gtest.h>
 
@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "optim/optimizer.h"
-#include "train/step_loop.h"
+#include "engine/optim/optimizer.h"
+#include "engine/train/step_loop.h"
 
 using namespace scaleinv;
 

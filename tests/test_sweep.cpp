@@ -19,15 +19,15 @@
 #include <thread>
 
 #include "cli_util.h"
-#include "core/errors.h"
+#include "brain/util/errors.h"
 #include "fixtures.h"
-#include "core/sqlite_db.h"
-#include "core/threads.h"
-#include "core/torch_compat.h"
-#include "sweep/shard.h"
-#include "sweep/sweep_runner.h"
-#include "sweep/sweep_spec.h"
-#include "sweep/sweep_store.h"
+#include "brain/util/sqlite_db.h"
+#include "engine/runtime/threads.h"
+#include "engine/runtime/torch_compat.h"
+#include "brain/sweep/shard.h"
+#include "engine/sweep/sweep_runner.h"
+#include "brain/sweep/sweep_spec.h"
+#include "brain/sweep/sweep_store.h"
 
 using namespace scaleinv;
 using scaleinv::testing::run_cli;
@@ -482,7 +482,7 @@ TEST(SweepCli, ShardsMergeIntoTheWholeGrid) {
 }
 
 TEST(SweepRunner, ParallelJobsGiveTheSameRowsAsOneJob) {
-  // Chunks on 2 worker threads (each run built under the init lock, models/model.h) store the
+  // Chunks on 2 worker threads (each run built under the init lock, engine/models/model.h) store the
   // same losses and curves, bit for bit, as one chunk after another.
   // Both pools start at 2 threads, as a CLI run on 2 cores leaves them: a point's numerics must
   // not depend on them (on AMD EPYC, OpenBLAS at 1 and 2 threads differs in the last bits).

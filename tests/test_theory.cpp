@@ -12,11 +12,11 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_util.h"
-#include "param/table.h"
-#include "theory/depth_theory.h"
-#include "theory/theory_report.h"
-#include "theory/width_theory.h"
-#include "core/atomic_file.h"
+#include "brain/param/table.h"
+#include "brain/theory/depth_theory.h"
+#include "brain/theory/theory_report.h"
+#include "brain/theory/width_theory.h"
+#include "brain/util/atomic_file.h"
 
 using namespace scaleinv;
 

@@ -15,13 +15,13 @@
 
 #include "cli_util.h"
 #include "fixtures.h"
-#include "core/errors.h"
-#include "core/torch_compat.h"
-#include "optim/optimizer.h"
-#include "param/table.h"
-#include "train/checkpoint.h"
-#include "train/config.h"
-#include "train/trainer.h"
+#include "brain/util/errors.h"
+#include "engine/runtime/torch_compat.h"
+#include "engine/optim/optimizer.h"
+#include "brain/param/table.h"
+#include "engine/train/checkpoint.h"
+#include "brain/train/config.h"
+#include "engine/train/trainer.h"
 
 using namespace scaleinv;
 using scaleinv::testing::losses_in;
@@ -274,7 +274,7 @@ TEST(TrainEquivalence, SpNtkAndMupMfUnderMomentumlessAdam) {
 }
 
 TEST(TrainEquivalence, SpNtkUnderSgdAfterTheSgdShift) {
-  // The presets' SGD columns carry the 2*theta shift (param/presets.cpp).
+  // The presets' SGD columns carry the 2*theta shift (brain/param/presets.cpp).
   auto cfg = [&](const char* name) {
     return small({"model.width=256", "optim.kind=\"sgd\"", "optim.lr=0.1", std::string("param.name=\"") + name + "\""});
   };
@@ -382,7 +382,7 @@ TEST(TrainCli, TrainThenSampleAppliesTheTrainingMultipliers) {
 }
 
 // Issue 36: a tied Llama (one tensor for the embedding and the readout, the readout's multiplier and
-// init ratio in the forward; models/zoo.h tied_logits) trains to the loss of the untied one at the
+// init ratio in the forward; engine/models/zoo.h tied_logits) trains to the loss of the untied one at the
 // base shape, where every multiplier of mup is 1. Four seeds each; the two means may differ by no
 // more than Welch's 95% bound on the difference (t_{0.975, 6} = 2.447: 4 + 4 seeds, equal sizes), and
 // both must have learned (below the chain's unigram entropy).

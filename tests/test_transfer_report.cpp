@@ -14,11 +14,11 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_util.h"
-#include "core/errors.h"
-#include "core/sqlite_db.h"
-#include "report/html_report.h"
-#include "report/transfer.h"
-#include "sweep/sweep_store.h"
+#include "brain/util/errors.h"
+#include "brain/util/sqlite_db.h"
+#include "brain/report/html_report.h"
+#include "brain/report/transfer.h"
+#include "brain/sweep/sweep_store.h"
 
 using namespace scaleinv;
 using scaleinv::testing::run_cli;
@@ -267,7 +267,7 @@ TEST(TransferAnalysis, DivergedPointsCountAsInfinite) {
   EXPECT_NEAR(p.curves[3].opt.lr_log2, -6.3, 1e-9);
   EXPECT_TRUE(std::isinf(p.curves[3].points.back().mean_loss));
   EXPECT_EQ(p.curves[3].points.back().diverged, 1);
-  // In transfer.json a non-finite number is null (core/json_number.h), the point's diverged count says why.
+  // In transfer.json a non-finite number is null (brain/util/json_number.h), the point's diverged count says why.
   const nlohmann::json jp = transfer_to_json(a)["groups"][0]["params"][0]["curves"][3]["points"].back();
   EXPECT_TRUE(jp["mean_loss"].is_null()) << jp;
   EXPECT_EQ(jp["diverged"], 1);

@@ -11,15 +11,15 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_util.h"
-#include "core/errors.h"
-#include "core/torch_compat.h"
-#include "data/data.h"
-#include "models/model.h"
-#include "param/table.h"
-#include "measure/precision_report.h"
-#include "train/config.h"
-#include "unit/scaled_ops.h"
-#include "measure/unit_scales.h"
+#include "brain/util/errors.h"
+#include "engine/runtime/torch_compat.h"
+#include "engine/data/data.h"
+#include "engine/models/model.h"
+#include "brain/param/table.h"
+#include "engine/opcheck/precision_report.h"
+#include "brain/train/config.h"
+#include "engine/unit/scaled_ops.h"
+#include "engine/opcheck/unit_scales.h"
 
 using namespace scaleinv;
 using namespace scaleinv::unit;

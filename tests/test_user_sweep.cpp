@@ -1,4 +1,4 @@
-// A sweep of the user's own model (sweep/user_space.h, sweep/user_sweep.h), with a C++ function
+// A sweep of the user's own model (brain/sweep/user_space.h, brain/sweep/user_sweep.h), with a C++ function
 // standing in for the Python training function: the names and their store keys, the points'
 // configs and ids, the loop's store (resume, failures, a search's rungs), and bad spaces.
 #include <gtest/gtest.h>
@@ -14,14 +14,15 @@
 #include <thread>
 #include <vector>
 
-#include "core/errors.h"
-#include "core/sqlite_db.h"
-#include "core/toml_json.h"
-#include "sweep/search_rank.h"
-#include "sweep/search_space.h"
-#include "sweep/sweep_spec.h"
-#include "sweep/user_space.h"
-#include "sweep/user_sweep.h"
+#include "brain/util/errors.h"
+#include "brain/util/sqlite_db.h"
+#include "brain/util/toml_json.h"
+#include "brain/util/toml_reader.h"
+#include "brain/sweep/search_rank.h"
+#include "brain/sweep/search_space.h"
+#include "brain/sweep/sweep_spec.h"
+#include "brain/sweep/user_space.h"
+#include "brain/sweep/user_sweep.h"
 
 using namespace scaleinv;
 
@@ -61,7 +62,7 @@ PointResult fake_train(const nlohmann::json& hp) {
 }  // namespace
 
 TEST(UserSpace, NamesAreStoredUnderTheClisKeysAndTheRestUnderUser) {
-  const SweepSpec s = user_sweep_from_text(kSpace, false, "space.toml");
+  const SweepSpec s = user_sweep_from_toml(kSpace, "space.toml");
   ASSERT_TRUE(s.user_model);
   ASSERT_EQ(s.points.size(), 16u);
   const SweepPoint& p = s.points.front();
@@ -81,7 +82,7 @@ TEST(UserSpace, NamesAreStoredUnderTheClisKeysAndTheRestUnderUser) {
   const nlohmann::json j = {{"sweep", {{"name", "mine"}}},
                             {"fixed", {{"param", "mup"}, {"steps", 20}, {"batch_size", 32}}},
                             {"grid", {{"width", {16, 32}}, {"lr_log2", {-8, -6}}, {"init_scale", {0.5, 1.0}}, {"seed", {0, 1}}}}};
-  const SweepSpec d = user_sweep_from_text(j.dump(), true, "python: space");
+  const SweepSpec d = user_sweep_from_json(j, "python: space");
   EXPECT_EQ(d.fingerprint, s.fingerprint);
   for (size_t i = 0; i < s.points.size(); ++i) EXPECT_EQ(d.points[i].id, s.points[i].id);
 }
@@ -102,7 +103,7 @@ TEST(UserSpace, BadSpacesAreOneLineNamingTheField) {
   };
   for (const auto& [text, field] : cases) {
     try {
-      user_sweep_from_text(text, false, "space.toml");
+      user_sweep_from_toml(text, "space.toml");
       ADD_FAILURE() << "accepted: " << text;
     } catch (const UserError& e) {
       const std::string what = e.what();
@@ -144,8 +145,8 @@ TEST(UserSpace, IntegersPastInt64AreRefusedNamingTheField) {
       EXPECT_EQ(what.find('\n'), std::string::npos) << what;
     }
   };
-  for (const auto& [text, field] : toml) refused([&] { user_sweep_from_text(text, false, "space.toml"); }, field);
-  for (const auto& [text, field] : json) refused([&] { user_sweep_from_text(text, true, "python: space"); }, field);
+  for (const auto& [text, field] : toml) refused([&] { user_sweep_from_toml(text, "space.toml"); }, field);
+  for (const auto& [text, field] : json) refused([&] { user_sweep_from_json(nlohmann::json::parse(text), "python: space"); }, field);
   // The zoo's sweep files: a float past int64 for an integer key or a seed.
   const std::string zoo = "[train]\nsteps = 5\n[grid]\nlr_log2 = [-6]\n";
   refused([&] { sweep_from_toml_text(zoo + "\"train.batch_size\" = [1e30]\n", "z.toml", "."); }, "grid.train.batch_size");
@@ -155,8 +156,7 @@ TEST(UserSpace, IntegersPastInt64AreRefusedNamingTheField) {
   // A range of more values than int64 counts (was "the axis has no values").
   for (const std::string range : {"{from = 1, to = 1e300}", "{from = -1e308, to = 1e308}", "{from = 0, to = 1, step = 1e-300}"}) {
     try {
-      user_sweep_from_text("[fixed]\nparam = \"mup\"\nsteps = 3\nwidth = 16\n[grid]\nlr_log2 = [-6]\ninit = " + range + "\n",
-                           false, "space.toml");
+      user_sweep_from_toml("[fixed]\nparam = \"mup\"\nsteps = 3\nwidth = 16\n[grid]\nlr_log2 = [-6]\ninit = " + range + "\n", "space.toml");
       ADD_FAILURE() << "accepted " << range;
     } catch (const UserError& e) {
       const std::string what = e.what();
@@ -177,7 +177,7 @@ TEST(UserSpace, IntegersPastInt64AreRefusedNamingTheField) {
 }
 
 TEST(UserSweep, TheLoopStoresResumesAndRecordsWhatRaised) {
-  const SweepSpec s = user_sweep_from_text(kSpace, false, "space.toml");
+  const SweepSpec s = user_sweep_from_toml(kSpace, "space.toml");
   UserSweepOptions o;
   o.db_path = temp_db("grid.db");
   o.show_progress = false;
@@ -224,7 +224,7 @@ min_steps = 3
 [search.space]
 lr_log2 = {from = -10, to = -4}
 )";
-  const SweepSpec s = user_sweep_from_text(text, false, "search.toml");
+  const SweepSpec s = user_sweep_from_toml(text, "search.toml");
   UserSweepOptions o;
   o.db_path = temp_db("search.db");
   o.show_progress = false;
@@ -251,15 +251,14 @@ lr_log2 = {from = -10, to = -4}
 // space sets no width") is an axis of its own: kept as a number in the point's axes, exactly, and
 // the width's refusal says so.
 TEST(UserSpace, ACountPastTheIntIsItsOwnAxisNotAWidth) {
-  const SweepSpec s = user_sweep_from_text(
-      "[fixed]\nparam = \"mup\"\nsteps = 3\nwidth = 16\n[grid]\nN = [2150000000, 4300000000]\nD = [1e11]\nlr_log2 = [-6]\n",
-      false, "space.toml");
+  const SweepSpec s = user_sweep_from_toml(
+      "[fixed]\nparam = \"mup\"\nsteps = 3\nwidth = 16\n[grid]\nN = [2150000000, 4300000000]\nD = [1e11]\nlr_log2 = [-6]\n", "space.toml");
   ASSERT_EQ(s.points.size(), 2u);
   EXPECT_EQ(s.points[0].axes["N"].get<double>(), 2150000000.0);
   EXPECT_EQ(s.points[1].axes["N"].get<double>(), 4300000000.0);
   EXPECT_EQ(s.points[0].axes["D"].get<double>(), 1e11);
   try {
-    user_sweep_from_text("[fixed]\nparam = \"mup\"\nsteps = 3\n[grid]\nwidth = [2150000000]\nlr_log2 = [-6]\n", false,
+    user_sweep_from_toml("[fixed]\nparam = \"mup\"\nsteps = 3\n[grid]\nwidth = [2150000000]\nlr_log2 = [-6]\n",
                          "space.toml");
     ADD_FAILURE() << "a width of 2.15e9 was accepted";
   } catch (const UserError& e) {
@@ -273,7 +272,7 @@ TEST(UserSpace, ACountPastTheIntIsItsOwnAxisNotAWidth) {
 // (twice, out of the batch, or a point never recorded) is refused; what it throws ends the sweep with
 // the points recorded before it stored, and resume goes on from there.
 TEST(UserSweep, ABatchExecutorRecordsInAnyOrderLikeTheSequentialOne) {
-  const SweepSpec s = user_sweep_from_text(kSpace, false, "space.toml");
+  const SweepSpec s = user_sweep_from_toml(kSpace, "space.toml");
   UserSweepOptions o;
   o.show_progress = false;
   auto failing = [](const nlohmann::json& hp) {
@@ -312,10 +311,9 @@ TEST(UserSweep, ABatchExecutorRecordsInAnyOrderLikeTheSequentialOne) {
   EXPECT_EQ(table(o.db_path, "SELECT id FROM points ORDER BY rowid LIMIT 1")[0][0], SqlValue(s.points.back().id));
 
   // A halving search: one batch per rung, each waited for before the next is planned.
-  const SweepSpec search = user_sweep_from_text(
+  const SweepSpec search = user_sweep_from_toml(
       "[fixed]\nparam = \"mup\"\nsteps = 27\nwidth = 16\n[search]\nmethod = \"halving\"\ntrials = 9\neta = 3\nmin_steps = 3\n"
-      "[search.space]\nlr_log2 = {from = -10, to = -4}\n",
-      false, "search.toml");
+      "[search.space]\nlr_log2 = {from = -10, to = -4}\n", "search.toml");
   batch_sizes.clear();
   o.db_path = temp_db("search-batch.db");
   const nlohmann::json sb = run_user_sweep(search, o, reversed);
@@ -374,4 +372,91 @@ TEST(UserSweep, ABatchExecutorRecordsInAnyOrderLikeTheSequentialOne) {
   const nlohmann::json rest = run_user_sweep(s, o, reversed);
   EXPECT_EQ(rest["skipped"], 5);
   EXPECT_EQ(rest["run"], 11);
+}
+
+// ---- The space read once (issue 62): a dict crosses as values and is read from its table, never
+// formatted as TOML only to be parsed again. These pin it to the text path it replaced (a dict was
+// formatted and the text parsed) and to the stores Python sweeps wrote before.
+namespace {
+
+nlohmann::json toml_to_json(const toml::node& n) {
+  if (const toml::table* t = n.as_table()) {
+    nlohmann::json out = nlohmann::json::object();
+    for (auto&& [k, v] : *t) out[std::string(k.str())] = toml_to_json(v);
+    return out;
+  }
+  if (const toml::array* a = n.as_array()) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const toml::node& v : *a) out.push_back(toml_to_json(v));
+    return out;
+  }
+  return *toml_scalar_json(n);
+}
+
+// The same sweep, field by field: the text the store keeps, the fingerprint, every point.
+void expect_same_sweep(const SweepSpec& a, const SweepSpec& b, const std::string& what) {
+  EXPECT_EQ(a.toml_text, b.toml_text) << what;
+  EXPECT_EQ(a.fingerprint, b.fingerprint) << what;
+  ASSERT_EQ(a.points.size(), b.points.size()) << what;
+  for (size_t i = 0; i < a.points.size(); ++i) {
+    EXPECT_EQ(a.points[i].id, b.points[i].id) << what;
+    EXPECT_EQ(a.points[i].user.dump(), b.points[i].user.dump()) << what;
+    EXPECT_EQ(a.points[i].axes.dump(), b.points[i].axes.dump()) << what;
+  }
+}
+
+}  // namespace
+
+TEST(UserSpace, ADictDrawsExactlyWhatItsStoredTomlTextDraws) {
+  // Values a text round trip could bend if the formatter were not exact: thirds, tenths, tiny and
+  // huge floats, a negative half-step range, integers written as floats, nested user names.
+  const std::vector<nlohmann::json> spaces = {
+      {{"fixed", {{"param", "mup"}, {"steps", 7}, {"weight_decay", 0.1}, {"note", "a \"quoted\" name"}}},
+       {"grid", {{"width", {16, 32}}, {"lr_log2", {{"from", -11}, {"to", -9}, {"step", 0.5}}}, {"seed", {0, 1}},
+                 {"init_scale", {0.1, 1.0 / 3.0, 2.5e-7, 1e300}}}}},
+      {{"sweep", {{"name", "s"}}},
+       {"fixed", {{"param", "mup"}, {"steps", 8}, {"width", 16.0}, {"opt", {{"beta2", 0.95}, {"nesterov", true}}}}},
+       {"grid", {{"seed", {0, 1}}}},
+       {"search", {{"method", "halving"}, {"trials", 6}, {"eta", 2}, {"min_steps", 2}, {"seed", 3},
+                   {"space", {{"lr_log2", {{"from", -12.5}, {"to", -6.25}}},
+                              {"init_scale", {{"from", 0.1}, {"to", 10}, {"log", true}}},
+                              {"dropout", {0.0, 0.1}}}}}}},
+  };
+  for (const nlohmann::json& j : spaces) {
+    const SweepSpec d = user_sweep_from_json(j, "python: space");
+    const SweepSpec t = user_sweep_from_toml(d.toml_text, "python: space");
+    expect_same_sweep(d, t, j.dump());
+  }
+}
+
+TEST(UserSpace, ThePythonStoresOfDocsResultsDrawAsTheyWereDrawn) {
+  namespace fs = std::filesystem;
+  int checked = 0;
+  for (const auto& entry : fs::directory_iterator(std::string(SCALEINV_SOURCE_DIR) + "/docs/results/data")) {
+    if (entry.path().extension() != ".db") continue;
+    // A copy: a reader of a WAL store would leave -wal and -shm files beside the repository's.
+    const std::string copy = temp_db("stored-" + entry.path().filename().string());
+    fs::copy_file(entry.path(), copy, fs::copy_options::overwrite_existing);
+    std::string text, fingerprint;
+    std::vector<std::string> stored_ids;
+    {
+      SqliteDb db(copy, SqliteDb::Mode::ReadOnly);
+      for (const auto& r : db.query("SELECT key, value FROM meta WHERE key IN ('sweep_toml', 'fingerprint')"))
+        (std::get<std::string>(r[0]) == "fingerprint" ? fingerprint : text) = std::get<std::string>(r[1]);
+      for (const auto& r : db.query("SELECT id FROM points")) stored_ids.push_back(std::get<std::string>(r[0]));
+    }
+    const std::string what = entry.path().filename().string();
+    if (parse_toml(text, what)["sweep"]["target"].value_or(std::string()) != "python") continue;
+    // The file's path (scaleinv sweep rank --db) and the dict's (scaleinv.sweep): the stored text,
+    // the stored fingerprint, and every point of the first rung (the whole grid) among the stored.
+    const SweepSpec from_store = stored_user_sweep(copy);
+    const SweepSpec from_dict = user_sweep_from_json(toml_to_json(parse_toml(text, what)), "python: space");
+    EXPECT_EQ(from_store.fingerprint, fingerprint) << what;
+    EXPECT_EQ(from_dict.toml_text, text) << what;
+    expect_same_sweep(from_dict, from_store, what);
+    for (const SweepPoint& p : from_dict.points)
+      EXPECT_NE(std::find(stored_ids.begin(), stored_ids.end(), p.id), stored_ids.end()) << what << " " << p.id;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 3);  // nanogpt_loop_{check,width,search}_cpu.db
 }

@@ -1,4 +1,4 @@
-"""Apply a row of the table to a model scaleinv did not write (src/adapt/own_model.h).
+"""Apply a row of the table to a model scaleinv did not write (src/brain/adapt/own_model.h).
 
 The row (a, b, c) is shifted to a' = 0 (seed 000 eq. 28), so the model's forward stays as written:
 every tensor's init is rescaled in place and the optimizer gets one parameter group per tensor with
@@ -22,7 +22,7 @@ import _scaleinv
 from ._core import UserError, _name, _number
 from ._tensors import rms
 
-# The optimizer kinds' rows (src/optim/optimizer_kinds.h): apply builds a torch optimizer for those
+# The optimizer kinds' rows (src/brain/optim/optimizer_kinds.h): apply builds a torch optimizer for those
 # with a python_class, and reads its other traits (epsilon, fields) from the row, never from the name.
 KINDS = {row["kind"]: row for row in json.loads(_scaleinv.optimizer_kinds())}
 OPTIMIZERS = tuple(k for k, row in KINDS.items() if row["python_class"])
@@ -84,7 +84,7 @@ def _is_router(m):
 
 
 _CONV_T = (nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d)
-# How a tensor's dimensions read, from the layer that owns it (first match wins; src/adapt/own_model.h):
+# How a tensor's dimensions read, from the layer that owns it (first match wins; src/brain/adapt/own_model.h):
 # (owner test, parameter-name test, layout, what the layer stores)
 _LAYOUTS = (
     (lambda m: isinstance(m, (nn.Embedding, nn.EmbeddingBag)), lambda n: n == "weight", "in_out",

@@ -1,7 +1,7 @@
 """The theory-judged coordinate check of your own model (issue 15).
 
 Measured here with torch (forward hooks on your modules, names as in named_modules()), judged in the
-C++ core exactly as `scaleinv coordcheck` judges the zoo's models (src/measure/coordcheck.h): per
+C++ core exactly as `scaleinv coordcheck` judges the zoo's models (src/engine/coordcheck/coordcheck.h): per
 (quantity, module, step) the log-log slope against width with a 95% interval over seeds, compared
 with the theory's exponent for the module's role.
 """
@@ -129,7 +129,7 @@ def _gram_mv(m, x):
 
 
 # When the Lanczos estimate stops: within SPECTRAL_TOL relative by its own convergence, or after
-# SPECTRAL_STEPS steps (the CLI's spectral_norms defaults, src/measure/coordcheck.h).
+# SPECTRAL_STEPS steps (the CLI's spectral_norms defaults, src/engine/coordcheck/coordcheck.h).
 SPECTRAL_STEPS = 32
 SPECTRAL_TOL = 1e-3
 
@@ -146,7 +146,7 @@ def _largest_ritz(alpha, beta):
 def spectral_norm(w, steps=SPECTRAL_STEPS, tol=SPECTRAL_TOL):
     """Largest singular value by Lanczos on m^T m (m = w with trailing dims flattened), fully
     reorthogonalised, from the fixed start cos(0.7 i + 0.3), stopped as the CLI's coordinate check
-    stops it (src/measure/spectral_norm.cpp says why): at the first step k >= 2 where k/2 times the
+    stops it (src/engine/coordcheck/spectral_norm.cpp says why): at the first step k >= 2 where k/2 times the
     estimate's last rise is within `tol` of it (no gap at the top: the error falls as 1/k^2, ref.
     [lanczos-kw]; with one, faster), or after `steps` steps. A lower bound: measured within 4e-4 on
     iid matrices up to 8192^2 (11-32 steps), 2e-5 on trained weights and Adam updates (3-7 steps);
@@ -158,7 +158,13 @@ def spectral_norm(w, steps=SPECTRAL_STEPS, tol=SPECTRAL_TOL):
     tridiagonal, so sqrt(lambda_max(T_k)) = sigma_max(B_k): the same estimate, up to rounding. The
     bidiagonalisation takes 2k - 1 products (m v, m^T u), each a full read of m; Lanczos takes k
     products m^T (m q), each formed in one read of m by _gram_mv. On the check's width-8192 matrices
-    (256 MiB), the read is the cost."""
+    (256 MiB), the read is the cost.
+
+    Why not the C++ one through _scaleinv: the extension is the torch-free brain (it builds and
+    imports with no libtorch, beside whichever torch the user has, 1.13 to 2.14), while the norm
+    works on the user's torch tensors, on their device, through that torch's BLAS. So the two are
+    one algorithm, stopping rule and constants (SPECTRAL_STEPS, SPECTRAL_TOL), with twin tests
+    (test_coordcheck's SpectralNorm and CoordCheck.SpectralNormStopsWithinItsToleranceByItsOwnConvergence)."""
     m = w.detach().reshape(w.shape[0], -1)
     # m^T m has rank <= rows: a start with a part in its null space needs rank + 1 steps to reach the
     # top eigenvector (a [1, d] gate after one step is only |m q|).
@@ -546,7 +552,7 @@ def _scalar_loss(lv):
 def _probe_positions(act_shapes, n_targets):
     """The probe's positions: the rows each measured activation holds per width feature (B for an MLP,
     B*T for a language model, B*tokens for a ViT, B*H*W for a convolution), the most of any
-    activation, which sets the check's finite-size term (src/measure/coord_result.h): an activation
+    activation, which sets the check's finite-size term (src/brain/coordcheck/coord_result.h): an activation
     summed over many positions per sample has that many incoherent terms, not the B the targets
     count. The width dimension is the one that differs between the two smallest widths."""
     widths = sorted(act_shapes)

@@ -20,7 +20,7 @@ def _import_or_refuse(module, what):
 
 
 def presets():
-    """The preset parameterizations' names (param/presets.cpp)."""
+    """The preset parameterizations' names (brain/param/presets.cpp)."""
     return list(_scaleinv.presets())
 
 
@@ -129,7 +129,7 @@ def predict(db, at=None, holdout=False, fit_upto=None, param=None, max_extrapola
             near_optimal=None, hparam=None, joint=None, retune=None, reference_law=None, reference_name="reference law",
             loso=False):
     """The optimal LR at a target scale from one or more sweep stores, with its 90% interval
-    (src/report/predict.h: a power law per axis, declined past max_extrapolation doublings).
+    (src/brain/report/predict.h: a power law per axis, declined past max_extrapolation doublings).
     near_optimal=PCT: each scale's optimum is the centre of the LRs within PCT% of its best loss
     (every near-optimal run counts), not the parabola vertex.
     hparam=KEY: predict that swept hyperparameter's optimum (a grid key such as "hp.branch_mult",
@@ -140,7 +140,7 @@ def predict(db, at=None, holdout=False, fit_upto=None, param=None, max_extrapola
         p = scaleinv.predict("runs/sweeps/width.db", holdout=True, fit_upto=512)
 
     joint=[AXES]: one law in several axes at once, log2 h* = a + sum b_i log2 x_i
-    (src/report/joint_law.h; at names every axis, fit_upto is then {axis: largest fitted value});
+    (src/brain/report/joint_law.h; at names every axis, fit_upto is then {axis: largest fitted value});
     retune=[KEYS] re-tuned in every cell besides the LR; reference_law={'c': C, axis: exponent, ...}
     a published law to compare; loso=True adds the interval's leave-one-scale-out coverage.
 

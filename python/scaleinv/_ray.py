@@ -1,9 +1,9 @@
 """scaleinv.sweep(..., executor="ray") and scaleinv.search(..., executor="ray"): each pending point of
 a rung is one Ray task, trained on the cluster; the driver records each result as it arrives.
 
-The C++ core sends a rung's pending points together (src/sweep/user_sweep.h PointExecutor) and
+The C++ brain sends a rung's pending points together (src/brain/sweep/user_sweep.h PointExecutor) and
 stays the store's only writer: RayExecutor.run submits the tasks, and for each finished one calls
-record(index, result_json) on this thread, which writes it in its own transaction before it
+record(index, result) on this thread, which writes it in its own transaction before it
 returns. A task runs the sweep's point function (_sweep.py: the model built under the point's seed,
 the parameterization applied, your train called), shipped once by Ray's cloudpickle, so closures
 and functions of __main__ work; a function of another module is imported by name on the worker
@@ -16,7 +16,6 @@ max_retries=1), then the point is recorded as failed with the reason, like a tra
 exception your train raises is recorded as it is locally, not retried. An exception raised outside
 train (make_model returning no module, a result that is no loss) ends the sweep, as locally.
 """
-import json
 import os
 import socket
 
@@ -115,9 +114,9 @@ def connect(ray, options):
                 os.environ[k] = v
 
 
-def _run_point(point_fn, hparams_json):
-    """A Ray task: the sweep's point function on one point (its result as a dict)."""
-    return point_fn(hparams_json)
+def _run_point(point_fn, hparams):
+    """A Ray task: the sweep's point function on one point (its values a dict; its result a dict)."""
+    return point_fn(hparams)
 
 
 def _reason(e):
@@ -127,7 +126,7 @@ def _reason(e):
 
 
 class RayExecutor:
-    """The core's batch executor (src/sweep/user_sweep.h) over Ray tasks: run(batch, started, record)."""
+    """The core's batch executor (src/brain/sweep/user_sweep.h) over Ray tasks: run(batch, started, record)."""
 
     concurrent = True
 
@@ -178,7 +177,7 @@ class RayExecutor:
 
     def run(self, batch, started, record):
         ray = self.ray
-        queue = list(batch)  # (index, point_id, hparams_json), in grid order
+        queue = list(batch)  # (index, point_id, hparams), in grid order
         queue.reverse()
         in_flight = {}  # ObjectRef -> index
 
@@ -187,8 +186,8 @@ class RayExecutor:
             if most is not None:
                 room = min(room, most)
             while queue and (room > 0 or not in_flight):
-                index, _, hparams_json = queue.pop()
-                in_flight[self._task.remote(self._point, hparams_json)] = index
+                index, _, hparams = queue.pop()
+                in_flight[self._task.remote(self._point, hparams)] = index
                 started(index)
                 room -= 1
 
@@ -209,7 +208,7 @@ class RayExecutor:
                     send(most=1)
                     result = self._result(ref)
                     self.train_s += result.get("wall_s", 0.0)
-                    record(index, json.dumps(result))
+                    record(index, result)
         except BaseException:
             for ref in in_flight:  # the sweep ends here (resume=True trains them again)
                 try:

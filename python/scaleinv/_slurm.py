@@ -2,11 +2,11 @@
 of a rung is one task of a Slurm job array, trained on the cluster's nodes; the driver (this
 process) records each result as it appears.
 
-The C++ core sends a rung's pending points together (src/sweep/user_sweep.h PointExecutor) and
+The C++ brain sends a rung's pending points together (src/brain/sweep/user_sweep.h PointExecutor) and
 stays the store's only writer: SlurmExecutor.run writes the points into the job folder, submits one
 array for them, and polls squeue and the folder's results, calling started(index) when a task is
-seen running and record(index, result_json) as each result appears. Slurm is reached through the
-CLI's own client (src/sweep/slurm.h, bound as _scaleinv.SlurmClient): sbatch, squeue, sinfo and
+seen running and record(index, result) as each result appears. Slurm is reached through the
+CLI's own client (src/brain/sweep/slurm.h, bound as _scaleinv.SlurmClient): sbatch, squeue, sinfo and
 scancel, as a user at a login node runs them (SLURM_CONF, PATH and the account hold), and no
 accounting database is needed (squeue alone tells which tasks still live).
 
@@ -150,7 +150,7 @@ class _Task:
 
 
 class SlurmExecutor:
-    """The core's batch executor (src/sweep/user_sweep.h) over Slurm job arrays: run(batch, started,
+    """The core's batch executor (src/brain/sweep/user_sweep.h) over Slurm job arrays: run(batch, started,
     record). Made before the store is opened: the scheduler, the partition, the folder's lock and the
     probe job are checked here, each refusal one line. close() releases the folder."""
 
@@ -337,7 +337,7 @@ class SlurmExecutor:
 
     # ---- a rung ----
     def _new_set(self, points):
-        """Writes the points [(index, point_id, hparams_json)] as a new points/K/: [(K, i) ...]."""
+        """Writes the points [(index, point_id, hparams)] as a new points/K/: [(K, i) ...]."""
         root = os.path.join(self.folder, "points")
         k = 1 + max([int(d) for d in os.listdir(root) if d.isdigit()] or [-1])
         d = os.path.join(root, str(k))
@@ -346,9 +346,9 @@ class SlurmExecutor:
         path = [os.getcwd() if p == "" else os.path.abspath(p) for p in path]
         _write_atomic(os.path.join(d, "set.json"), json.dumps(
             {"function": self._function, "results": os.path.join(self.folder, "results"), "sys_path": path}))
-        for i, (_, point_id, hparams_json) in enumerate(points):
+        for i, (_, point_id, hparams) in enumerate(points):
             _write_atomic(os.path.join(d, f"{i}.json"), json.dumps(
-                {"point_id": point_id, "file": _file_of(point_id), "hparams": hparams_json}))
+                {"point_id": point_id, "file": _file_of(point_id), "hparams": hparams}))
         return str(k)
 
     def _submit(self, set_name, indices, attempt):
@@ -397,7 +397,7 @@ class SlurmExecutor:
                 f"(job {t.job}_{t.set_index}{seen}): {told}")[:1500]
 
     def _result(self, t):
-        """The result of task t as the store's JSON, from its file (None while it cannot be read: a
+        """The result of task t as the store's fields (a dict), from its file (None while it cannot be read: a
         shared filesystem may show it late), or what the point function raised there, raised."""
         doc = _read_json(os.path.join(self.folder, "results", t.file))
         if doc is None:
@@ -418,10 +418,10 @@ class SlurmExecutor:
                 raise e
             raise RuntimeError(f"the point function raised in Slurm task {t.job}_{t.set_index}: {doc['raised']} "
                                f"(its log: {self._log(t)})")
-        return json.dumps(doc["result"])
+        return doc["result"]
 
     def _record(self, t, result, record):
-        self.train_s += json.loads(result).get("wall_s", 0.0)
+        self.train_s += result.get("wall_s", 0.0)
         record(t.index, result)
 
     def run(self, batch, started, record):
@@ -433,7 +433,7 @@ class SlurmExecutor:
         tasks = {}  # index -> _Task, the points not yet recorded
         fresh = []
         try:
-            for index, point_id, hparams_json in batch:
+            for index, point_id, hparams in batch:
                 if point_id in adopted:
                     tasks[index] = adopted[point_id]
                     continue
@@ -445,7 +445,7 @@ class SlurmExecutor:
                     self._record(t, result, record)
                 else:
                     tasks[index] = t
-                    fresh.append((t, hparams_json))
+                    fresh.append((t, hparams))
             if fresh:
                 set_name = self._new_set([(t.index, t.point_id, hp) for t, hp in fresh])
                 for i, (t, _) in enumerate(fresh):
@@ -502,7 +502,7 @@ class SlurmExecutor:
                     if t.attempt <= self.o["max_retries"]:
                         again.append(t)
                     else:
-                        done.append((t, json.dumps({"error": self._reason(t), "wall_s": 0.0})))
+                        done.append((t, {"error": self._reason(t), "wall_s": 0.0}))
             # The tasks Slurm started in the slots of those that finished since the last poll are
             # told before the last of those is recorded, so that the core's "N at a time" (the most
             # running when a point is recorded) counts them beside the others, as they ran.

@@ -9,11 +9,11 @@ your function, into the CLI's store.
         "grid": {"width": [64, 128, 256], "lr_log2": {"from": -10, "to": -5}, "seed": [0, 1]}})
     print(scaleinv.report(r.db))                          # or: scaleinv transfer-report --db ...
 
-The space is a sweep file's grammar ([fixed], [grid], [search]; src/sweep/user_space.h) as a dict
+The space is a sweep file's grammar ([fixed], [grid], [search]; src/brain/sweep/user_space.h) as a dict
 or a TOML file's path. The C++ core draws the points exactly as `scaleinv sweep` does (the same
 grid expansion, Halton trials, halving rungs and hyperband brackets, point ids and fingerprint),
 calls back for each point not yet in the store, and writes each result in its own transaction
-(src/sweep/user_sweep.h). This module builds each point's model and optimizer and calls `train`.
+(src/brain/sweep/user_sweep.h). This module builds each point's model and optimizer and calls `train`.
 """
 import inspect
 import json
@@ -72,24 +72,23 @@ def _check_integers(v, path):
             _check_integers(x, path)
 
 
-def _space_text(space, db=None):
-    """(text, is_json, where) of a space given as a dict or a TOML file's path; a dict's sweep is
-    named after the store's stem unless it names itself."""
+def _space(space, caller, db=None):
+    """(the space as _scaleinv.UserSweep, where) of a space given as a dict or a TOML file's path; a
+    dict's sweep is named after the store's stem unless it names itself. A dict crosses to the C++
+    brain once, as values (no JSON or TOML text in between)."""
     if isinstance(space, dict):
         _check_integers(space, "")
         if db is not None and "name" not in space.get("sweep", {}):
             space = dict(space, sweep=dict(space.get("sweep", {}), name=os.path.splitext(os.path.basename(os.fspath(db)))[0]))
-        try:
-            return json.dumps(space, allow_nan=False), True, "python: space"
-        except (TypeError, ValueError) as e:
-            raise UserError(f"python: space: {e} (fix: give numbers, strings, booleans, lists and dicts)") from None
+        return _scaleinv.UserSweep.from_dict(space, "python: space", caller), "python: space"
     if isinstance(space, (str, os.PathLike)):
         path = os.fspath(space)
         try:
             with open(path, encoding="utf-8") as f:
-                return f.read(), False, path
+                text = f.read()
         except OSError as e:
             raise UserError(f"{path}: space: cannot read it ({e.strerror}) (fix: give a TOML file's path or a dict)") from None
+        return _scaleinv.UserSweep.from_toml(text, path, caller), path
     raise UserError(f"python: space: {type(space).__name__} is not a dict or a path "
                     "(fix: space={'fixed': {...}, 'grid': {...}} or space='my_sweep.toml')")
 
@@ -226,7 +225,7 @@ def _sweep(make_model, train, space, db, optimizer, base, overrides, shard, resu
     from torch import nn
     if not callable(make_model) or not callable(train):
         raise UserError("python: make_model, train: must be callables (fix: sweep(make_model, train, space=..., db=...))")
-    # the kinds scaleinv.apply builds a torch optimizer for (src/optim/optimizer_kinds.h: python_class)
+    # the kinds scaleinv.apply builds a torch optimizer for (src/brain/optim/optimizer_kinds.h: python_class)
     torch_kinds = [r["kind"] for r in json.loads(_scaleinv.optimizer_kinds()) if r["python_class"]]
     if not (isinstance(optimizer, str) and optimizer in torch_kinds) and not callable(optimizer):
         quoted = ", ".join(repr(k) for k in torch_kinds)
@@ -237,8 +236,11 @@ def _sweep(make_model, train, space, db, optimizer, base, overrides, shard, resu
         raise UserError(f"python: db: {os.fspath(db)!r} is a directory (fix: db='{os.path.join(os.fspath(db), 'mine.db')}')")
     if not isinstance(resume, bool):
         raise UserError(f"python: resume: {resume!r} is not True or False (fix: resume=True continues a store)")
-    text, is_json, where = _space_text(space, db)
-    info = json.loads(_scaleinv.user_sweep_info(text, is_json, where, caller))
+    user_sweep, where = _space(space, caller, db)
+    info = user_sweep.info()
+    if caller == "scaleinv.search" and not info["search"]:
+        raise UserError(f"{where}: search: missing (fix: add a [search] table with method, trials and [search.space], "
+                        "or call scaleinv.sweep for a grid)")
     if not info["widths"]:
         raise UserError(f"{where}: width: the space sets no width (fix: add width = N to fixed, or a list to the grid; "
                         "make_model is built at it)")
@@ -290,11 +292,11 @@ def _sweep(make_model, train, space, db, optimizer, base, overrides, shard, resu
         from ._apply import plan
         for param in info["params"]:
             plan(shapes["base"], shapes["base"], shapes["delta"], param, optimizer, 0.0, overrides)
-    def train_point(hparams_json):
-        """One point: its model built under its seed, the parameterization applied, train called;
-        its result as the store's JSON (a dict). Runs here, or in a Ray worker or a Slurm task
-        (shipped by cloudpickle)."""
-        hp = json.loads(hparams_json)
+    def train_point(hparams):
+        """One point (its values by the space's names, a dict): its model built under its seed, the
+        parameterization applied, train called; its result as the store's fields (a dict). Runs
+        here, or in a Ray worker or a Slurm task (shipped by cloudpickle)."""
+        hp = dict(hparams)
         torch.manual_seed(hp["seed"])
         model = build(hp["width"], hp.get("depth"))
         if callable(optimizer):
@@ -314,8 +316,7 @@ def _sweep(make_model, train, space, db, optimizer, base, overrides, shard, resu
     if ray is not None:
         _ray.connect(ray, executor_options)
         runner = _ray.RayExecutor(ray, train_point, executor_options)
-        out = _scaleinv.run_user_sweep(text, is_json, where, db_path, shard_text, resume, bool(progress), None, caller,
-                                       runner)
+        out = user_sweep.run(db_path, shard_text, resume, bool(progress), None, runner)
         train_s = runner.train_s
     elif cloudpickle is not None:
         # The scheduler, the partition, the folder (one driver) and the probe job are checked here,
@@ -324,8 +325,7 @@ def _sweep(make_model, train, space, db, optimizer, base, overrides, shard, resu
                                       db_path, info["name"], info["fingerprint"], resume)
         completed = False
         try:
-            out = _scaleinv.run_user_sweep(text, is_json, where, db_path, shard_text, resume, bool(progress), None,
-                                           caller, runner)
+            out = user_sweep.run(db_path, shard_text, resume, bool(progress), None, runner)
             completed = True
         finally:
             runner.close(completed)
@@ -333,15 +333,14 @@ def _sweep(make_model, train, space, db, optimizer, base, overrides, shard, resu
     else:
         train_s = 0.0
 
-        def run_point(point_id, hparams_json):
+        def run_point(point_id, hparams):
             nonlocal train_s
-            res = train_point(hparams_json)
+            res = train_point(hparams)
             train_s += res["wall_s"]
-            return json.dumps(res)
+            return res
 
-        out = _scaleinv.run_user_sweep(text, is_json, where, db_path, shard_text, resume, bool(progress), run_point,
-                                       caller)
-    r = SweepResult(json.loads(out))
+        out = user_sweep.run(db_path, shard_text, resume, bool(progress), run_point)
+    r = SweepResult(out)
     r["train_s"] = train_s
     r["overhead_s"] = (time.perf_counter() - t0) - r["train_s"]
     if progress:
@@ -353,10 +352,5 @@ def search(make_model, train, space, db, *, optimizer="adamw", base=None, overri
            resume=False, progress=True, executor=None, executor_options=None):
     """scaleinv.sweep of a space with a [search] (random, halving or hyperband): the same call; a
     space without one is refused, so a typo does not silently run a grid."""
-    _import_torch("scaleinv.search")
-    text, is_json, where = _space_text(space)
-    if not json.loads(_scaleinv.user_sweep_info(text, is_json, where, "scaleinv.search"))["search"]:
-        raise UserError(f"{where}: search: missing (fix: add a [search] table with method, trials and [search.space], "
-                        "or call scaleinv.sweep for a grid)")
     return _sweep(make_model, train, space, db, optimizer, base, overrides, shard, resume, progress, executor,
                   executor_options, "scaleinv.search")

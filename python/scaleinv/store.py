@@ -7,7 +7,7 @@
                                     units={"N": "params", "D": "tokens"}, source="Step Law @32a8f4c")
     print(s); scaleinv.predict("runs/steplaw.db", holdout=True)
 
-The C++ importer behind `scaleinv import-results` writes the store (src/sweep/import_results.h:
+The C++ importer behind `scaleinv import-results` writes the store (src/brain/sweep/import_results.h:
 what a point holds, what is refused); this module only turns the records into its table.
 """
 import json

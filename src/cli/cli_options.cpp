@@ -7,8 +7,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "core/atomic_file.h"
-#include "core/errors.h"
+#include "brain/util/atomic_file.h"
+#include "brain/util/errors.h"
 
 namespace scaleinv {
 

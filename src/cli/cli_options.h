@@ -23,7 +23,7 @@ CLI::Option* writes(CLI::Option* opt, bool dir = false);
 // Run once parsing ends, before any command's work (main.cpp): UserError naming the output's
 // option when an output file given on the command line is one of the inputs given there (the
 // same file, through a link or another spelling too), or an output directory is an input file;
-// then registers every input with protect_input (core/atomic_file.h), so that a file written
+// then registers every input with protect_input (brain/util/atomic_file.h), so that a file written
 // deeper in the library (a report's files inside --out, a run's out_dir) is refused there too.
 void refuse_outputs_over_inputs();
 

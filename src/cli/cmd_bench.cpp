@@ -1,5 +1,5 @@
 // `scaleinv bench [--json PATH] [--device cpu|cuda] [--quick] [--widths 64,128,...] [--steps N] [--quiet]`
-// Speed benchmark (perf/bench.h): sgemm peak, GPT training throughput at the peer's shapes, the
+// Speed benchmark (engine/perf/bench.h): sgemm peak, GPT training throughput at the peer's shapes, the
 // batched-ensemble time ratio and the coordinate-check step time, with a summary table.
 // bench/compare_peer.sh runs it beside the Python peer and prints the ratios.
 #include <cstdio>
@@ -11,10 +11,10 @@
 
 #include "cli/cli_options.h"
 #include "cli/commands.h"
-#include "core/atomic_file.h"
-#include "core/errors.h"
-#include "perf/bench.h"
-#include "perf/profile.h"
+#include "brain/util/atomic_file.h"
+#include "brain/util/errors.h"
+#include "engine/perf/bench.h"
+#include "engine/perf/profile.h"
 
 namespace scaleinv {
 

@@ -5,7 +5,7 @@
 //                     [--align-alpha X] [--align-u X] [--train-batches N] [--quantities LIST]
 //                     [--device cpu|cuda] [--quiet]`
 // Measures how every activation, gradient and update scales with width (and depth) and judges the
-// slopes against the theory's exponents (measure/coordcheck.h). Exit 0, or 1 under --strict when a
+// slopes against the theory's exponents (engine/coordcheck/coordcheck.h). Exit 0, or 1 under --strict when a
 // quantity deviates from theory or is unstable; 2 on bad input.
 #include <cstdio>
 #include <memory>
@@ -17,22 +17,22 @@
 
 #include "cli/cli_options.h"
 #include "cli/commands.h"
-#include "core/atomic_file.h"
-#include "core/gnuplot.h"
-#include "core/device.h"
-#include "core/errors.h"
-#include "core/fraction.h"
-#include "measure/coordcheck.h"
-#include "models/model_kinds.h"
-#include "optim/optimizer.h"
-#include "train/config.h"
+#include "brain/util/atomic_file.h"
+#include "brain/util/gnuplot.h"
+#include "engine/runtime/device.h"
+#include "brain/util/errors.h"
+#include "brain/util/fraction.h"
+#include "engine/coordcheck/coordcheck.h"
+#include "brain/models/model_kinds.h"
+#include "engine/optim/optimizer.h"
+#include "brain/train/config.h"
 
 namespace scaleinv {
 
 namespace {
 
-// Small defaults (without --config): the model row's coordcheck_defaults (models/model_kinds.h).
-// The check is sharp for widths well above n = probe inputs + outputs (measure/coordcheck.h: the
+// Small defaults (without --config): the model row's coordcheck_defaults (brain/models/model_kinds.h).
+// The check is sharp for widths well above n = probe inputs + outputs (engine/coordcheck/coordcheck.h: the
 // finite-size term), so the probe is small.
 std::vector<std::string> default_sets(const std::string& kind) {
   return model_kind(kind, "command line", "--model").coordcheck_defaults;

@@ -7,7 +7,7 @@
 //    each model a table merged over the sweep file, so a new demo model is a new table, not code);
 // 4. a depth-transfer sweep of standard vs depth-mup on the residual MLP (Fashion-MNIST, depths 4..64);
 // then one self-contained HTML report (and its markdown twin) in DIR. Whatever the sweeps show is
-// what the report shows: the verdicts come from report/transfer.h, never from this file.
+// what the report shows: the verdicts come from brain/report/transfer.h, never from this file.
 // --device cuda trains everything on the GPU (train.device = "cuda" in every config; the sweeps'
 // default batching then trains each chunk as one batched ensemble); fp32 (TF32 matmuls), so its
 // optima are comparable with the CPU's.
@@ -24,22 +24,22 @@
 
 #include "cli/cli_options.h"
 #include "cli/commands.h"
-#include "core/atomic_file.h"
-#include "core/device.h"
-#include "core/errors.h"
-#include "core/gnuplot.h"
-#include "core/toml_json.h"
-#include "core/toml_reader.h"
+#include "brain/util/atomic_file.h"
+#include "engine/runtime/device.h"
+#include "brain/util/errors.h"
+#include "brain/util/gnuplot.h"
+#include "brain/util/toml_json.h"
+#include "brain/util/toml_reader.h"
 #include "demo_sweeps.h"
-#include "measure/coordcheck.h"
-#include "report/html_report.h"
-#include "report/transfer.h"
-#include "sweep/sweep_runner.h"
-#include "sweep/sweep_spec.h"
-#include "sweep/sweep_store.h"
-#include "theory/depth_theory.h"
-#include "theory/theory_report.h"
-#include "theory/width_theory.h"
+#include "engine/coordcheck/coordcheck.h"
+#include "brain/report/html_report.h"
+#include "brain/report/transfer.h"
+#include "engine/sweep/sweep_runner.h"
+#include "brain/sweep/sweep_spec.h"
+#include "brain/sweep/sweep_store.h"
+#include "brain/theory/depth_theory.h"
+#include "brain/theory/theory_report.h"
+#include "brain/theory/width_theory.h"
 
 namespace scaleinv {
 

@@ -2,7 +2,7 @@
 //                         [--hparam NAME=COL ...] [--unit NAME=UNIT ...] [--param NAME | --param-column COL]
 //                         [--seed-column COL] [--source TEXT] [--format csv|jsonl] [--append]`
 // Sweep results produced elsewhere (a published CSV, JSON lines) into a sweep store that predict,
-// transfer-report and sweep merge read (sweep/import_results.h: the mapping, the store's layout,
+// transfer-report and sweep merge read (brain/sweep/import_results.h: the mapping, the store's layout,
 // what is refused). Prints what it wrote: rows, points, and each scale axis' values with their
 // rows. UserError (exit 2) for bad input, nothing written.
 #include <cstdio>
@@ -12,8 +12,8 @@
 
 #include "cli/cli_options.h"
 #include "cli/commands.h"
-#include "core/errors.h"
-#include "sweep/import_results.h"
+#include "brain/util/errors.h"
+#include "brain/sweep/import_results.h"
 
 namespace scaleinv {
 

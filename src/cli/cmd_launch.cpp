@@ -1,5 +1,5 @@
 // `scaleinv launch --nproc N [--master-port P] [--grace S] -- train ...`: the command line of
-// dist/launch.h's supervisor (what the ranks get, how failures end, the exit codes: see there).
+// engine/dist/launch.h's supervisor (what the ranks get, how failures end, the exit codes: see there).
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -10,9 +10,9 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
-#include "core/errors.h"
-#include "dist/launch.h"
-#include "train/config.h"
+#include "brain/util/errors.h"
+#include "engine/dist/launch.h"
+#include "brain/train/config.h"
 
 namespace scaleinv {
 

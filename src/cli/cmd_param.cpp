@@ -11,10 +11,10 @@
 
 #include "cli/cli_options.h"
 #include "cli/commands.h"
-#include "core/atomic_file.h"
-#include "core/errors.h"
-#include "core/fraction.h"
-#include "param/table.h"
+#include "brain/util/atomic_file.h"
+#include "brain/util/errors.h"
+#include "brain/util/fraction.h"
+#include "brain/param/table.h"
 
 namespace scaleinv {
 
@@ -26,7 +26,7 @@ std::string render_table(const ParamTable& t) {
                               t.name, t.source, t.base_width, t.base_depth, format_fraction(t.branch),
                               format_fraction(t.shortcut), format_fraction(t.attn_logit));
   s += "exponents of m = width/base_width (and, inside residual blocks, k = depth/base_depth):\n";
-  // One cell per shown column of param/table.h's role_columns() (a per-family column: one per family).
+  // One cell per shown column of brain/param/table.h's role_columns() (a per-family column: one per family).
   auto row_of = [](const std::string& first, const std::function<std::string(const RoleColumn&, int)>& cell) {
     std::string line = fmt::format("{:<10}", first);
     for (const RoleColumn& col : role_columns()) {
@@ -63,7 +63,7 @@ std::string render_table(const ParamTable& t) {
   bool carried = false;
   for (Role r : all_roles()) carried = carried || t.row(r).unit != 0;
   if (carried || t.unit.any()) {
-    // Unit scaling (seed 003; src/unit/scaled_ops.h): printed only for tables that use it.
+    // Unit scaling (seed 003; src/engine/unit/scaled_ops.h): printed only for tables that use it.
     s += "unit scaling: the op carries sigma_0^u of the base-shape fan-in scale sigma_0 = 1/sqrt(fan_in/m) "
          "(init std sigma_0^(1-u) m^-b)\n  u:";
     for (Role r : all_roles())

@@ -1,6 +1,6 @@
 // `scaleinv precision --config FILE [--set key=value]... [--formats bf16,e4m3,e5m2] [--json PATH] [--quiet]`
 // Trains the config in fp32 and in each simulated format and reports, per tensor, the fraction of
-// values that underflow to zero or saturate, and the loss against fp32 (src/measure/precision_report.h).
+// values that underflow to zero or saturate, and the loss against fp32 (src/engine/opcheck/precision_report.h).
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -10,9 +10,9 @@
 
 #include "cli/cli_options.h"
 #include "cli/commands.h"
-#include "core/atomic_file.h"
-#include "measure/precision_report.h"
-#include "train/config.h"
+#include "brain/util/atomic_file.h"
+#include "engine/opcheck/precision_report.h"
+#include "brain/train/config.h"
 
 namespace scaleinv {
 

@@ -1,7 +1,7 @@
 // `scaleinv predict --db FILE [--db FILE ...] (--at AXIS=VALUE[,AXIS=VALUE...] | --holdout)
 //                  [--fit-upto V] [--param NAME] [--hparam KEY] [--max-extrapolation D] [--bootstrap N] [--json FILE]`
 // The optimal LR (or, with --hparam, another swept hyperparameter's optimum) at a scale not trained, with its 90% interval, from one or more sweep stores
-// (report/predict.h says how it is fitted and when it is declined); --holdout fits every group on
+// (brain/report/predict.h says how it is fitted and when it is declined); --holdout fits every group on
 // all values but the largest and reports the error and regret there. Prints markdown tables;
 // --json writes the same as JSON (atomically). UserError (exit 2) for bad input.
 #include <cstdio>
@@ -14,10 +14,10 @@
 
 #include "cli/cli_options.h"
 #include "cli/commands.h"
-#include "core/atomic_file.h"
-#include "core/errors.h"
-#include "report/joint_law.h"
-#include "report/predict.h"
+#include "brain/util/atomic_file.h"
+#include "brain/util/errors.h"
+#include "brain/report/joint_law.h"
+#include "brain/report/predict.h"
 
 namespace scaleinv {
 
@@ -85,7 +85,7 @@ struct JointArgs {
   bool loso = false;
 };
 
-// `predict --joint`: the law in several axes at once (report/joint_law.h).
+// `predict --joint`: the law in several axes at once (brain/report/joint_law.h).
 void run_joint(const std::vector<std::string>& dbs, const JointLawOptions& jo, const JointArgs& ja, const std::string& json) {
   const SweepTable t = read_sweep_rows(dbs);
   JointLawResult r = fit_joint_law(t, jo);

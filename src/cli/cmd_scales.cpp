@@ -2,7 +2,7 @@
 //                 [--optimizer adam] [--seed S] [--json PATH] [--plot DIR] [--strict]
 //                 [--config FILE] [--set key=value]...`
 // The RMS of every operation's output (forward) and of every gradient (backward) at init, PASS where
-// within a factor 2 of 1 (src/measure/unit_scales.h). Exit 0, or 1 under --strict when a row fails; 2 on bad input.
+// within a factor 2 of 1 (src/engine/opcheck/unit_scales.h). Exit 0, or 1 under --strict when a row fails; 2 on bad input.
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -13,19 +13,19 @@
 
 #include "cli/cli_options.h"
 #include "cli/commands.h"
-#include "core/atomic_file.h"
-#include "core/gnuplot.h"
-#include "core/errors.h"
-#include "optim/optimizer.h"
-#include "train/config.h"
-#include "measure/unit_scales.h"
-#include "models/model_kinds.h"
+#include "brain/util/atomic_file.h"
+#include "brain/util/gnuplot.h"
+#include "brain/util/errors.h"
+#include "engine/optim/optimizer.h"
+#include "brain/train/config.h"
+#include "engine/opcheck/unit_scales.h"
+#include "brain/models/model_kinds.h"
 
 namespace scaleinv {
 
 namespace {
 
-// Small defaults (without --config): the model row's scales_defaults (models/model_kinds.h).
+// Small defaults (without --config): the model row's scales_defaults (brain/models/model_kinds.h).
 // An unknown kind gets none: the config's own check names it (model.kind).
 std::vector<std::string> scales_defaults(const std::string& kind) {
   const ModelKind* k = find_model_kind(kind);

@@ -13,16 +13,16 @@
 
 #include "cli/cli_options.h"
 #include "cli/commands.h"
-#include "core/errors.h"
-#include "core/stop_signal.h"
-#include "report/cell_ranking.h"
-#include "sweep/import_results.h"
-#include "sweep/search_runner.h"
-#include "sweep/shard.h"
-#include "sweep/sweep_runner.h"
-#include "sweep/sweep_spec.h"
-#include "sweep/sweep_store.h"
-#include "sweep/user_sweep.h"
+#include "brain/util/errors.h"
+#include "brain/util/stop_signal.h"
+#include "brain/report/cell_ranking.h"
+#include "brain/sweep/import_results.h"
+#include "engine/sweep/search_runner.h"
+#include "brain/sweep/shard.h"
+#include "engine/sweep/sweep_runner.h"
+#include "brain/sweep/sweep_spec.h"
+#include "brain/sweep/sweep_store.h"
+#include "brain/sweep/user_sweep.h"
 
 namespace scaleinv {
 

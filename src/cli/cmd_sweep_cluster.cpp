@@ -4,7 +4,7 @@
 // `scaleinv sweep collect --submission F` and `scaleinv sweep drive --submission F` (run by the
 // jobs `submit` writes)
 // A sweep or search sent to a Slurm cluster, and what it has done so far (issue 61;
-// sweep/slurm_sweep.h).
+// brain/sweep/slurm_sweep.h).
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -12,12 +12,12 @@
 
 #include "cli/cli_options.h"
 #include "cli/commands.h"
-#include "core/errors.h"
-#include "core/stop_signal.h"
-#include "sweep/search_rank.h"
-#include "sweep/slurm_sweep.h"
-#include "sweep/sweep_spec.h"
-#include "sweep/sweep_summary.h"
+#include "brain/util/errors.h"
+#include "brain/util/stop_signal.h"
+#include "brain/sweep/search_rank.h"
+#include "brain/sweep/slurm_sweep.h"
+#include "brain/sweep/sweep_spec.h"
+#include "brain/sweep/sweep_summary.h"
 
 namespace scaleinv {
 

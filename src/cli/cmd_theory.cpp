@@ -2,7 +2,7 @@
 //                  [--omega-hidden X] [--omega-readout X] [--align-alpha X] [--align-u X]
 //                  [--rmsnorm] [--json PATH]`
 // Prints the predicted width exponents (seed 000 section 1), verdicts and the depth classification
-// (seed 004) of a parameterization; optionally writes them as JSON (theory/theory_report.h).
+// (seed 004) of a parameterization; optionally writes them as JSON (brain/theory/theory_report.h).
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -12,14 +12,14 @@
 
 #include "cli/cli_options.h"
 #include "cli/commands.h"
-#include "core/atomic_file.h"
-#include "core/errors.h"
-#include "core/fraction.h"
-#include "optim/optimizer_kinds.h"
-#include "param/table.h"
-#include "theory/depth_theory.h"
-#include "theory/theory_report.h"
-#include "theory/width_theory.h"
+#include "brain/util/atomic_file.h"
+#include "brain/util/errors.h"
+#include "brain/util/fraction.h"
+#include "brain/optim/optimizer_kinds.h"
+#include "brain/param/table.h"
+#include "brain/theory/depth_theory.h"
+#include "brain/theory/theory_report.h"
+#include "brain/theory/width_theory.h"
 
 namespace scaleinv {
 

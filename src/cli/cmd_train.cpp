@@ -10,12 +10,12 @@
 
 #include "cli/cli_options.h"
 #include "cli/commands.h"
-#include "core/errors.h"
-#include "core/stop_signal.h"
-#include "models/model_kinds.h"
-#include "train/checkpoint.h"
-#include "train/make_run.h"
-#include "train/trainer.h"
+#include "brain/util/errors.h"
+#include "brain/util/stop_signal.h"
+#include "brain/models/model_kinds.h"
+#include "engine/train/checkpoint.h"
+#include "engine/train/make_run.h"
+#include "engine/train/trainer.h"
 
 namespace scaleinv {
 
@@ -90,7 +90,7 @@ void add_train_command(CLI::App& app, int& exit_code) {
     ro.resume = a->resume;
     ro.stop_after = a->stop_after;
     ro.show_progress = !a->quiet;
-    // Ctrl-C or SIGTERM: stop after the step with a checkpoint (core/stop_signal.h). Not in a
+    // Ctrl-C or SIGTERM: stop after the step with a checkpoint (brain/util/stop_signal.h). Not in a
     // data-parallel rank, where launch ends the ranks together and a rank stopping alone would
     // leave the others waiting in an all-reduce.
     const char* world = std::getenv("WORLD_SIZE");

@@ -1,5 +1,5 @@
 // `scaleinv transfer-report --db FILE [--db FILE ...] [--out DIR] [--bootstrap N]`
-// Analyses a sweep store (report/transfer.h): the optimal LR per parameterization and width (or
+// Analyses a sweep store (brain/report/transfer.h): the optimal LR per parameterization and width (or
 // depth), its drift, wider-is-better, transfer regret; writes DIR/report.html (self-contained),
 // DIR/summary.md, DIR/transfer.json and the plots, and prints the markdown table. Several --db
 // files are read as one sweep (a point in more than one is read once).
@@ -9,9 +9,9 @@
 
 #include "cli/cli_options.h"
 #include "cli/commands.h"
-#include "core/errors.h"
-#include "report/html_report.h"
-#include "report/transfer.h"
+#include "brain/util/errors.h"
+#include "brain/report/html_report.h"
+#include "brain/report/transfer.h"
 
 namespace scaleinv {
 

@@ -1,13 +1,13 @@
 // `scaleinv export --checkpoint P --out F.safetensors` and
 // `scaleinv import --safetensors F [--config C.toml] --out P`: weights in the safetensors format,
-// readable from PyTorch without scaleinv (train/safetensors.h).
+// readable from PyTorch without scaleinv (engine/train/safetensors.h).
 #include <cstdio>
 #include <memory>
 #include <string>
 
 #include "cli/cli_options.h"
 #include "cli/commands.h"
-#include "train/safetensors.h"
+#include "engine/train/safetensors.h"
 
 namespace scaleinv {
 

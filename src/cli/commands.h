@@ -1,7 +1,7 @@
 #pragma once
 // The CLI is a thin layer: each subcommand registers itself on the CLI11 app, parses its options
 // and calls into the library. A subcommand's callback stores its exit code in `exit_code`.
-// UserError (core/errors.h) thrown anywhere becomes one line on stderr and exit code 2.
+// UserError (brain/util/errors.h) thrown anywhere becomes one line on stderr and exit code 2.
 #include <CLI/CLI.hpp>
 
 #include <cstdint>

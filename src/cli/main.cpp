@@ -15,10 +15,10 @@
 
 #include "cli/cli_options.h"
 #include "cli/commands.h"
-#include "core/errors.h"
-#include "core/threads.h"
-#include "core/torch_compat.h"
-#include "dist/dist.h"
+#include "brain/util/errors.h"
+#include "engine/runtime/threads.h"
+#include "engine/runtime/torch_compat.h"
+#include "engine/dist/dist.h"
 
 namespace {
 constexpr size_t kHugeArena = size_t{4} << 30;

@@ -1,4 +1,4 @@
-"""scaleinv.apply on models written in plain PyTorch (src/adapt/own_model.h, seed 000 eq. 28)."""
+"""scaleinv.apply on models written in plain PyTorch (src/brain/adapt/own_model.h, seed 000 eq. 28)."""
 import math
 import unittest
 
@@ -107,7 +107,7 @@ class Errors(unittest.TestCase):
         self.assertIn("fix", msg)
 
     def test_optimizers_are_the_rows(self):
-        """apply builds the torch class of the kind's row (src/optim/optimizer_kinds.h), and refuses a
+        """apply builds the torch class of the kind's row (src/brain/optim/optimizer_kinds.h), and refuses a
         kind without one, naming it."""
         import json
         import _scaleinv

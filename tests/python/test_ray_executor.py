@@ -12,7 +12,6 @@ cluster at the address) as one line, quickly; and the binding's executor protoco
 
 Ray is installed in the newest leg only (scripts/python_venv.sh): where it is missing (the oldest
 leg), or where its head does not start, the cluster's tests skip saying why."""
-import json
 import os
 import shutil
 import signal
@@ -60,7 +59,7 @@ def free_port():
 
 
 class BatchExecutorBinding(unittest.TestCase):
-    """_scaleinv.run_user_sweep with an executor object (python/module.cpp): a rung's points at once,
+    """_scaleinv.UserSweep.run with an executor object (python/module.cpp): a rung's points at once,
     recorded in any order, on the calling thread only, and not after the rung; no Ray needed."""
 
     SPACE = {"sweep": {"name": "b"}, "fixed": {"param": "mup", "steps": 4, "width": 16},
@@ -75,13 +74,11 @@ class BatchExecutorBinding(unittest.TestCase):
     def run_sweep(self, executor, name):
         import _scaleinv
         db = os.path.join(self.tmp.name, name)
-        return db, json.loads(_scaleinv.run_user_sweep(json.dumps(self.SPACE), True, "python: space", db, "0/1", False,
-                                                       False, None, "scaleinv.sweep", executor))
+        return db, _scaleinv.UserSweep.from_dict(self.SPACE).run(db, "0/1", False, False, None, executor)
 
     @staticmethod
-    def result(hparams_json):
-        hp = json.loads(hparams_json)
-        return json.dumps({"losses": [1 + hp["lr"] * (hp["seed"] + 1)] * hp["steps"], "steps": hp["steps"]})
+    def result(hp):
+        return {"losses": [1 + hp["lr"] * (hp["seed"] + 1)] * hp["steps"], "steps": hp["steps"]}
 
     def test_any_order_and_the_same_rows_as_point_by_point(self):
         import _scaleinv
@@ -101,8 +98,7 @@ class BatchExecutorBinding(unittest.TestCase):
         self.assertEqual((out["run"], seen), (6, [6]))
         seq = os.path.join(self.tmp.name, "seq", "b.db")
         os.mkdir(os.path.dirname(seq))
-        _scaleinv.run_user_sweep(json.dumps(self.SPACE), True, "python: space", seq, "0/1", False, False,
-                                 lambda pid, hp: self.result(hp))
+        _scaleinv.UserSweep.from_dict(self.SPACE).run(seq, "0/1", False, False, lambda pid, hp: self.result(hp))
         q = "SELECT id, final_loss, curve FROM points ORDER BY id"
         self.assertEqual(rows(db, q), rows(seq, q))
 
@@ -128,7 +124,7 @@ class BatchExecutorBinding(unittest.TestCase):
         with self.assertRaisesRegex(KeyError, "from another thread"):
             self.run_sweep(Threaded(), "t.db")
         with self.assertRaisesRegex(RuntimeError, "record after its rung ended"):
-            kept[0](0, self.result(json.dumps({"lr": 1, "seed": 0, "steps": 4})))
+            kept[0](0, self.result({"lr": 1, "seed": 0, "steps": 4}))
 
         class Short:
             def run(_, batch, started, record):

@@ -2,7 +2,7 @@
 the checkout's tracked files (no build folder, no venv), a fresh venv, with build isolation
 (setuptools and pybind11 from PyPI), then offline with --no-build-isolation, then `pip wheel .`.
 Runs on the Python.* leg only (the commands use the python3 on PATH, not the leg's torch): about
-two minutes, most of it compiling the torch-free core once."""
+two minutes, most of it compiling the torch-free brain once."""
 import os
 import re
 import shutil

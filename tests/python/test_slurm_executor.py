@@ -167,15 +167,15 @@ class WatchWithAFakeSqueue(unittest.TestCase):
             ex._send = send
             tasks = {i: _slurm._Task(i, pid, "0", i, "7", 1) for i, pid in enumerate("ab")}
             ex._watch(tasks, lambda i: events.append(("started", i)),
-                      lambda i, r: events.append(("record", i, json.loads(r)["losses"])))
+                      lambda i, r: events.append(("record", i, r["losses"])))
         self.assertEqual(events, [("started", 0), ("started", 1), ("record", 0, [1.5]), ("send", [1], 2),
                                   ("record", 1, [2.5])])
         self.assertEqual(ex.train_s, 2.0)
 
 
-def raises_outside_train(hparams_json):
+def raises_outside_train(hparams):
     """A point function whose error is no training's (as _sweep's when train returns a bool)."""
-    raise scaleinv.UserError(f"python: train: returned bool (True), not a number ({json.loads(hparams_json)['width']})")
+    raise scaleinv.UserError(f"python: train: returned bool (True), not a number ({hparams['width']})")
 
 
 class TaskWithoutACluster(unittest.TestCase):
@@ -195,7 +195,7 @@ class TaskWithoutACluster(unittest.TestCase):
             json.dump({"function": os.path.join(folder, "f.pkl"), "results": os.path.join(folder, "results"),
                        "sys_path": []}, f)
         with open(os.path.join(folder, "points", "0", "0.json"), "w") as f:
-            json.dump({"point_id": "p0", "file": "p0.json", "hparams": json.dumps({"width": 16})}, f)
+            json.dump({"point_id": "p0", "file": "p0.json", "hparams": {"width": 16}}, f)
         with mock.patch("sys.stderr"), mock.patch("sys.stdout"):
             self.assertEqual(_slurm_task.main([os.path.join(folder, "points", "0"), "0"]), 0)
         ex = object.__new__(_slurm.SlurmExecutor)
@@ -211,7 +211,7 @@ class TaskWithoutACluster(unittest.TestCase):
         import pickle
         import types
         gone = types.ModuleType("module_only_the_driver_has")
-        exec("def train_point(hparams_json):\n    return {}", gone.__dict__)
+        exec("def train_point(hparams):\n    return {}", gone.__dict__)
         gone.train_point.__module__ = gone.__name__
         with mock.patch.dict(sys.modules, {gone.__name__: gone}):
             blob = pickle.dumps(gone.train_point)

@@ -1,5 +1,5 @@
 """scaleinv.store.from_records (no torch needed): records, a dict of columns and a DataFrame go
-through the importer `scaleinv import-results` calls (src/sweep/import_results.h), so the CLI and
+through the importer `scaleinv import-results` calls (src/brain/sweep/import_results.h), so the CLI and
 Python write the same points; bad input is one scaleinv.UserError line and nothing is written."""
 import csv
 import io
