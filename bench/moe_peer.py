@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A plain-PyTorch peer of scaleinv's mixture-of-experts model (src/models/moe.cpp, docs/moe.md).
+"""A plain-PyTorch peer of scaleinv's mixture-of-experts model (src/engine/models/moe.cpp, docs/moe.md).
 
 The same network as `--model moe` under every multiplier 1: token embedding, `depth` pre-norm
 blocks of (RMSNorm with gain, causal multi-head attention with rotary positions, RMSNorm with gain,

@@ -1,10 +1,10 @@
 """graphcore's unit-scaling and scaleinv's u-mup on the same small GPT at init: per-tensor RMS and FP8 underflow (issue 59).
 
-The model is scaleinv's zoo GPT (`--model gpt`, models/gpt.cpp): byte vocabulary 256, learned token and
+The model is scaleinv's zoo GPT (`--model gpt`, engine/models/gpt.cpp): byte vocabulary 256, learned token and
 position embeddings, depth 2 pre-LN blocks (LayerNorm with a gain, no bias), causal attention with
 head dimension 16 (width/16 heads) and one fused [3d, d] q/k/v matmul, a GELU MLP of ratio 4, a final
 LayerNorm and an untied readout; 8 x 32 KJV bytes (the training split's batch 0, drawn here exactly as
-src/data/text_data.cpp draws it), seed 0, widths 64 and 256.
+src/engine/data/text_data.cpp draws it), seed 0, widths 64 and 256.
 
   (a) unit-scaling 0.3.5 as installed from PyPI: the same architecture written with its own layers, as a
       user of the library writes a model it does not ship (uu.Embedding, uu.LayerNorm(affine, no bias),
@@ -48,7 +48,7 @@ M64 = (1 << 64) - 1
 FORMATS = {"e4m3": ("float8_e4m3fn", 448.0), "e5m2": ("float8_e5m2", 57344.0)}
 
 
-# ---- the batch: scaleinv's KJV windows (src/data/data_detail.h, text_data.cpp), bit for bit ----
+# ---- the batch: scaleinv's KJV windows (src/engine/data/data_detail.h, text_data.cpp), bit for bit ----
 
 def _splitmix64(x):
     x = (x + 0x9E3779B97F4A7C15) & M64

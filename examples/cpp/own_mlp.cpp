@@ -1,9 +1,9 @@
 // Your own libtorch module under muP, from C++ (issue 15): the muP paper's MLP written here, not
 // taken from scaleinv's zoo, run through the three things a user does with it:
-//   1. the coordinate check, judged against the theory (adapt/module_coordcheck.h), under the
+//   1. the coordinate check, judged against the theory (engine/adapt/module_coordcheck.h), under the
 //      chosen parameterization: pass/fail and the update rows;
 //   2. a learning-rate sweep at two widths under mup and under standard, every run trained through
-//      apply_parameterization (adapt/apply_module.h) with one base learning rate: where the best
+//      apply_parameterization (engine/adapt/apply_module.h) with one base learning rate: where the best
 //      LR sits at each width and how far it moves;
 //   3. nothing else: the module's forward stays as written (the eq. 28 shift folds the table's
 //      multipliers into the init and the per-tensor learning rates).
@@ -18,12 +18,12 @@
 
 #include <torch/torch.h>
 
-#include "adapt/apply_module.h"
-#include "adapt/module_coordcheck.h"
-#include "core/errors.h"
-#include "core/threads.h"
-#include "optim/optimizer.h"
-#include "param/table.h"
+#include "engine/adapt/apply_module.h"
+#include "engine/adapt/module_coordcheck.h"
+#include "brain/util/errors.h"
+#include "engine/runtime/threads.h"
+#include "engine/optim/optimizer.h"
+#include "brain/param/table.h"
 
 struct MyMlpImpl : torch::nn::Module {
   explicit MyMlpImpl(int width) {
@@ -100,7 +100,7 @@ int main(int argc, char** argv) {
       return scaleinv::UserError::kExitCode;
     }
   }
-  // Split the cores as `scaleinv` does (core/threads.h): OpenBLAS's pool takes the matmuls,
+  // Split the cores as `scaleinv` does (engine/runtime/threads.h): OpenBLAS's pool takes the matmuls,
   // libtorch's own pool stays on this thread, so the two pools do not fight over the cores.
   scaleinv::configure_threads();
   try {

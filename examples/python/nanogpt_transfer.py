@@ -140,7 +140,7 @@ class GPT(nn.Module):
 
 # ---------------------------------------------------------------------------------------------- data
 def kjv_path():
-    """Where scaleinv's CLI caches the KJV text (src/data/kjv.cpp kjv_cache_path)."""
+    """Where scaleinv's CLI caches the KJV text (src/engine/data/kjv.cpp kjv_cache_path)."""
     d = os.environ.get("SCALEINV_DATA_DIR")
     if d:
         return os.path.join(d, "kjv.txt")

@@ -31,7 +31,7 @@ def main():
     widths = [int(w) for w in a.widths.split(",")]
     g = torch.Generator().manual_seed(0)
     # A small probe batch: the tolerance's finite-size term is sharp only for n_probe + n_out << the
-    # smallest width (src/measure/coordcheck.h); with 64 samples and width 128 it is not.
+    # smallest width (src/engine/coordcheck/coordcheck.h); with 64 samples and width 128 it is not.
     batch = (torch.randn(a.batch, 784, generator=g), torch.randint(0, 10, (a.batch,), generator=g))
 
     # 1. apply: rescale a model's init in place and get its optimizer (one group per tensor).
