@@ -31,8 +31,23 @@ std::string train_args(const std::string& cfg, const std::string& out_dir, const
   return "train --quiet --config " + cfg + " --set train.out_dir=\\\"" + out_dir + "\\\" " + extra;
 }
 
-ScopedEnv::ScopedEnv(const char* n, const char* v) : name(n) { setenv(n, v, 1); }
-ScopedEnv::~ScopedEnv() { unsetenv(name.c_str()); }
+ScopedEnv::ScopedEnv(const char* name, const std::string& value) : name_(name) {
+  const char* old = std::getenv(name);
+  had_ = old != nullptr;
+  if (had_) old_ = old;
+  setenv(name, value.c_str(), 1);
+}
+ScopedEnv::~ScopedEnv() {
+  if (had_) setenv(name_.c_str(), old_.c_str(), 1);
+  else unsetenv(name_.c_str());
+}
+
+std::string write_file(const std::string& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary) << text;
+  return path;
+}
+
+std::string tiny_sweep_path() { return std::string(SCALEINV_SOURCE_DIR) + "/examples/sweeps/tiny_markov.toml"; }
 
 CliResult run_cli(const std::string& args) { return run_cli_env("", args); }
 

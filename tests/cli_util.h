@@ -21,10 +21,22 @@ std::string slurp(const std::string& path);
 std::string temp_dir(const std::string& tag);
 // The arguments of `scaleinv train --quiet` on config file `cfg` writing to `out_dir`, then `extra`.
 std::string train_args(const std::string& cfg, const std::string& out_dir, const std::string& extra = "");
-// Sets an environment variable for the processes a test starts, for one scope.
-struct ScopedEnv {
-  std::string name;
-  ScopedEnv(const char* n, const char* v);
+// Sets an environment variable for one scope (this process and those a test starts), and puts
+// back what it was (or unsets it) at the end.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value);
   ~ScopedEnv();
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::string name_;
+  bool had_ = false;
+  std::string old_;
 };
+// Writes `text` to `path` (bytes as they are); returns path.
+std::string write_file(const std::string& path, const std::string& text);
+// examples/sweeps/tiny_markov.toml: the smallest sweep file, which several tests run.
+std::string tiny_sweep_path();
 }  // namespace scaleinv::testing

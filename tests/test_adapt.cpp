@@ -24,8 +24,8 @@ using namespace scaleinv;
 namespace {
 
 // The muP paper's MLP: in -> w -> w -> out, ReLU, no bias; `mult` = forward multipliers per layer.
-struct MlpImpl : torch::nn::Module {
-  MlpImpl(int width, std::array<double, 3> mult = {1, 1, 1}) : mult(mult) {
+struct OwnMlpImpl : torch::nn::Module {
+  OwnMlpImpl(int width, std::array<double, 3> mult = {1, 1, 1}) : mult(mult) {
     fc1 = register_module("fc1", torch::nn::Linear(torch::nn::LinearOptions(24, width).bias(false)));
     fc2 = register_module("fc2", torch::nn::Linear(torch::nn::LinearOptions(width, width).bias(false)));
     head = register_module("head", torch::nn::Linear(torch::nn::LinearOptions(width, 5).bias(false)));
@@ -38,7 +38,7 @@ struct MlpImpl : torch::nn::Module {
   std::array<double, 3> mult;
   torch::nn::Linear fc1{nullptr}, fc2{nullptr}, head{nullptr};
 };
-TORCH_MODULE(Mlp);
+TORCH_MODULE(OwnMlp);
 
 OwnTensor t(const std::string& name, std::vector<int64_t> shape, TensorLayout l = TensorLayout::OutIn) {
   return {name, std::move(shape), l, 1.0};
@@ -140,7 +140,7 @@ TEST(AdaptApply, LibtorchModuleTrainsExactlyAsTheTableWithMultipliers) {
     const int w = 256;
     const double m = 4.0;
     torch::manual_seed(3);
-    Mlp shifted(w), base(64), delta(128);
+    OwnMlp shifted(w), base(64), delta(128);
     OptimConfig cfg;
     cfg.kind = kind;
     cfg.lr = kind == "sgd" ? 0.05 : 3e-3;
@@ -156,7 +156,7 @@ TEST(AdaptApply, LibtorchModuleTrainsExactlyAsTheTableWithMultipliers) {
     const Role roles[3] = {Role::Embedding, Role::Hidden, Role::Readout};
     std::array<double, 3> mult;
     for (int i = 0; i < 3; ++i) mult[i] = std::pow(m, -table.row(roles[i]).a);
-    Mlp native(w, mult);
+    OwnMlp native(w, mult);
     std::vector<ParamGroup> groups;
     {
       torch::NoGradGuard ng;
@@ -195,9 +195,9 @@ TEST(AdaptCoordCheck, MupPassesStandardFailsOnTheUserModule) {
   torch::manual_seed(5);
   const torch::Tensor x = torch::randn({16, 24});
   const torch::Tensor y = torch::randint(0, 5, {16});
-  auto make = [](int w) { return std::make_shared<MlpImpl>(w); };
+  auto make = [](int w) { return std::make_shared<OwnMlpImpl>(w); };
   auto loss = [](torch::nn::Module& m, const torch::Tensor& in, const torch::Tensor& target, ActivationTap& tap) {
-    auto& net = static_cast<MlpImpl&>(m);
+    auto& net = static_cast<OwnMlpImpl&>(m);
     torch::Tensor h = torch::relu(tap("fc1", net.fc1(in)));
     h = torch::relu(tap("fc2", net.fc2(h)));
     return torch::nn::functional::cross_entropy(tap("head", net.head(h)), target);
@@ -233,7 +233,7 @@ TEST(AdaptCoordCheck, MupPassesStandardFailsOnTheUserModule) {
 
   // A tap that names no module is one line naming it.
   auto bad = [](torch::nn::Module& m, const torch::Tensor& in, const torch::Tensor& target, ActivationTap& tap) {
-    return torch::nn::functional::cross_entropy(tap("logits", static_cast<MlpImpl&>(m).forward(in)), target);
+    return torch::nn::functional::cross_entropy(tap("logits", static_cast<OwnMlpImpl&>(m).forward(in)), target);
   };
   cc.param = "mup";
   cc.widths = {64, 128};

@@ -18,6 +18,7 @@
 #include "brain/util/atomic_file.h"
 
 using namespace scaleinv;
+using scaleinv::testing::ScopedEnv;
 namespace fs = std::filesystem;
 
 namespace {
@@ -64,26 +65,6 @@ void expect_user_error(const std::function<void()>& f, const std::vector<std::st
     for (const auto& n : needles) EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << e.what();
   }
 }
-
-// Sets an environment variable for one scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const std::string& value) : name_(name) {
-    const char* old = std::getenv(name);
-    had_ = old != nullptr;
-    if (had_) old_ = old;
-    ::setenv(name, value.c_str(), 1);
-  }
-  ~ScopedEnv() {
-    if (had_) ::setenv(name_, old_.c_str(), 1);
-    else ::unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  bool had_ = false;
-  std::string old_;
-};
 
 const char* kFashionDir = "/usr/share/datasets/fashion-mnist";
 

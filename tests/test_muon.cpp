@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "tensor_util.h"
 #include "brain/util/errors.h"
 #include "engine/coordcheck/coordcheck.h"
 #include "engine/optim/muon.h"
@@ -20,15 +21,16 @@
 #include "brain/train/config.h"
 
 using namespace scaleinv;
+using scaleinv::testing::leaf;
+using scaleinv::testing::max_rel_diff;
 
 namespace {
 
 constexpr int kAdam = static_cast<int>(OptFamily::Adam);
 constexpr int kMuon = static_cast<int>(OptFamily::Muon);
 
-torch::Tensor leaf(const torch::Tensor& t) { return t.clone().detach().requires_grad_(true); }
 
-ParamGroup group(const std::string& name, const torch::Tensor& p, Role role, double lr = 1, double eps = 1) {
+ParamGroup role_group(const std::string& name, const torch::Tensor& p, Role role, double lr = 1, double eps = 1) {
   ParamGroup g;
   g.name = name;
   g.param = p;
@@ -36,10 +38,6 @@ ParamGroup group(const std::string& name, const torch::Tensor& p, Role role, dou
   g.lr_mult = lr;
   g.eps_mult = eps;
   return g;
-}
-
-double max_rel_diff(const torch::Tensor& a, const torch::Tensor& b) {
-  return ((a - b).abs().max() / b.abs().max()).item<double>();
 }
 
 // Bigram coordinate check as test_coordcheck's (2 x 8 probe tokens, widths 64..256, 3 seeds).
@@ -146,11 +144,11 @@ TEST(MuonStep, MatchesItsFormulasAndRoutesTheRestToAdamW) {
       c.nesterov = nesterov;
       c.eps = 1e-6;
       torch::Tensor w = leaf(w0), e = leaf(e0);
-      auto opt = make_optimizer(c, {group("hidden", w, Role::Hidden, 2.0), group("emb", e, Role::Embedding, 0.5)});
+      auto opt = make_optimizer(c, {role_group("hidden", w, Role::Hidden, 2.0), role_group("emb", e, Role::Embedding, 0.5)});
       OptimConfig ac = c;
       ac.kind = "adamw";
       torch::Tensor e_ref = leaf(e0);
-      auto adamw = make_optimizer(ac, {group("emb", e_ref, Role::Embedding, 0.5)});
+      auto adamw = make_optimizer(ac, {role_group("emb", e_ref, Role::Embedding, 0.5)});
       // The formulas (OptimConfig's comment), step by step.
       torch::Tensor w_ref = w0.clone(), buf = torch::zeros_like(w0);
       const double mu = c.muon_momentum;
@@ -180,12 +178,12 @@ TEST(MuonStep, VectorsAndUnorthogonalizedRolesTakeAdamW) {
   c.lr = 0.01;
   const torch::Tensor r0 = torch::randn({5, 3}), g0 = torch::randn({3}), q0 = torch::randn({4, 4});
   torch::Tensor r = leaf(r0), g = leaf(g0), q = leaf(q0);
-  auto opt = make_optimizer(c, {group("readout", r, Role::Readout), group("gain", g, Role::Hidden),
-                                group("q", q, Role::AttnQ)});
+  auto opt = make_optimizer(c, {role_group("readout", r, Role::Readout), role_group("gain", g, Role::Hidden),
+                                role_group("q", q, Role::AttnQ)});
   OptimConfig ac = c;
   ac.kind = "adamw";
   torch::Tensor r2 = leaf(r0), g2 = leaf(g0);
-  auto adamw = make_optimizer(ac, {group("readout", r2, Role::Readout), group("gain", g2, Role::Hidden)});
+  auto adamw = make_optimizer(ac, {role_group("readout", r2, Role::Readout), role_group("gain", g2, Role::Hidden)});
   for (auto* t : {&r, &g, &q, &r2, &g2}) t->mutable_grad() = torch::ones_like(*t);
   opt->step();
   adamw->step();
@@ -220,17 +218,17 @@ TEST(MuonStep, EachExpertOfAStackIsOrthogonalizedOnItsOwnAndTheRouterTakesAdamW)
   c.weight_decay = 0.1;
   c.eps = 1e-6;
   torch::Tensor x = leaf(x0), r = leaf(r0);
-  auto opt = make_optimizer(c, {group("experts", x, Role::Expert, 2.0), group("router", r, Role::Router, 0.5)});
+  auto opt = make_optimizer(c, {role_group("experts", x, Role::Expert, 2.0), role_group("router", r, Role::Router, 0.5)});
   std::vector<torch::Tensor> alone;
   std::vector<std::unique_ptr<Optimizer>> alone_opt;
   for (int64_t j = 0; j < 3; ++j) {
     alone.push_back(leaf(x0[j]));
-    alone_opt.push_back(make_optimizer(c, {group("hidden", alone.back(), Role::Hidden, 2.0)}));
+    alone_opt.push_back(make_optimizer(c, {role_group("hidden", alone.back(), Role::Hidden, 2.0)}));
   }
   OptimConfig ac = c;
   ac.kind = "adamw";
   torch::Tensor r2 = leaf(r0);
-  auto adamw = make_optimizer(ac, {group("router", r2, Role::Router, 0.5)});
+  auto adamw = make_optimizer(ac, {role_group("router", r2, Role::Router, 0.5)});
   for (int s = 0; s < 3; ++s) {
     const torch::Tensor g = grad(s, 72, 0).view({3, 6, 4});
     x.mutable_grad() = g;
@@ -265,9 +263,9 @@ TEST(MuonStep, CheckpointContinuesBitForBitAndRefusesOtherKinds) {
   c.lr = 0.01;
   c.weight_decay = 0.1;
   torch::Tensor wr = leaf(w0), br = leaf(b0), w1 = leaf(w0), b1 = leaf(b0);
-  auto ref = make_optimizer(c, {group("w", wr, Role::Hidden), group("b", br, Role::Vector)});
+  auto ref = make_optimizer(c, {role_group("w", wr, Role::Hidden), role_group("b", br, Role::Vector)});
   run(*ref, 0, 6);
-  auto first = make_optimizer(c, {group("w", w1, Role::Hidden), group("b", b1, Role::Vector)});
+  auto first = make_optimizer(c, {role_group("w", w1, Role::Hidden), role_group("b", b1, Role::Vector)});
   run(*first, 0, 3);
   std::stringstream ss;
   {
@@ -276,7 +274,7 @@ TEST(MuonStep, CheckpointContinuesBitForBitAndRefusesOtherKinds) {
     ar.save_to(ss);
   }
   torch::Tensor w2 = leaf(w1.detach()), b2 = leaf(b1.detach());
-  auto resumed = make_optimizer(c, {group("w", w2, Role::Hidden), group("b", b2, Role::Vector)});
+  auto resumed = make_optimizer(c, {role_group("w", w2, Role::Hidden), role_group("b", b2, Role::Vector)});
   {
     torch::serialize::InputArchive ar;
     ar.load_from(ss);
@@ -287,7 +285,7 @@ TEST(MuonStep, CheckpointContinuesBitForBitAndRefusesOtherKinds) {
   EXPECT_TRUE(torch::equal(b2.detach(), br.detach()));
   OptimConfig other = c;
   other.kind = "adamw";
-  auto wrong = make_optimizer(other, {group("w", leaf(w0), Role::Hidden), group("b", leaf(b0), Role::Vector)});
+  auto wrong = make_optimizer(other, {role_group("w", leaf(w0), Role::Hidden), role_group("b", leaf(b0), Role::Vector)});
   ss.clear();
   ss.seekg(0);
   torch::serialize::InputArchive ar;
@@ -330,9 +328,9 @@ double muon_shift_gap(const OptimConfig& c, double m, double theta, double lr_mu
   const torch::Tensor w0 = torch::randn({5, 4}, torch::kFloat64), b0 = torch::randn({5}, torch::kFloat64);
   const double mult = std::pow(m, -theta);
   torch::Tensor wa = leaf(w0), ba = leaf(b0), wb = leaf(w0 / mult), bb = leaf(b0 / mult);
-  auto oa = make_optimizer(c, {group("w", wa, Role::Hidden), group("b", ba, Role::Vector)});
-  auto ob = make_optimizer(c, {group("w", wb, Role::Hidden, lr_mult, eps_mult),
-                               group("b", bb, Role::Vector, lr_mult, eps_mult)});
+  auto oa = make_optimizer(c, {role_group("w", wa, Role::Hidden), role_group("b", ba, Role::Vector)});
+  auto ob = make_optimizer(c, {role_group("w", wb, Role::Hidden, lr_mult, eps_mult),
+                               role_group("b", bb, Role::Vector, lr_mult, eps_mult)});
   for (int s = 0; s < 8; ++s) {
     oa->zero_grad();
     ob->zero_grad();

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tensor_util.h"
 #include "brain/util/errors.h"
 #include "engine/runtime/torch_compat.h"
 #include "engine/models/model.h"
@@ -16,11 +17,12 @@
 #include "brain/train/config.h"
 
 using namespace scaleinv;
+using scaleinv::testing::leaf;
+using scaleinv::testing::max_rel_diff;
 
 namespace {
 
 torch::Tensor dvec(std::vector<double> v) { return torch::tensor(v, torch::kFloat64); }
-torch::Tensor leaf(const torch::Tensor& t) { return t.clone().detach().requires_grad_(true); }
 std::vector<double> to_vec(const torch::Tensor& t) {
   torch::Tensor c = t.detach().contiguous().to(torch::kFloat64).flatten();
   return std::vector<double>(c.data_ptr<double>(), c.data_ptr<double>() + c.numel());
@@ -43,10 +45,6 @@ void run_steps(Optimizer& opt, int from, int to, const std::function<torch::Tens
     for (size_t i = 0; i < opt.groups().size(); ++i) opt.groups()[i].param.mutable_grad() = grad(s, i);
     opt.step(lr_factor);
   }
-}
-
-double max_rel_diff(const torch::Tensor& a, const torch::Tensor& b) {
-  return ((a - b).abs().max() / b.abs().max()).item<double>();
 }
 
 void expect_user_error(const std::function<void()>& f, const std::string& needle) {

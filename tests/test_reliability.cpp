@@ -31,12 +31,13 @@
 using namespace scaleinv;
 using scaleinv::testing::run_cli;
 using scaleinv::testing::temp_dir;
+using scaleinv::testing::tiny_sweep_path;
+using scaleinv::testing::write_file;
 using scaleinv::testing::slurp;
 namespace fs = std::filesystem;
 
 namespace {
 
-const std::string kTiny = std::string(SCALEINV_SOURCE_DIR) + "/examples/sweeps/tiny_markov.toml";
 
 // A tiny byte-level sweep on the KJV text: 4 points of 3 steps.
 const char* kKjvSweep = R"(
@@ -61,10 +62,6 @@ lr_log2 = [-8, -7, -6, -5]
 )";
 
 
-std::string write(const std::string& path, const std::string& text) {
-  std::ofstream(path, std::ios::binary) << text;
-  return path;
-}
 
 // `scaleinv ARGS` with a cold cache: HOME and SCALEINV_DATA_DIR point at empty directories.
 std::string cold_env(const std::string& dir) {
@@ -97,7 +94,7 @@ pid_t start_tiny_sweep(const std::string& db) {
     const int devnull = ::open("/dev/null", O_WRONLY);
     dup2(devnull, 1);
     dup2(devnull, 2);
-    execl(SCALEINV_BIN, SCALEINV_BIN, "--threads", "1", "sweep", "--quiet", "--config", kTiny.c_str(), "--out",
+    execl(SCALEINV_BIN, SCALEINV_BIN, "--threads", "1", "sweep", "--quiet", "--config", tiny_sweep_path().c_str(), "--out",
           db.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
@@ -158,7 +155,7 @@ RunOptions quiet() {
 TEST(ColdCache, ConcurrentSweepsOnKjvCreateTheCacheOnce) {
   const std::string dir = temp_dir("cold_kjv");
   const std::string env = cold_env(dir);
-  const std::string cfg = write(dir + "/kjv.toml", kKjvSweep);
+  const std::string cfg = write_file(dir + "/kjv.toml", kKjvSweep);
   const int code = run_script(dir, "two", fmt::format(
       "{0}{1} --threads 2 sweep --quiet --jobs 2 --config {2} --out {3}/a.db >{3}/a.log 2>&1 & pa=$!\n"
       "{0}{1} --threads 2 sweep --quiet --jobs 2 --config {2} --out {3}/b.db >{3}/b.log 2>&1 & pb=$!\n"
@@ -257,7 +254,7 @@ TEST(Checkpoint, DamagedBytesAreRefusedNotLoaded) {
   ASSERT_GT(bytes.size(), 3 * 4096u);
   std::mt19937 rng(7);
   for (size_t i = bytes.size() / 2; i < bytes.size() / 2 + 4096; ++i) bytes[i] = static_cast<char>(rng());
-  write(ckpt, bytes);
+  write_file(ckpt, bytes);
   auto s = run_cli("sample --checkpoint " + ckpt + " --tokens 4");
   EXPECT_EQ(s.code, 2) << s.err;
   EXPECT_NE(s.err.find("checksum"), std::string::npos) << s.err;
@@ -265,7 +262,7 @@ TEST(Checkpoint, DamagedBytesAreRefusedNotLoaded) {
   again.resume = true;
   EXPECT_THROW(train_run(small(dir + "/r"), again), UserError);
   // A truncated one too.
-  write(ckpt, bytes.substr(0, bytes.size() / 3));
+  write_file(ckpt, bytes.substr(0, bytes.size() / 3));
   EXPECT_EQ(run_cli("sample --checkpoint " + ckpt + " --tokens 4").code, 2);
 }
 
@@ -289,7 +286,7 @@ TEST(Checkpoint, IntactBytesWithUnusableContentsAreRefusedByPart) {
     bytes += "SCIVCRC1";
     for (int i = 0; i < 8; ++i) bytes.push_back(static_cast<char>((len >> (8 * i)) & 0xff));
     for (int i = 0; i < 4; ++i) bytes.push_back(static_cast<char>((crc >> (8 * i)) & 0xff));
-    write(dir + "/" + name, bytes);
+    write_file(dir + "/" + name, bytes);
     return dir + "/" + name;
   };
   auto refused = [](const std::string& ckpt, const std::string& part) {
@@ -344,7 +341,7 @@ TEST(SweepFaults, FinishedPointsSurviveTheLossOfTheWalFile) {
   }
   // At most the chunk committed in the instant before the kill may still be in the WAL only.
   EXPECT_GE(kept, rows - 1);
-  auto r = run_cli("--threads 1 sweep --quiet --config " + kTiny + " --out " + dir + "/lost.db --resume");
+  auto r = run_cli("--threads 1 sweep --quiet --config " + tiny_sweep_path() + " --out " + dir + "/lost.db --resume");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find(fmt::format("{} (already in the db)", kept)), std::string::npos) << r.out;
 }
@@ -363,7 +360,7 @@ TEST(SweepFaults, ASecondProcessOnTheSameDatabaseIsRefused) {
     }
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the first holds the lock from begin_sweep on
-  auto second = run_cli("--threads 1 sweep --quiet --config " + kTiny + " --out " + db + " --resume");
+  auto second = run_cli("--threads 1 sweep --quiet --config " + tiny_sweep_path() + " --out " + db + " --resume");
   if (!exited) {
     kill(pid, SIGKILL);
     waitpid(pid, nullptr, 0);
@@ -372,7 +369,7 @@ TEST(SweepFaults, ASecondProcessOnTheSameDatabaseIsRefused) {
   EXPECT_EQ(second.code, 2) << second.err;
   EXPECT_NE(second.err.find("another scaleinv sweep"), std::string::npos) << second.err;
   // Once the first is gone (killed: the lock goes with it), the database resumes.
-  auto third = run_cli("--threads 1 sweep --quiet --config " + kTiny + " --out " + db + " --resume");
+  auto third = run_cli("--threads 1 sweep --quiet --config " + tiny_sweep_path() + " --out " + db + " --resume");
   EXPECT_EQ(third.code, 0) << third.err;
   // The killed sweep left its lock file (unlocked); the third took it over and, ending normally,
   // removed it.
@@ -469,7 +466,7 @@ TEST(SweepFaults, SigtermStoresTheChunksInFlightAndStopsWithExit143) {
   ASSERT_TRUE(WIFEXITED(status)) << "ended by the signal instead of stopping";
   const int code = WEXITSTATUS(status);
   const int64_t stored = stored_points(db);
-  auto resumed = run_cli("--threads 1 sweep --quiet --config " + kTiny + " --out " + db + " --resume");
+  auto resumed = run_cli("--threads 1 sweep --quiet --config " + tiny_sweep_path() + " --out " + db + " --resume");
   ASSERT_EQ(resumed.code, 0) << resumed.err;
   SqliteDb d(db, SqliteDb::Mode::ReadOnly);
   const int64_t total = std::get<int64_t>(d.query("SELECT COUNT(*) FROM points")[0][0]);
@@ -512,7 +509,7 @@ TEST(WriteFaults, AFullDiskLeavesNothingAndAReadOnlyLocationIsNamed) {
   ASSERT_EQ(std::system(("mount -t tmpfs -o ro tmpfs " + ro).c_str()), 0);
   unmount.b = ro;
   for (const std::string args : {"theory --param mup --json " + ro + "/t.json",
-                                 "sweep --quiet --config " + kTiny + " --out " + ro + "/s.db"}) {
+                                 "sweep --quiet --config " + tiny_sweep_path() + " --out " + ro + "/s.db"}) {
     const auto w = run_cli(args);
     EXPECT_EQ(w.code, 2) << args << ": " << w.err;
     EXPECT_EQ(std::count(w.err.begin(), w.err.end(), '\n'), 1) << w.err;
@@ -523,7 +520,7 @@ TEST(WriteFaults, AFullDiskLeavesNothingAndAReadOnlyLocationIsNamed) {
 TEST(SweepFaults, ADamagedDatabaseIsRefusedOnResume) {
   const std::string dir = temp_dir("sweep_corrupt");
   const std::string db = dir + "/s.db";
-  ASSERT_EQ(run_cli("--threads 1 sweep --quiet --config " + kTiny + " --out " + db).code, 0);
+  ASSERT_EQ(run_cli("--threads 1 sweep --quiet --config " + tiny_sweep_path() + " --out " + db).code, 0);
   int64_t root = 0, page = 0;
   {
     SqliteDb d(db, SqliteDb::Mode::ReadOnly);
@@ -533,8 +530,8 @@ TEST(SweepFaults, ADamagedDatabaseIsRefusedOnResume) {
   std::string bytes = slurp(db);
   std::mt19937 rng(3);
   for (int64_t i = (root - 1) * page; i < root * page; ++i) bytes[static_cast<size_t>(i)] = static_cast<char>(rng());
-  write(db, bytes);
-  auto r = run_cli("--threads 1 sweep --quiet --config " + kTiny + " --out " + db + " --resume");
+  write_file(db, bytes);
+  auto r = run_cli("--threads 1 sweep --quiet --config " + tiny_sweep_path() + " --out " + db + " --resume");
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_NE(r.err.find("damaged"), std::string::npos) << r.err;
   auto t = run_cli("transfer-report --db " + db + " --out " + dir + "/rep");
@@ -544,10 +541,10 @@ TEST(SweepFaults, ADamagedDatabaseIsRefusedOnResume) {
 
 TEST(SweepFaults, InputsThatAreOnlyReadAreNotModified) {
   const std::string dir = temp_dir("sweep_readonly");
-  write(dir + "/empty.db", "");
-  ASSERT_EQ(run_cli("--threads 1 sweep --quiet --config " + kTiny + " --out " + dir + "/good.db").code, 0);
+  write_file(dir + "/empty.db", "");
+  ASSERT_EQ(run_cli("--threads 1 sweep --quiet --config " + tiny_sweep_path() + " --out " + dir + "/good.db").code, 0);
   const std::string good = slurp(dir + "/good.db");
-  write(dir + "/trunc.db", good.substr(0, good.size() / 2));
+  write_file(dir + "/trunc.db", good.substr(0, good.size() / 2));
   for (const char* f : {"empty.db", "trunc.db"}) {
     const std::string path = dir + "/" + f;
     const std::string before = slurp(path);
@@ -568,7 +565,7 @@ TEST(SweepFaults, InputsThatAreOnlyReadAreNotModified) {
 // launch's grace period ended (here --grace 0.2 s, far below the survivor's 3 s timeout) or not.
 TEST(LaunchFaults, AKilledRankEndsTheLaunchWithTheLostRankCode) {
   const std::string dir = temp_dir("launch_kill");
-  write(dir + "/c.toml", std::string(kSmall) + "dist_timeout_s = 3\n");
+  write_file(dir + "/c.toml", std::string(kSmall) + "dist_timeout_s = 3\n");
   const int code = run_script(dir, "kill", fmt::format(
       "{0} launch --nproc 2 --grace 0.2 -- train --quiet --config {1}/c.toml --set train.steps=100000 "
       "--set train.checkpoint_every=0 --set train.out_dir=\\\"{1}/run\\\" >{1}/log 2>&1 & l=$!\n"

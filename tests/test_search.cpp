@@ -23,6 +23,7 @@
 #include "brain/sweep/sweep_spec.h"
 
 using namespace scaleinv;
+using scaleinv::testing::sweep_error_of;
 using scaleinv::testing::run_cli;
 using scaleinv::testing::temp_dir;
 
@@ -60,7 +61,6 @@ lr_log2 = {from = -10, to = -3}
 "optim.warmup_steps" = [0, 5]
 )";
 
-std::string error_of(const std::string& text) { return scaleinv::testing::sweep_error_of(text); }
 
 std::string replace(std::string s, const std::string& from, const std::string& to) {
   const auto at = s.find(from);
@@ -212,15 +212,15 @@ TEST(SearchSpace, MistakesNameTheFileAndTheField) {
       {"min_steps = 10", "min_steps = 10\nbogus = 1", "bogus"},
   };
   for (const Case& c : cases) {
-    const std::string e = error_of(replace(kSearch, c.from, c.to));
+    const std::string e = sweep_error_of(replace(kSearch, c.from, c.to));
     EXPECT_NE(e.find("bad.toml"), std::string::npos) << c.to << ": " << e;
     EXPECT_NE(e.find(c.expect), std::string::npos) << c.to << ": " << e;
   }
   // Random search takes no rung settings.
-  const std::string e = error_of(replace(kSearch, "method = \"halving\"", "method = \"random\""));
+  const std::string e = sweep_error_of(replace(kSearch, "method = \"halving\"", "method = \"random\""));
   EXPECT_NE(e.find("search.eta"), std::string::npos) << e;
   // The fix lists the methods, quoted as TOML strings.
-  const std::string m = error_of(replace(kSearch, "method = \"halving\"", "method = \"grid\""));
+  const std::string m = sweep_error_of(replace(kSearch, "method = \"halving\"", "method = \"grid\""));
   EXPECT_NE(m.find("(fix: use one of \"random\", \"halving\", \"hyperband\")"), std::string::npos) << m;
 }
 

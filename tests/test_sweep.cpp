@@ -30,12 +30,14 @@
 #include "brain/sweep/sweep_store.h"
 
 using namespace scaleinv;
+using scaleinv::testing::sweep_error_of;
 using scaleinv::testing::run_cli;
 using scaleinv::testing::temp_dir;
+using scaleinv::testing::tiny_sweep_path;
+using scaleinv::testing::write_file;
 
 namespace {
 
-const std::string kTiny = std::string(SCALEINV_SOURCE_DIR) + "/examples/sweeps/tiny_markov.toml";
 
 // A sweep file shipped under examples/ (e.g. "sweeps/tiny_markov.toml"), expanded.
 SweepSpec shipped(const std::string& rel) { return load_sweep(std::string(SCALEINV_SOURCE_DIR) + "/examples/" + rel); }
@@ -65,10 +67,6 @@ SweepSpec inline_spec(const std::string& extra_grid = "", const std::string& tex
   return sweep_from_toml_text(text + extra_grid, "t.toml", ".");
 }
 
-std::string write(const std::string& path, const std::string& text) {
-  std::ofstream(path) << text;
-  return path;
-}
 
 int64_t count_rows(const std::string& db) {
   SqliteDb d(db);
@@ -99,7 +97,6 @@ std::set<std::string> grid_ids(const SweepSpec& s) {
   return ids;
 }
 
-std::string error_of(const std::string& text) { return scaleinv::testing::sweep_error_of(text); }
 
 // id -> "final_loss curve final_val_loss" of every point in a sweep database (what must not depend
 // on how the sweep was run).
@@ -144,7 +141,7 @@ TEST(SweepSpec, GridIsTheCartesianProductInAFixedOrderWithStableIds) {
 
 TEST(SweepSpec, RangesNestedKeysAndTheBaseFile) {
   const std::string dir = temp_dir("spec");
-  write(dir + "/base.toml", "[model]\nkind = \"bigram\"\nwidth = 48\n[data]\nsource = \"markov\"\nvocab = 16\n");
+  write_file(dir + "/base.toml", "[model]\nkind = \"bigram\"\nwidth = 48\n[data]\nsource = \"markov\"\nvocab = 16\n");
   const std::string text = R"(
 base = "base.toml"
 set = ["train.steps=7"]
@@ -302,22 +299,22 @@ TEST(SweepSpec, FieldsWrittenOnlyUnderSomeSettingsAreGridKeys) {
 
 TEST(SweepSpec, MistakesNameTheFileAndTheField) {
   const std::string cfg = "[model]\nkind = \"bigram\"\n[data]\nsource = \"markov\"\n";
-  EXPECT_NE(error_of(cfg + "[grid]\nmodel.widht = [32]\n").find("bad.toml: field 'grid.model.widht': unknown grid key"),
+  EXPECT_NE(sweep_error_of(cfg + "[grid]\nmodel.widht = [32]\n").find("bad.toml: field 'grid.model.widht': unknown grid key"),
             std::string::npos);
-  EXPECT_NE(error_of(cfg + "[grid]\nfoo = [1]\n").find("'grid.foo'"), std::string::npos);
-  EXPECT_NE(error_of(cfg + "[grid]\n").find("the grid is empty"), std::string::npos);
-  EXPECT_NE(error_of(cfg).find("'grid': missing"), std::string::npos);
-  EXPECT_NE(error_of(cfg + "[grid]\nlr_log2 = []\n").find("'grid.lr_log2': the axis has no values"), std::string::npos);
-  EXPECT_NE(error_of(cfg + "[grid]\n\"model.width\" = [\"wide\"]\n").find("'grid.model.width': every value must be an integer"),
+  EXPECT_NE(sweep_error_of(cfg + "[grid]\nfoo = [1]\n").find("'grid.foo'"), std::string::npos);
+  EXPECT_NE(sweep_error_of(cfg + "[grid]\n").find("the grid is empty"), std::string::npos);
+  EXPECT_NE(sweep_error_of(cfg).find("'grid': missing"), std::string::npos);
+  EXPECT_NE(sweep_error_of(cfg + "[grid]\nlr_log2 = []\n").find("'grid.lr_log2': the axis has no values"), std::string::npos);
+  EXPECT_NE(sweep_error_of(cfg + "[grid]\n\"model.width\" = [\"wide\"]\n").find("'grid.model.width': every value must be an integer"),
             std::string::npos);
-  EXPECT_NE(error_of(cfg + "[grid]\nlr_log2 = -3\n").find("expected an array"), std::string::npos);
-  EXPECT_NE(error_of(cfg + "[grid]\nparam = [\"nosuch\"]\n").find("unknown preset"), std::string::npos);
-  EXPECT_NE(error_of(cfg + "[grid]\n\"model.width\" = [0]\n").find("width=0"), std::string::npos);
-  EXPECT_NE(error_of(cfg + "[grid]\nlr_log2 = [-3]\n\"optim.lr\" = [0.1]\n").find("keep only one"), std::string::npos);
-  EXPECT_NE(error_of(cfg + "[grid]\nseed = [1, 1]\n").find("appears twice"), std::string::npos);
-  EXPECT_NE(error_of(cfg + "[sweep]\nwindow = 2.0\n[grid]\nseed = [1]\n").find("'sweep.window'"), std::string::npos);
-  EXPECT_NE(error_of("bogus = 1\n" + cfg + "[grid]\nseed = [1]\n").find("'bogus': unknown field"), std::string::npos);
-  EXPECT_NE(error_of("base = \"nope.toml\"\n[grid]\nseed = [1]\n").find("'base'"), std::string::npos);
+  EXPECT_NE(sweep_error_of(cfg + "[grid]\nlr_log2 = -3\n").find("expected an array"), std::string::npos);
+  EXPECT_NE(sweep_error_of(cfg + "[grid]\nparam = [\"nosuch\"]\n").find("unknown preset"), std::string::npos);
+  EXPECT_NE(sweep_error_of(cfg + "[grid]\n\"model.width\" = [0]\n").find("width=0"), std::string::npos);
+  EXPECT_NE(sweep_error_of(cfg + "[grid]\nlr_log2 = [-3]\n\"optim.lr\" = [0.1]\n").find("keep only one"), std::string::npos);
+  EXPECT_NE(sweep_error_of(cfg + "[grid]\nseed = [1, 1]\n").find("appears twice"), std::string::npos);
+  EXPECT_NE(sweep_error_of(cfg + "[sweep]\nwindow = 2.0\n[grid]\nseed = [1]\n").find("'sweep.window'"), std::string::npos);
+  EXPECT_NE(sweep_error_of("bogus = 1\n" + cfg + "[grid]\nseed = [1]\n").find("'bogus': unknown field"), std::string::npos);
+  EXPECT_NE(sweep_error_of("base = \"nope.toml\"\n[grid]\nseed = [1]\n").find("'base'"), std::string::npos);
 }
 
 TEST(Shard, ParseRejectsMalformedAndOutOfRange) {
@@ -356,7 +353,7 @@ TEST(SweepStore, WindowMean) {
 TEST(SweepCli, RunsIntoTheStoreResumesAndRefusesToOverwrite) {
   const std::string dir = temp_dir("sweep_run");
   const std::string db = dir + "/inline.db";
-  const std::string f = write(dir + "/inline.toml", kInline);
+  const std::string f = write_file(dir + "/inline.toml", kInline);
   SweepSpec spec = load_sweep(f);
   auto r = run_cli("sweep --quiet --config " + f + " --out " + db);
   ASSERT_EQ(r.code, 0) << r.err;
@@ -389,7 +386,7 @@ TEST(SweepCli, RunsIntoTheStoreResumesAndRefusesToOverwrite) {
   // A changed grid cannot resume into this db.
   std::string text = kInline;
   text.replace(text.find("[-8, -6]"), 8, "[-8, -5]");
-  const std::string changed = write(dir + "/changed.toml", text);
+  const std::string changed = write_file(dir + "/changed.toml", text);
   auto bad = run_cli("sweep --quiet --config " + changed + " --out " + db + " --resume");
   EXPECT_EQ(bad.code, 2);
   EXPECT_NE(bad.err.find("another grid"), std::string::npos) << bad.err;
@@ -408,14 +405,14 @@ TEST(SweepCli, RunsIntoTheStoreResumesAndRefusesToOverwrite) {
 TEST(SweepCli, KilledSweepResumesWithoutLosingOrRedoingAPoint) {
   const std::string dir = temp_dir("sweep_kill");
   const std::string db = dir + "/killed.db";
-  SweepSpec spec = load_sweep(kTiny);
+  SweepSpec spec = load_sweep(tiny_sweep_path());
   const pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
     const int devnull = ::open("/dev/null", O_WRONLY);
     dup2(devnull, 1);
     dup2(devnull, 2);
-    execl(SCALEINV_BIN, SCALEINV_BIN, "--threads", "1", "sweep", "--quiet", "--config", kTiny.c_str(), "--out",
+    execl(SCALEINV_BIN, SCALEINV_BIN, "--threads", "1", "sweep", "--quiet", "--config", tiny_sweep_path().c_str(), "--out",
           db.c_str(), "--shard", "0/1", static_cast<char*>(nullptr));
     _exit(127);
   }
@@ -444,7 +441,7 @@ TEST(SweepCli, KilledSweepResumesWithoutLosingOrRedoingAPoint) {
   const auto before = rows_by_id(db);
   ASSERT_GE(before.size(), 1u);
   ASSERT_LT(before.size(), spec.points.size()) << "the sweep finished before the kill";
-  auto r = run_cli("--threads 1 sweep --quiet --config " + kTiny + " --out " + db + " --resume");
+  auto r = run_cli("--threads 1 sweep --quiet --config " + tiny_sweep_path() + " --out " + db + " --resume");
   ASSERT_EQ(r.code, 0) << r.err;
   const auto after = rows_by_id(db);
   std::set<std::string> ids;
@@ -457,7 +454,7 @@ TEST(SweepCli, KilledSweepResumesWithoutLosingOrRedoingAPoint) {
 
 TEST(SweepCli, ShardsMergeIntoTheWholeGrid) {
   const std::string dir = temp_dir("sweep_shard");
-  const std::string f = write(dir + "/inline.toml", kInline);
+  const std::string f = write_file(dir + "/inline.toml", kInline);
   SweepSpec spec = load_sweep(f);
   for (int i = 0; i < 3; ++i) {
     auto r = run_cli(fmt::format("sweep --quiet --config {} --out {}/s{}.db --shard {}/3", f, dir, i, i));
@@ -473,7 +470,7 @@ TEST(SweepCli, ShardsMergeIntoTheWholeGrid) {
   // Another grid's db is refused.
   std::string text = kInline;
   text.replace(text.find("[-8, -6]"), 8, "[-8, -5]");
-  const std::string other = write(dir + "/other.toml", text);
+  const std::string other = write_file(dir + "/other.toml", text);
   ASSERT_EQ(run_cli("sweep --quiet --config " + other + " --out " + dir + "/other.db --shard 0/4").code, 0);
   auto bad = run_cli(fmt::format("sweep merge {0}/mix.db {0}/s0.db {0}/other.db", dir));
   EXPECT_EQ(bad.code, 2);
@@ -596,7 +593,7 @@ TEST(SweepRunner, AChunkOutOfMemoryBesideOthersIsRerunWithFewerJobs) {
 
 TEST(SweepCli, DivergedPointsAreRecordedAndTheSweepGoesOn) {
   const std::string dir = temp_dir("sweep_div");
-  const std::string f = write(dir + "/div.toml", R"(
+  const std::string f = write_file(dir + "/div.toml", R"(
 [sweep]
 name = "div"
 [model]

@@ -36,7 +36,7 @@ namespace {
 
 
 // tests/fixtures/small_gpt.toml at width 128 (head_dim 32), checkpointing every 5 steps.
-TrainConfig small(std::vector<std::string> sets = {}) {
+TrainConfig tiny_config(std::vector<std::string> sets = {}) {
   sets.insert(sets.begin(), {"model.width=128", "model.head_dim=32", "train.checkpoint_every=5"});
   return small_gpt(sets);
 }
@@ -51,19 +51,19 @@ RunOptions in_memory() {
 }  // namespace
 
 TEST(Train, SameSeedSameLossCurveBitForBit) {
-  RunSummary a = train_run(small(), in_memory());
-  RunSummary b = train_run(small(), in_memory());
+  RunSummary a = train_run(tiny_config(), in_memory());
+  RunSummary b = train_run(tiny_config(), in_memory());
   ASSERT_EQ(a.losses.size(), 20u);
   EXPECT_EQ(a.losses, b.losses);  // exact equality, not a tolerance
-  RunSummary c = train_run(small({"train.seed=1"}), in_memory());
+  RunSummary c = train_run(tiny_config({"train.seed=1"}), in_memory());
   EXPECT_NE(a.losses, c.losses);
   EXPECT_LT(a.losses.back(), a.losses.front());  // it learns
 }
 
 TEST(Train, ResumeReproducesTheUninterruptedRun) {
   const std::string dir = temp_dir("resume");
-  TrainConfig full = small({"train.out_dir=\"" + dir + "/full\""});
-  TrainConfig part = small({"train.out_dir=\"" + dir + "/part\""});
+  TrainConfig full = tiny_config({"train.out_dir=\"" + dir + "/full\""});
+  TrainConfig part = tiny_config({"train.out_dir=\"" + dir + "/part\""});
   RunOptions o;
   o.show_progress = false;
   train_run(full, o);
@@ -95,7 +95,7 @@ TEST(Train, FusedAndLoopCheckpointsResumeEachOther) {
   auto cfg = [&](const std::string& out) {
     std::vector<std::string> sets = adamw;
     sets.push_back("train.out_dir=\"" + dir + "/" + out + "\"");
-    return small(sets);
+    return tiny_config(sets);
   };
   RunOptions o;
   o.show_progress = false;
@@ -151,7 +151,7 @@ TEST(Train, KilledRunResumesWithoutLosingACheckpoint) {
 
 TEST(Train, CheckpointCarriesTheTableAndLoadingAppliesNothingTwice) {
   const std::string dir = temp_dir("ckpt");
-  TrainConfig cfg = small({"train.out_dir=\"" + dir + "\"", "train.steps=5", "param.name=\"ntk\""});
+  TrainConfig cfg = tiny_config({"train.out_dir=\"" + dir + "\"", "train.steps=5", "param.name=\"ntk\""});
   RunOptions o;
   o.show_progress = false;
   train_run(cfg, o);
@@ -264,7 +264,7 @@ TEST(Train, DivergenceIsRecordedNotACrash) {
 TEST(TrainEquivalence, SpNtkAndMupMfUnderMomentumlessAdam) {
   for (auto [p, q] : {std::pair{"sp", "ntk"}, std::pair{"mup", "mf"}}) {
     auto cfg = [&](const char* name) {
-      return small({"model.width=256", "optim.beta1=0.0", "optim.eps=1e-6", std::string("param.name=\"") + name + "\""});
+      return tiny_config({"model.width=256", "optim.beta1=0.0", "optim.eps=1e-6", std::string("param.name=\"") + name + "\""});
     };
     RunSummary a = train_run(cfg(p), in_memory()), b = train_run(cfg(q), in_memory());
     ASSERT_EQ(a.losses.size(), 20u);
@@ -276,7 +276,7 @@ TEST(TrainEquivalence, SpNtkAndMupMfUnderMomentumlessAdam) {
 TEST(TrainEquivalence, SpNtkUnderSgdAfterTheSgdShift) {
   // The presets' SGD columns carry the 2*theta shift (brain/param/presets.cpp).
   auto cfg = [&](const char* name) {
-    return small({"model.width=256", "optim.kind=\"sgd\"", "optim.lr=0.1", std::string("param.name=\"") + name + "\""});
+    return tiny_config({"model.width=256", "optim.kind=\"sgd\"", "optim.lr=0.1", std::string("param.name=\"") + name + "\""});
   };
   for (auto [p, q] : {std::pair{"sp", "ntk"}, std::pair{"mup", "mf"}}) {
     RunSummary a = train_run(cfg(p), in_memory()), b = train_run(cfg(q), in_memory());
@@ -287,7 +287,7 @@ TEST(TrainEquivalence, SpNtkUnderSgdAfterTheSgdShift) {
 TEST(TrainEquivalence, NonEquivalentParameterizationsDiffer) {
   // The check can fail: sp and mup are not in one class (seed 000 Table 1, readout a+b differs).
   auto cfg = [&](const char* name) {
-    return small({"model.width=256", "optim.beta1=0.0", std::string("param.name=\"") + name + "\""});
+    return tiny_config({"model.width=256", "optim.beta1=0.0", std::string("param.name=\"") + name + "\""});
   };
   RunSummary a = train_run(cfg("sp"), in_memory()), b = train_run(cfg("mup"), in_memory());
   EXPECT_GT(max_rel_diff(a.losses, b.losses), 1e-3);

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "brain/util/json_number.h"
+#include "brain/util/nonfinite.h"
 #include "brain/util/fraction.h"
 #include "brain/util/gnuplot.h"
 #include "brain/coordcheck/coord_detail.h"
@@ -36,7 +37,6 @@ bool is_language_kind(const std::string& kind) {
 using coord_detail::quantity_info;
 
 namespace {
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 }  // namespace
 
 // ============================================================================================

@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "brain/report/seed_curves.h"
+#include "brain/util/nonfinite.h"
 #include "brain/report/transfer.h"
 
 namespace scaleinv {
@@ -19,8 +20,6 @@ namespace {
 
 using seed_curves::SeedTable;
 using seed_curves::worst_of;
-constexpr double kInf = std::numeric_limits<double>::infinity();
-const double kNaN = std::nan("");
 
 // What one choice analysis holds fixed, and its data: choice value -> scale -> seed -> LR -> loss.
 struct ChoiceKey {

@@ -13,6 +13,7 @@
 #include <fmt/ranges.h>  // fmt::join (in ranges.h since fmt 11, which pip's libtorch ships)
 
 #include "brain/report/seed_curves.h"
+#include "brain/util/nonfinite.h"
 #include "brain/report/transfer.h"
 
 namespace scaleinv {
@@ -20,7 +21,6 @@ namespace scaleinv {
 namespace {
 
 using seed_curves::SeedTable;
-const double kNaN = std::nan("");
 
 // A grid axis that is a hyperparameter to re-tune (not a condition of the run such as its length,
 // batch size, data or model): hp.* and optim.* but the schedule's length.

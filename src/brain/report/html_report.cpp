@@ -64,12 +64,12 @@ std::string pct_text(double v, double lo, double hi) {
   return s;
 }
 
-std::string value_text(double v) { return std::isnan(v) ? "n/a" : fmt::format("{:g}", v); }
+std::string value_or_na(double v) { return std::isnan(v) ? "n/a" : fmt::format("{:g}", v); }
 
 // "+0.42% [...] at 256" (the worst over the axis' values).
 std::string worst_text(double v, double lo, double hi, double at) {
   if (std::isnan(v)) return "n/a";
-  return pct_text(v, lo, hi) + " at " + value_text(at);
+  return pct_text(v, lo, hi) + " at " + value_or_na(at);
 }
 
 std::string interval_text(double v, double lo, double hi) {
@@ -159,7 +159,7 @@ std::string choices_markdown(const TransferAnalysis& a) {
   for (const auto& c : a.choices) {
     std::string best, ra, rb;
     for (const auto& s : c.scales) {
-      const std::string v = value_text(s.scale) + ": ";
+      const std::string v = value_or_na(s.scale) + ": ";
       best += (best.empty() ? "" : "; ") + v + (s.best_choice.empty() ? "n/a" : s.best_choice);
       ra += (ra.empty() ? "" : "; ") + v + pct_text(s.regret, s.regret_lo, s.regret_hi);
       rb += (rb.empty() ? "" : "; ") + v + pct_text(s.regret_base_lr, s.regret_base_lr_lo, s.regret_base_lr_hi);
@@ -185,7 +185,7 @@ std::string full_baseline_markdown(const TransferAnalysis& a) {
   for (const auto& f : a.full_baseline) {
     std::string per;
     for (const auto& s : f.scales)
-      per += (per.empty() ? "" : "; ") + value_text(s.scale) + ": " + pct_text(s.regret, s.regret_lo, s.regret_hi) +
+      per += (per.empty() ? "" : "; ") + value_or_na(s.scale) + ": " + pct_text(s.regret, s.regret_lo, s.regret_hi) +
              (s.standard_at.empty() ? "" : " (" + s.standard_at + ")");
     rows += fmt::format("| {} | {} | {} | {} | {} | {} | {} |\n",
                         f.scale_axis + seed_curves::held_text(f.fixed, f.context), f.param, f2(f.base_lr_log2), tuned_text(f), per,
@@ -205,7 +205,7 @@ std::string transfer_markdown(const TransferAnalysis& a) {
     for (const auto& p : g.params) {
       std::string opts;
       for (const auto& c : p.curves)
-        opts += (opts.empty() ? "" : "; ") + fmt::format("{}: {}", value_text(c.scale), optimum_text(c));
+        opts += (opts.empty() ? "" : "; ") + fmt::format("{}: {}", value_or_na(c.scale), optimum_text(c));
       if (g.info.scale) {
         std::string verdict = p.curves.size() < 2 ? "n/a" : std::isnan(p.shift) ? "undetermined" : p.holds ? "holds" : "FAILS";
         if (p.any_edge && verdict != "n/a") verdict += " (grid edge)";
@@ -216,14 +216,14 @@ std::string transfer_markdown(const TransferAnalysis& a) {
                               worst_text(p.worst_vs_self, p.worst_vs_self_lo, p.worst_vs_self_hi, p.worst_vs_self_at));
         std::string vs_std, vs_self;
         for (const auto& r : p.regrets) {
-          vs_std += (vs_std.empty() ? "" : "; ") + value_text(r.scale) + ": " + pct_text(r.vs_standard, r.vs_standard_lo, r.vs_standard_hi);
-          vs_self += (vs_self.empty() ? "" : "; ") + value_text(r.scale) + ": " + pct_text(r.vs_self, r.vs_self_lo, r.vs_self_hi);
+          vs_std += (vs_std.empty() ? "" : "; ") + value_or_na(r.scale) + ": " + pct_text(r.vs_standard, r.vs_standard_lo, r.vs_standard_hi);
+          vs_self += (vs_self.empty() ? "" : "; ") + value_or_na(r.scale) + ": " + pct_text(r.vs_self, r.vs_self_lo, r.vs_self_hi);
         }
         regrets += fmt::format("| {} | {} | {} | {} | {} |\n", g.title(), p.param, f2(p.shared_lr_log2), vs_std, vs_self);
       } else {
         std::string taus;
         for (const auto& c : p.curves)
-          if (!std::isnan(c.tau_steps)) taus += (taus.empty() ? "" : "; ") + value_text(c.scale) + ": " + tau_text(c);
+          if (!std::isnan(c.tau_steps)) taus += (taus.empty() ? "" : "; ") + value_or_na(c.scale) + ": " + tau_text(c);
         hps += fmt::format("| {} | {} | {} | {} | {} | {} | {} |\n", g.title(), p.param, opts,
                            interval_text(p.slope, p.slope_lo, p.slope_hi),
                            std::isnan(g.info.rule_exponent) ? std::string("n/a") : signed2(g.info.rule_exponent), p.shape,
@@ -333,7 +333,7 @@ std::string optimum_table_html(const ParamTransfer& p, const std::string& lab) {
     const auto& r = p.regrets[i];
     h += fmt::format("<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
                      "<td>{}</td><td>{}</td><td>{}</td></tr>\n",
-                     value_text(c.scale), c.n_seeds, f2(c.opt.lr_log2),
+                     value_or_na(c.scale), c.n_seeds, f2(c.opt.lr_log2),
                      std::isnan(c.lo) ? std::string("n/a") : fmt::format("[{}, {}]", f2(c.lo), f2(c.hi)),
                      c.opt.at_edge ? "grid edge" : c.opt.fitted ? "parabola" : "grid point", f4(c.opt.loss),
                      i < p.loss_at_shared.size() ? f4(p.loss_at_shared[i]) : "n/a",
@@ -369,7 +369,7 @@ std::string loss_cell_html(const ScaleCurve& c, double x) {
 // Mean loss: rows LR, columns scale.
 std::string loss_grid_html(const ParamTransfer& p, const std::string& lab) {
   std::string h = "<table><tr><th class=\"l\">log2 LR \\ " + lab + "</th>";
-  for (const auto& c : p.curves) h += fmt::format("<th>{}</th>", value_text(c.scale));
+  for (const auto& c : p.curves) h += fmt::format("<th>{}</th>", value_or_na(c.scale));
   h += "</tr>\n";
   for (double x : grid_lrs(p)) {
     h += fmt::format("<tr><td class=\"l\">{}</td>", f2(x));
@@ -411,7 +411,7 @@ std::string choices_html(const TransferAnalysis& a) {
     h += "<th>regret of " + html_escape(c.base_choice.empty() ? "the base choice" : c.base_choice) +
          ", LR re-tuned</th><th>at the base LR</th></tr>\n";
     for (const auto& s : c.scales) {
-      h += "<tr><td class=\"l\">" + value_text(s.scale) + "</td>";
+      h += "<tr><td class=\"l\">" + value_or_na(s.scale) + "</td>";
       for (size_t j = 0; j < c.choices.size(); ++j)
         h += fmt::format("<td class=\"{}\">{}</td>", c.choices[j] == s.best_choice ? "best" : "", f4(s.best_loss[j]));
       h += "<td>" + pct_text(s.regret, s.regret_lo, s.regret_hi) + "</td><td>" +
@@ -436,7 +436,7 @@ std::string full_baseline_html(const TransferAnalysis& a) {
     h += "<table><tr><th class=\"l\">" + html_escape(f.scale_axis) +
          "</th><th>loss at the base LR</th><th>standard's best</th><th class=\"l\">where</th><th>regret</th></tr>\n";
     for (const auto& s : f.scales)
-      h += "<tr><td class=\"l\">" + value_text(s.scale) + "</td><td>" + f4(s.loss) + "</td><td>" + f4(s.standard_best) +
+      h += "<tr><td class=\"l\">" + value_or_na(s.scale) + "</td><td>" + f4(s.loss) + "</td><td>" + f4(s.standard_best) +
            "</td><td class=\"l\">" + html_escape(s.standard_at) + "</td><td>" + pct_text(s.regret, s.regret_lo, s.regret_hi) +
            "</td></tr>\n";
     h += "</table>\n";
@@ -523,7 +523,7 @@ PlotFigure loss_figure(const TransferGroup& g) {
     PlotPanel panel = linear_panel(p.param, "log2 LR", "final loss (mean over seeds)");
     for (size_t i = 0; i < p.curves.size(); ++i) {
       PlotSeries s;
-      s.title = fmt::format("{} {}", g.info.label, value_text(p.curves[i].scale));
+      s.title = fmt::format("{} {}", g.info.label, value_or_na(p.curves[i].scale));
       s.color = static_cast<int>(i);
       for (const auto& q : p.curves[i].points) {
         s.x.push_back(q.lr_log2);

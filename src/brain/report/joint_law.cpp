@@ -10,25 +10,23 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "brain/util/nonfinite.h"
 #include "brain/util/errors.h"
 #include "brain/util/json_number.h"
 #include "brain/util/slope_fit.h"
+#include "brain/report/report_text.h"
 #include "brain/report/seed_curves.h"
 
 namespace scaleinv {
 
 namespace {
 
-const double kNaN = std::nan("");
-const double kInf = std::numeric_limits<double>::infinity();
 
 std::string canonical(const std::string& a) {
   if (a == "batch") return "train.batch_size";
   if (a == "steps") return "train.steps";
   return a;
 }
-bool is_lr(const std::string& h) { return h.empty() || h == "lr"; }
-std::string label(const std::string& h) { return is_lr(h) ? "LR" : h; }
 
 bool has_axis(const SweepRow& r, const std::string& a) {
   return a == "width" || a == "depth" || r.axes.count(a) > 0;
@@ -610,10 +608,7 @@ Coverage loso_coverage(const SweepTable& table, const JointLawOptions& opts) {
 
 namespace {
 
-std::string num(double v, const char* f = "{:+.2f}") {
-  return std::isfinite(v) ? fmt::format(fmt::runtime(f), v) : (std::isinf(v) ? "inf" : "n/a");
-}
-std::string pct(double v) { return std::isnan(v) ? "n/a" : (std::isinf(v) ? "inf" : fmt::format("{:.3f}%", v)); }
+std::string pct3(double v) { return std::isnan(v) ? "n/a" : (std::isinf(v) ? "inf" : fmt::format("{:.3f}%", v)); }
 std::string where(const std::map<std::string, double>& x, const std::vector<std::string>& axes) {
   std::vector<std::string> parts;  // the law's axes in its order, then the pooled ones
   for (const auto& a : axes)
@@ -624,7 +619,7 @@ std::string where(const std::map<std::string, double>& x, const std::vector<std:
 }
 
 std::string fit_markdown(const JointLawFit& f, const JointLawOptions& o) {
-  std::string s = fmt::format("#### {}: log2 {}* = a", f.param, label(o.hparam));
+  std::string s = fmt::format("#### {}: log2 {}* = a", f.param, hparam_label(o.hparam));
   for (const auto& a : f.axes) s += fmt::format(" + b_{0} log2 {0}", a);
   s += fmt::format("\n\nFitted on {} ({} cells, {} rows){}{}.\n\n",
                    o.near_optimal_pct > 0 ? fmt::format("every run within {:g}% of its cell's best loss", o.near_optimal_pct)
@@ -633,18 +628,18 @@ std::string fit_markdown(const JointLawFit& f, const JointLawOptions& o) {
                    f.pooled.empty() ? "" : fmt::format("; pooled (not in the law): {}", fmt::join(f.pooled, ", ")));
   s += fmt::format("| coefficient | value | {:.0f}% [cell bootstrap] |\n|---|---|---|\n", o.level * 100);
   for (size_t j = 0; j < f.coef.size(); ++j)
-    s += fmt::format("| {} | {} | [{}, {}] |\n", j == 0 ? std::string("a") : "b_" + f.axes[j - 1], num(f.coef[j], "{:+.4f}"),
-                     num(f.coef_lo[j], "{:+.4f}"), num(f.coef_hi[j], "{:+.4f}"));
+    s += fmt::format("| {} | {} | [{}, {}] |\n", j == 0 ? std::string("a") : "b_" + f.axes[j - 1], fmt_num(f.coef[j], "{:+.4f}"),
+                     fmt_num(f.coef_lo[j], "{:+.4f}"), fmt_num(f.coef_hi[j], "{:+.4f}"));
   s += fmt::format("\nThe cells' optima scatter about the law by {:.3f} doublings (SD, {} degrees of freedom; t = {:.3f}); "
                    "regret curvature {} per doubling^2 (median over the cells).\n",
-                   f.residual_sd, f.dof, f.t, num(f.curvature, "{:.3f}%"));
+                   f.residual_sd, f.dof, f.t, fmt_num(f.curvature, "{:.3f}%"));
   return s;
 }
 
 std::string baseline_cells(const JointPrediction& p, bool held) {
   std::string s;
   for (const auto& b : p.baselines)
-    s += held ? fmt::format(" {}, {} |", num(b.error), pct(b.regret)) : fmt::format(" {}, {} |", num(b.value), pct(b.expected_regret));
+    s += held ? fmt::format(" {}, {} |", fmt_num(b.error), pct3(b.regret)) : fmt::format(" {}, {} |", fmt_num(b.value), pct3(b.expected_regret));
   return s;
 }
 
@@ -662,7 +657,7 @@ std::string joint_law_markdown(const JointLawResult& r) {
     }
   std::string bhead, bsep;
   for (const auto& n : bnames) bhead += " " + n + " |", bsep += "---|";
-  const std::string what = label(o.hparam);
+  const std::string what = hparam_label(o.hparam);
   const std::vector<std::string> law = r.fits.empty() ? std::vector<std::string>() : r.fits[0].axes;
   bool any_target = false, any_held = false;
   for (const auto& p : r.predictions) (p.held_out ? any_held : any_target) = true;
@@ -678,8 +673,8 @@ std::string joint_law_markdown(const JointLawResult& r) {
         continue;
       }
       s += fmt::format("| {} | {} | {:.2f} | {} [{}, {}] | {:.4g} | {} | {} [{}, {}] |{}\n", p.param, where(p.x, law),
-                       p.extrapolation, num(p.value), num(p.lo), num(p.hi), std::exp2(p.value), pct(p.expected_regret),
-                       num(p.loss, "{:.4f}"), num(p.loss_lo, "{:.4f}"), num(p.loss_hi, "{:.4f}"), baseline_cells(p, false));
+                       p.extrapolation, fmt_num(p.value), fmt_num(p.lo), fmt_num(p.hi), std::exp2(p.value), pct3(p.expected_regret),
+                       fmt_num(p.loss, "{:.4f}"), fmt_num(p.loss_lo, "{:.4f}"), fmt_num(p.loss_hi, "{:.4f}"), baseline_cells(p, false));
     }
     if (!bnames.empty()) s += "\n(each baseline: its log2 value and the regret expected there under the law)\n";
   }
@@ -693,14 +688,14 @@ std::string joint_law_markdown(const JointLawResult& r) {
     for (const auto& p : r.predictions) {
       if (!p.held_out) continue;
       if (p.status != "predicted") {
-        s += fmt::format("| {} | {} | {} | {} | | | | |{}\n", p.param, where(p.x, law), p.status, num(p.measured),
+        s += fmt::format("| {} | {} | {} | {} | | | | |{}\n", p.param, where(p.x, law), p.status, fmt_num(p.measured),
                          std::string(bnames.size(), '|'));
         continue;
       }
-      s += fmt::format("| {} | {} | {} [{}, {}] | {}{} | {} | {} | {} ({}) | {}, {} |{}\n", p.param, where(p.x, law), num(p.value),
-                       num(p.lo), num(p.hi), num(p.measured), p.measured_at_edge ? " (edge)" : "", num(p.error),
-                       p.covered ? "yes" : "no", pct(p.regret), pct(p.expected_regret), num(p.loss, "{:.4f}"),
-                       num(p.measured_loss, "{:.4f}"), baseline_cells(p, true));
+      s += fmt::format("| {} | {} | {} [{}, {}] | {}{} | {} | {} | {} ({}) | {}, {} |{}\n", p.param, where(p.x, law), fmt_num(p.value),
+                       fmt_num(p.lo), fmt_num(p.hi), fmt_num(p.measured), p.measured_at_edge ? " (edge)" : "", fmt_num(p.error),
+                       p.covered ? "yes" : "no", pct3(p.regret), pct3(p.expected_regret), fmt_num(p.loss, "{:.4f}"),
+                       fmt_num(p.measured_loss, "{:.4f}"), baseline_cells(p, true));
     }
     // Means over the cells read (a regret that cannot be read, the prediction outside a cell's grid,
     // is left out and the count says so).
@@ -710,7 +705,7 @@ std::string joint_law_markdown(const JointLawResult& r) {
       void add(double v) { if (std::isfinite(v)) sum += v, ++n; }
       std::string text(int of, bool percent) const {
         if (n == 0) return "n/a";
-        const std::string v = percent ? pct(sum / n) : fmt::format("{:.2f}", sum / n);
+        const std::string v = percent ? pct3(sum / n) : fmt::format("{:.2f}", sum / n);
         return n < of ? fmt::format("{} ({} of {})", v, n, of) : v;
       }
     };

@@ -1,5 +1,6 @@
 // The optimal LR at an untrained scale and its held-out check (see predict.h).
 #include "brain/util/json_number.h"
+#include "brain/util/nonfinite.h"
 #include "brain/util/ols.h"
 #include "brain/report/predict.h"
 
@@ -14,18 +15,16 @@
 
 #include "brain/util/errors.h"
 #include "brain/report/hparam_profile.h"
+#include "brain/report/report_text.h"
 #include "brain/report/seed_curves.h"
 
 namespace scaleinv {
 
 namespace {
 
-const double kNaN = std::nan("");
 using seed_curves::SeedTable;
 
-bool is_lr(const std::string& hparam) { return hparam.empty() || hparam == "lr"; }
 // What the tables and notes call the predicted hyperparameter.
-std::string label(const std::string& hparam) { return is_lr(hparam) ? "LR" : hparam; }
 
 // A draw's located optimum on one curve, and the curve itself.
 struct DrawCurve {
@@ -292,7 +291,7 @@ Prediction predict_one(const std::string& axis, const seed_curves::Part& key, co
   for (size_t i = 0; i < n_fit; ++i)
     if (p.fit.at_edge[i])
       p.notes.push_back(fmt::format("the optimum at {} {:g} sits at the {} grid's edge: a bound, not a value; widen the grid",
-                                    axis, p.fit.values[i], label(opts.hparam)));
+                                    axis, p.fit.values[i], hparam_label(opts.hparam)));
   if (fits[0].n < 2 || !std::isfinite(fits[0].slope)) {
     p.status = "declined: fewer than two located optima to fit";
     return p;
@@ -315,11 +314,11 @@ Prediction predict_one(const std::string& axis, const seed_curves::Part& key, co
   const size_t h = held;
   p.measured = pc.by_draw[0][h].opt.lr_log2;
   if (pc.by_draw[0][h].opt.at_edge)
-    p.notes.push_back(fmt::format("the held-out optimum sits at the {} grid's edge: the error is a bound", label(opts.hparam)));
+    p.notes.push_back(fmt::format("the held-out optimum sits at the {} grid's edge: the error is a bound", hparam_label(opts.hparam)));
   p.error = p.lr_log2 - p.measured;
   p.regret = regret_at(pc.by_draw[0][h].points, p.lr_log2);
   if (std::isnan(p.regret))
-    p.notes.push_back(fmt::format("the predicted {} lies outside the held-out grid: no regret", label(opts.hparam)));
+    p.notes.push_back(fmt::format("the predicted {} lies outside the held-out grid: no regret", hparam_label(opts.hparam)));
   p.base_lr_log2 = pc.by_draw[0][0].opt.lr_log2;
   p.base_error = p.base_lr_log2 - p.measured;
   p.base_regret = regret_at(pc.by_draw[0][h].points, p.base_lr_log2);
@@ -349,10 +348,9 @@ Prediction predict_one(const std::string& axis, const seed_curves::Part& key, co
   return p;
 }
 
-std::string num(double v, const char* f = "{:+.2f}") { return std::isfinite(v) ? fmt::format(fmt::runtime(f), v) : (std::isinf(v) ? "inf" : "n/a"); }
-std::string pct(double v) { return std::isnan(v) ? "n/a" : num(v) + "%"; }
+std::string signed_pct(double v) { return std::isnan(v) ? "n/a" : fmt_num(v) + "%"; }
 std::string interval(double lo, double hi, const char* f = "{:+.2f}") {
-  return std::isnan(lo) ? "" : fmt::format(" [{}, {}]", num(lo, f), num(hi, f));
+  return std::isnan(lo) ? "" : fmt::format(" [{}, {}]", fmt_num(lo, f), fmt_num(hi, f));
 }
 
 // What the points of `param` hold on `axis`, for a message: "no <axis> (never set)", "<axis> 2",
@@ -577,7 +575,7 @@ namespace {
 // The tables of one predicted hyperparameter (predict_markdown below).
 std::string markdown_of(const std::vector<Prediction>& preds, const PredictOptions& opts, const std::string& hparam) {
   std::string s;
-  const std::string what = label(hparam);
+  const std::string what = hparam_label(hparam);
   if (!is_lr(hparam))
     s += fmt::format("Predicted: {} (at each of its values the LR re-tuned: the grid point of least seed-mean loss).\n\n", what);
   if (opts.near_optimal_pct > 0)
@@ -588,7 +586,7 @@ std::string markdown_of(const std::vector<Prediction>& preds, const PredictOptio
   auto fitted = [](const Prediction& p) {
     std::string v;
     for (size_t i = 0; i < p.fit.values.size(); ++i)
-      v += fmt::format("{}{:g}: {}{}", i ? "; " : "", p.fit.values[i], num(p.fit.optima[i]), p.fit.at_edge[i] ? " (edge)" : "");
+      v += fmt::format("{}{:g}: {}{}", i ? "; " : "", p.fit.values[i], fmt_num(p.fit.optima[i]), p.fit.at_edge[i] ? " (edge)" : "");
     return v;
   };
   std::vector<std::string> notes;
@@ -607,9 +605,9 @@ std::string markdown_of(const std::vector<Prediction>& preds, const PredictOptio
     for (const auto& p : preds) {
       if (p.held_out) continue;
       const std::string pred = p.status == "predicted"
-                                   ? num(p.lr_log2) + interval(p.lo, p.hi) + note_refs(p)
+                                   ? fmt_num(p.lr_log2) + interval(p.lo, p.hi) + note_refs(p)
                                    : p.status + note_refs(p);
-      s += fmt::format("| {} | {} | {}{} | {} {:g} | {:.2f} | {} | {} |\n", p.title(), fitted(p), num(p.fit.slope, "{:+.3f}"),
+      s += fmt::format("| {} | {} | {}{} | {} {:g} | {:.2f} | {} | {} |\n", p.title(), fitted(p), fmt_num(p.fit.slope, "{:+.3f}"),
                        interval(p.fit.slope_lo, p.fit.slope_hi, "{:+.3f}"), p.axis, p.target, p.extrapolation, pred,
                        p.status == "predicted" ? fmt::format("{:.3g}", std::exp2(p.lr_log2)) : "-");
     }
@@ -631,10 +629,10 @@ std::string markdown_of(const std::vector<Prediction>& preds, const PredictOptio
         continue;
       }
       s += fmt::format("| {} | {} | {:g} | {}{}{} | {}{} | {}{} | {}{} | {}, {}{} | {}, {}{} |\n", p.title(), fitted(p),
-                       p.target, num(p.lr_log2), interval(p.lo, p.hi), note_refs(p), num(p.measured),
-                       interval(p.measured_lo, p.measured_hi), num(p.error), interval(p.error_lo, p.error_hi), pct(p.regret),
-                       interval(p.regret_lo, p.regret_hi), num(p.base_error), pct(p.base_regret),
-                       interval(p.base_regret_lo, p.base_regret_hi), num(p.last_error), pct(p.last_regret),
+                       p.target, fmt_num(p.lr_log2), interval(p.lo, p.hi), note_refs(p), fmt_num(p.measured),
+                       interval(p.measured_lo, p.measured_hi), fmt_num(p.error), interval(p.error_lo, p.error_hi), signed_pct(p.regret),
+                       interval(p.regret_lo, p.regret_hi), fmt_num(p.base_error), signed_pct(p.base_regret),
+                       interval(p.base_regret_lo, p.base_regret_hi), fmt_num(p.last_error), signed_pct(p.last_regret),
                        interval(p.last_regret_lo, p.last_regret_hi));
     }
   }
@@ -658,7 +656,7 @@ std::string predict_markdown(const std::vector<Prediction>& preds, const Predict
     std::vector<Prediction> part;
     for (const auto& p : preds)
       if (p.hparam == h) part.push_back(p);
-    s += fmt::format("{}### {}\n\n{}", s.empty() ? "" : "\n", label(h), markdown_of(part, opts, h));
+    s += fmt::format("{}### {}\n\n{}", s.empty() ? "" : "\n", hparam_label(h), markdown_of(part, opts, h));
   }
   return s;
 }

@@ -13,10 +13,11 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>  // fmt::join (in ranges.h since fmt 11, which pip's libtorch ships)
 
+#include "brain/util/nonfinite.h"
+
 namespace scaleinv::seed_curves {
 
 namespace {
-constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // splitmix64: a fixed, platform-independent generator for the bootstrap.
 struct Rng {

@@ -1,5 +1,6 @@
 // Hyperparameter-transfer analysis (see transfer.h).
 #include "brain/util/json_number.h"
+#include "brain/util/nonfinite.h"
 #include "brain/util/ols.h"
 #include "brain/report/transfer.h"
 
@@ -23,8 +24,6 @@ namespace scaleinv {
 
 namespace {
 
-constexpr double kInf = std::numeric_limits<double>::infinity();
-const double kNaN = std::nan("");
 
 // Axes that are the analysis' own coordinates; any other varying axis splits the data.
 bool is_coordinate_axis(const std::string& k) {
@@ -793,35 +792,35 @@ TransferAnalysis analyze_transfer(const SweepTable& table, const TransferOptions
 namespace {
 
 // A non-finite number is written as null: a diverged point's mean loss ("diverged" counts its seeds).
-nlohmann::json num(double v) { return json_number(v); }
+nlohmann::json json_num(double v) { return json_number(v); }
 
 // The regret of one curve's scale at the smallest value's best LR.
 nlohmann::json regret_json(const ScaleRegret& r) {
-  return {{"lr_log2_used", num(r.lr_log2_used)},
-          {"loss", num(r.loss)},
-          {"self_best_loss", num(r.self_best)},
-          {"standard_best_loss", num(r.standard_best)},
-          {"vs_self_percent", num(r.vs_self)},
-          {"vs_self_interval", {num(r.vs_self_lo), num(r.vs_self_hi)}},
-          {"vs_standard_percent", num(r.vs_standard)},
-          {"vs_standard_interval", {num(r.vs_standard_lo), num(r.vs_standard_hi)}}};
+  return {{"lr_log2_used", json_num(r.lr_log2_used)},
+          {"loss", json_num(r.loss)},
+          {"self_best_loss", json_num(r.self_best)},
+          {"standard_best_loss", json_num(r.standard_best)},
+          {"vs_self_percent", json_num(r.vs_self)},
+          {"vs_self_interval", {json_num(r.vs_self_lo), json_num(r.vs_self_hi)}},
+          {"vs_standard_percent", json_num(r.vs_standard)},
+          {"vs_standard_interval", {json_num(r.vs_standard_lo), json_num(r.vs_standard_hi)}}};
 }
 
 // One scale's LR curve (its value keyed by the group's axis), its optimum and its regret.
 nlohmann::json curve_json(const std::string& axis, const ScaleCurve& c, const ScaleRegret& r) {
   nlohmann::json pts = nlohmann::json::array();
   for (const auto& q : c.points)
-    pts.push_back({{"lr_log2", q.lr_log2}, {"mean_loss", num(q.mean_loss)}, {"seeds", q.seeds}, {"diverged", q.diverged}});
+    pts.push_back({{"lr_log2", q.lr_log2}, {"mean_loss", json_num(q.mean_loss)}, {"seeds", q.seeds}, {"diverged", q.diverged}});
   return {{axis, c.scale},
           {"seeds", c.n_seeds},
           {"steps", c.steps},
-          {"optimum_lr_log2", num(c.opt.lr_log2)},
-          {"optimum_loss", num(c.opt.loss)},
+          {"optimum_lr_log2", json_num(c.opt.lr_log2)},
+          {"optimum_loss", json_num(c.opt.loss)},
           {"fitted", c.opt.fitted},
           {"at_grid_edge", c.opt.at_edge},
-          {"interval_lr_log2", {num(c.lo), num(c.hi)}},
-          {"wd_timescale_steps", num(c.tau_steps)},
-          {"wd_timescale_fraction_of_run", num(c.tau_fraction)},
+          {"interval_lr_log2", {json_num(c.lo), json_num(c.hi)}},
+          {"wd_timescale_steps", json_num(c.tau_steps)},
+          {"wd_timescale_fraction_of_run", json_num(c.tau_fraction)},
           {"regret", regret_json(r)},
           {"points", pts}};
 }
@@ -831,26 +830,26 @@ nlohmann::json param_json(const TransferGroup& g, const ParamTransfer& p) {
   nlohmann::json curves = nlohmann::json::array();
   for (size_t i = 0; i < p.curves.size(); ++i) curves.push_back(curve_json(g.axis, p.curves[i], p.regrets[i]));
   nlohmann::json shared = nlohmann::json::array();
-  for (double l : p.loss_at_shared) shared.push_back(num(l));
+  for (double l : p.loss_at_shared) shared.push_back(json_num(l));
   nlohmann::json j = {{"param", p.param},
                       {"verdict", p.verdict},
                       {"transfer_holds", p.holds},
-                      {"slope_doublings_per_doubling", num(p.slope)},
-                      {"slope_interval", {num(p.slope_lo), num(p.slope_hi)}},
-                      {"shift_doublings", num(p.shift)},
-                      {"max_deviation_doublings", num(p.max_deviation)},
-                      {"max_deviation_at", num(p.max_deviation_at)},
+                      {"slope_doublings_per_doubling", json_num(p.slope)},
+                      {"slope_interval", {json_num(p.slope_lo), json_num(p.slope_hi)}},
+                      {"shift_doublings", json_num(p.shift)},
+                      {"max_deviation_doublings", json_num(p.max_deviation)},
+                      {"max_deviation_at", json_num(p.max_deviation_at)},
                       {"any_optimum_at_grid_edge", p.any_edge},
-                      {"shared_lr_log2", num(p.shared_lr_log2)},
+                      {"shared_lr_log2", json_num(p.shared_lr_log2)},
                       {"loss_at_shared_lr", shared},
                       {"worst_regret",
                        {{"lr_choice", "the smallest value's best LR grid point (nearest grid point where not run)"},
-                        {"vs_standard_percent", num(p.worst_vs_standard)},
-                        {"vs_standard_interval", {num(p.worst_vs_standard_lo), num(p.worst_vs_standard_hi)}},
-                        {"vs_standard_at", num(p.worst_vs_standard_at)},
-                        {"vs_self_percent", num(p.worst_vs_self)},
-                        {"vs_self_interval", {num(p.worst_vs_self_lo), num(p.worst_vs_self_hi)}},
-                        {"vs_self_at", num(p.worst_vs_self_at)}}},
+                        {"vs_standard_percent", json_num(p.worst_vs_standard)},
+                        {"vs_standard_interval", {json_num(p.worst_vs_standard_lo), json_num(p.worst_vs_standard_hi)}},
+                        {"vs_standard_at", json_num(p.worst_vs_standard_at)},
+                        {"vs_self_percent", json_num(p.worst_vs_self)},
+                        {"vs_self_interval", {json_num(p.worst_vs_self_lo), json_num(p.worst_vs_self_hi)}},
+                        {"vs_self_at", json_num(p.worst_vs_self_at)}}},
                       {"curves", curves}};
   if (g.info.scale)
     j[std::string(g.axis == "width" ? "wider" : "deeper") + "_is_better"] =
@@ -868,7 +867,7 @@ nlohmann::json group_json(const TransferGroup& g) {
           {"label", g.info.label},
           {"model_scale", g.info.scale},
           {"reference_rule", g.info.rule},
-          {"reference_exponent", num(g.info.rule_exponent)},
+          {"reference_exponent", json_num(g.info.rule_exponent)},
           {"fixed", g.fixed},
           {"context", g.context},
           {"params", params}};
@@ -879,14 +878,14 @@ nlohmann::json choice_json(const ChoiceTransfer& c) {
   nlohmann::json scales = nlohmann::json::array();
   for (const auto& s : c.scales) {
     nlohmann::json best = nlohmann::json::object();
-    for (size_t j = 0; j < c.choices.size(); ++j) best[c.choices[j]] = num(s.best_loss[j]);
+    for (size_t j = 0; j < c.choices.size(); ++j) best[c.choices[j]] = json_num(s.best_loss[j]);
     scales.push_back({{c.scale_axis, s.scale},
                       {"best_loss_per_choice", best},
                       {"best_choice", s.best_choice},
-                      {"regret_percent", num(s.regret)},
-                      {"regret_interval", {num(s.regret_lo), num(s.regret_hi)}},
-                      {"regret_at_base_lr_percent", num(s.regret_base_lr)},
-                      {"regret_at_base_lr_interval", {num(s.regret_base_lr_lo), num(s.regret_base_lr_hi)}}});
+                      {"regret_percent", json_num(s.regret)},
+                      {"regret_interval", {json_num(s.regret_lo), json_num(s.regret_hi)}},
+                      {"regret_at_base_lr_percent", json_num(s.regret_base_lr)},
+                      {"regret_at_base_lr_interval", {json_num(s.regret_base_lr_lo), json_num(s.regret_base_lr_hi)}}});
   }
   return {{"title", c.title()},
           {"choice_axis", c.choice_axis},
@@ -896,14 +895,14 @@ nlohmann::json choice_json(const ChoiceTransfer& c) {
           {"context", c.context},
           {"choices", c.choices},
           {"base_choice", c.base_choice},
-          {"base_lr_log2", num(c.base_lr_log2)},
+          {"base_lr_log2", json_num(c.base_lr_log2)},
           {"holds", c.holds},
-          {"worst_regret_percent", num(c.worst)},
-          {"worst_regret_interval", {num(c.worst_lo), num(c.worst_hi)}},
-          {"worst_regret_at", num(c.worst_at)},
-          {"worst_regret_at_base_lr_percent", num(c.worst_base_lr)},
-          {"worst_regret_at_base_lr_interval", {num(c.worst_base_lr_lo), num(c.worst_base_lr_hi)}},
-          {"worst_regret_at_base_lr_at", num(c.worst_base_lr_at)},
+          {"worst_regret_percent", json_num(c.worst)},
+          {"worst_regret_interval", {json_num(c.worst_lo), json_num(c.worst_hi)}},
+          {"worst_regret_at", json_num(c.worst_at)},
+          {"worst_regret_at_base_lr_percent", json_num(c.worst_base_lr)},
+          {"worst_regret_at_base_lr_interval", {json_num(c.worst_base_lr_lo), json_num(c.worst_base_lr_hi)}},
+          {"worst_regret_at_base_lr_at", json_num(c.worst_base_lr_at)},
           {"scales", scales}};
 }
 
@@ -912,21 +911,21 @@ nlohmann::json full_baseline_json(const FullBaseline& f) {
   nlohmann::json scales = nlohmann::json::array();
   for (const auto& s : f.scales)
     scales.push_back({{f.scale_axis, s.scale},
-                      {"loss_at_base_lr", num(s.loss)},
-                      {"standard_best_loss", num(s.standard_best)},
+                      {"loss_at_base_lr", json_num(s.loss)},
+                      {"standard_best_loss", json_num(s.standard_best)},
                       {"standard_best_at", s.standard_at},
-                      {"regret_percent", num(s.regret)},
-                      {"regret_interval", {num(s.regret_lo), num(s.regret_hi)}}});
+                      {"regret_percent", json_num(s.regret)},
+                      {"regret_interval", {json_num(s.regret_lo), json_num(s.regret_hi)}}});
   return {{"scale_axis", f.scale_axis},
           {"param", f.param},
           {"fixed", f.fixed},
           {"context", f.context},
           {"standard_tuned_in", f.tuned},
-          {"base_lr_log2", num(f.base_lr_log2)},
+          {"base_lr_log2", json_num(f.base_lr_log2)},
           {"holds", f.holds},
-          {"worst_regret_percent", num(f.worst)},
-          {"worst_regret_interval", {num(f.worst_lo), num(f.worst_hi)}},
-          {"worst_regret_at", num(f.worst_at)},
+          {"worst_regret_percent", json_num(f.worst)},
+          {"worst_regret_interval", {json_num(f.worst_lo), json_num(f.worst_hi)}},
+          {"worst_regret_at", json_num(f.worst_at)},
           {"scales", scales}};
 }
 

@@ -1,4 +1,5 @@
 #include "brain/util/ols.h"
+#include "brain/util/nonfinite.h"
 
 #include <cmath>
 #include <limits>
@@ -14,7 +15,6 @@ double OlsFit::prediction_half_width(double x, double z) const {
 OlsFit ols_fit(const std::vector<double>& u, const std::vector<double>& v) {
   if (u.size() != v.size())
     throw std::invalid_argument("OLS: " + std::to_string(u.size()) + " x for " + std::to_string(v.size()) + " y");
-  constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
   OlsFit r;
   r.n = u.size();
   const double n = static_cast<double>(u.size());

@@ -1,6 +1,7 @@
 // CoordRecorder: the per-step measurement of coordcheck.h's quantities (see coord_recorder.h).
 #include "engine/coordcheck/coord_recorder.h"
 
+#include "brain/util/nonfinite.h"
 #include "engine/runtime/tensor_rms.h"
 #include "engine/train/step_loop.h"
 
@@ -11,7 +12,6 @@
 namespace scaleinv {
 
 namespace {
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 }
 
 CoordRecorder::CoordRecorder(int steps, unsigned quantities, std::set<std::string> stacks)

@@ -8,11 +8,11 @@
 #include <torch/torch.h>
 
 #include "engine/coordcheck/coordcheck.h"
+#include "brain/util/nonfinite.h"
 
 namespace scaleinv {
 
 namespace {
-constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // Elements of one block of rows in the fused m^T (m x): 2 MiB of float32, read from memory once
 // for s = m_b x and again from the cache for acc += m_b^T s.

@@ -47,7 +47,7 @@ bool every_layer(const std::string& model) { return view_of(model) == AlignmentV
 bool readout_only(const std::string& model) { return view_of(model) == AlignmentView::Readout; }
 
 // "use bigram (every layer) or gpt (the readout)"
-std::string models_fix() {
+std::string alignment_models_fix() {
   std::vector<std::string> names;
   for (const ModelKind& k : model_kinds())
     if (k.alignment != AlignmentView::None)
@@ -98,7 +98,7 @@ double ratio(const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor
 void validate(const AlignmentOptions& o) {
   using detail::require;
   using detail::require_lr;
-  require(view_of(o.model) != AlignmentView::None, "--model", fmt::format("unknown model '{}'", o.model), models_fix());
+  require(view_of(o.model) != AlignmentView::None, "--model", fmt::format("unknown model '{}'", o.model), alignment_models_fix());
   require(!o.params.empty(), "--param", "no parameterization given", "e.g. --param sp,mup");
   detail::require_optimizer(o.optimizer);
   detail::require_grid(o.widths, "--widths");

@@ -38,7 +38,7 @@ bool takes(const std::string& model) {
 }
 
 // "use gpt and/or vit"
-std::string models_fix() {
+std::string init_stats_models_fix() {
   std::vector<std::string> names;
   for (const ModelKind& k : model_kinds())
     if (k.init_stats) names.push_back(k.name);
@@ -126,7 +126,7 @@ void validate(const InitStatsOptions& o) {
   using detail::require;
   require(!o.models.empty(), "--models", "no model given", "use gpt, vit or gpt,vit");
   for (const auto& m : o.models)
-    require(takes(m), "--models", fmt::format("unknown model '{}'", m), models_fix());
+    require(takes(m), "--models", fmt::format("unknown model '{}'", m), init_stats_models_fix());
   detail::require_grid(o.widths, "--widths");
   require(o.head_dim > 0, "--head-dim", fmt::format("head_dim {} < 1", o.head_dim), "e.g. --head-dim 16");
   for (int w : o.widths)
