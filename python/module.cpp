@@ -377,11 +377,13 @@ PyUserSweep user_sweep_of_toml(const std::string& text, const std::string& where
 // list of (index, point_id, hparams dict); `started(index)` says a point began (the bar's running
 // count) and `record(index, result dict)` stores a finished one before it returns; both must be
 // called on the thread that called run, before it returns (python/scaleinv/_ray.py).
-// `executor.concurrent` (True: several points at once) adds the running count to the bar.
+// `executor.concurrent` (True: several points at once) adds the running count to the bar. Holds
+// `executor` by reference (it must outlive the result): no Python reference is copied where the GIL
+// is released.
 PointExecutor python_executor(const py::object& executor) {
   PointExecutor ex;
   ex.concurrent = py::bool_(py::getattr(executor, "concurrent", py::bool_(false)));
-  ex.run = [executor](const std::vector<PendingPoint>& batch, const PointEvents& events) {
+  ex.run = [&executor](const std::vector<PendingPoint>& batch, const PointEvents& events) {
     const py::gil_scoped_acquire gil;
     // The events live while run does: a callback the executor kept and calls later is refused.
     const auto live = std::make_shared<const PointEvents*>(&events);

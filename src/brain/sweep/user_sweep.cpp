@@ -145,19 +145,16 @@ void refuse_unsigned_overflow(const nlohmann::json& j, const std::string& path, 
     for (const auto& v : j) refuse_unsigned_overflow(v, path, where);
 }
 
-}  // namespace
-
-namespace {
-
-// A space without [sweep] target is a user model's (that is what these entry points are for); a
-// dict without a name is "sweep".
-void user_defaults(toml::table& root, bool dict) {
+// The sweep of a user model's space, given as a TOML table (a file's, or a dict's values). A space
+// without [sweep] target is a user model's (that is what these entry points are for), and a dict's
+// without a name is "sweep". It is read from the table itself; the store keeps the table as
+// toml++ writes it (byte for byte what the earlier path, which formatted the table and parsed the
+// text again, stored and drew).
+SweepSpec user_sweep_of_table(toml::table root, bool dict, const std::string& where) {
   if (!root.contains("sweep")) root.insert("sweep", toml::table{});
   if (toml::table* sw = root["sweep"].as_table(); sw && !sw->contains("target")) sw->insert("target", "python");
   if (toml::table* sw = root["sweep"].as_table(); dict && sw && !sw->contains("name")) sw->insert("name", std::string("sweep"));
-}
-
-SweepSpec refuse_zoo(SweepSpec spec, const std::string& where) {
+  SweepSpec spec = sweep_from_toml_table(root, to_toml_text(root), where, ".");
   if (!spec.user_model)
     throw UserError(where, "sweep.target", "is \"zoo\": a sweep of scaleinv's own models",
                     "run it with `scaleinv sweep` (the CLI), or write target = \"python\"");
@@ -167,11 +164,7 @@ SweepSpec refuse_zoo(SweepSpec spec, const std::string& where) {
 }  // namespace
 
 SweepSpec user_sweep_from_toml(const std::string& text, const std::string& where) {
-  toml::table root = parse_toml(text, where);
-  user_defaults(root, false);
-  // The store keeps the space as toml++ writes it (with the defaults above), as it always has.
-  const std::string stored = to_toml_text(root);
-  return refuse_zoo(sweep_from_toml_table(root, stored, where, "."), where);
+  return user_sweep_of_table(parse_toml(text, where), false, where);
 }
 
 SweepSpec user_sweep_from_json(const nlohmann::json& space, const std::string& where) {
@@ -185,11 +178,7 @@ SweepSpec user_sweep_from_json(const nlohmann::json& space, const std::string& w
   } catch (const std::invalid_argument& e) {
     throw UserError(where, "space", e.what(), "give numbers, strings, booleans, lists and dicts");
   }
-  user_defaults(root, true);
-  // Read from the table itself: the text is only what the store keeps (byte for byte what the
-  // earlier path, which formatted the table and parsed the text again, stored and drew).
-  const std::string stored = to_toml_text(root);
-  return refuse_zoo(sweep_from_toml_table(root, stored, where, "."), where);
+  return user_sweep_of_table(std::move(root), true, where);
 }
 
 SweepSpec stored_user_sweep(const std::string& db_path) {

@@ -14,8 +14,9 @@
 // These three terms are exactly dh_{l+1} = d^-a_l (W_l dh_l + dW_l h_l + dW_l dh_l) for a linear layer.
 // The exponent is the log-log slope of the ratio over widths; its interval is over seeds.
 //
-// Bigram (seed 000 eq. 1): every layer l = 1..L+1 (h_l = the recorded "h{l}"). GPT: the readout
-// only, whose input is LN_f(h_L) (recomputed with the model's own ln_f module from "block{L}").
+// Bigram (seed 000 eq. 1): every layer l = 1..L+1 (h_l = the recorded activations in forward order,
+// by role). GPT: the readout only, whose input is LN_f(h_L) (recomputed with the model's own final
+// norm from the top of its recorded stream).
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -55,7 +56,6 @@ std::string alignment_models_fix() {
   return fmt::format("use {}", fmt::join(names, " or "));
 }
 
-
 struct Snapshot {
   std::vector<torch::Tensor> h;  // layer inputs, [N, d] each, in the order of `weights`
   std::vector<torch::Tensor> w;  // the weights (cloned), [out, in]
@@ -74,18 +74,18 @@ Snapshot snapshot(Model& m, const ModelConfig& mc, const torch::Tensor& x) {
   for (size_t i = 0; i < rec.tensors.size(); ++i)
     if (rec.roles[i].role == Role::Readout) s.logits = flat(rec.tensors[i]);
   if (!s.logits.defined()) throw std::logic_error("alignment: the model recorded no logits (role readout)");
-  std::vector<torch::Tensor> w = detail::hidden_then_readout_weights(m);
   if (every_layer(mc.kind)) {
     for (size_t i = 0; i < rec.tensors.size(); ++i)
       if (rec.roles[i].role != Role::Readout) s.h.push_back(flat(rec.tensors[i]));
-    s.w = std::move(w);
+    s.w = detail::hidden_weights(m);
+    s.w.push_back(detail::readout_weight(m));
     if (s.h.size() != s.w.size())
       throw std::logic_error(fmt::format("alignment: {} recorded inputs for {} weights", s.h.size(), s.w.size()));
   } else {  // the readout's input: the final norm of the top of the stream
     const std::shared_ptr<NormGain> norm = detail::final_norm(m);
     if (!norm) throw std::logic_error("alignment: the model has no final norm before its readout");
     s.h.push_back(flat(norm->forward(detail::transformer_stream(rec).back())));
-    s.w.push_back(w.back());
+    s.w.push_back(detail::readout_weight(m));
   }
   return s;
 }

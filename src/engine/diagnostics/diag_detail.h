@@ -60,8 +60,8 @@ double var_phi(const std::string& activation, double s2);
 // - its blocks, in forward order;
 // - the model's own final norm (a NormGain among its direct children; nullptr when it has none,
 //   std::logic_error when it has several);
-// - the weights feeding each layer: every hidden matrix in registration (forward) order, then the
-//   readout (a tied embedding when the model ties them). std::logic_error when there is no readout.
+// - the hidden matrices in registration (forward) order, and the readout (a tied embedding when the
+//   model ties them; std::logic_error when there is none), each cloned.
 struct RecordedForward {
   std::vector<torch::Tensor> tensors;
   std::vector<Model::ActivationRole> roles;
@@ -70,7 +70,8 @@ RecordedForward recorded_forward(Model& m, const torch::Tensor& x);
 std::vector<torch::Tensor> transformer_stream(const RecordedForward& rec);
 std::vector<std::shared_ptr<TransformerBlock>> transformer_blocks(Model& m);
 std::shared_ptr<NormGain> final_norm(Model& m);
-std::vector<torch::Tensor> hidden_then_readout_weights(Model& m);
+std::vector<torch::Tensor> hidden_weights(Model& m);
+torch::Tensor readout_weight(Model& m);
 
 // A progress bar that can be switched off (tests).
 class Bar {

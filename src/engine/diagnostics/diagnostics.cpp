@@ -236,16 +236,17 @@ std::shared_ptr<NormGain> final_norm(Model& m) {
   return found;
 }
 
-std::vector<torch::Tensor> hidden_then_readout_weights(Model& m) {
+std::vector<torch::Tensor> hidden_weights(Model& m) {
   std::vector<torch::Tensor> hidden;
-  torch::Tensor readout;
-  for (const TaggedParam& p : m.tagged_parameters()) {
+  for (const TaggedParam& p : m.tagged_parameters())
     if (p.tag.role == Role::Hidden && p.tensor.dim() == 2) hidden.push_back(p.tensor.detach().clone());
-    if (p.tag.role == Role::Readout || p.tag.tied) readout = p.tensor.detach().clone();
-  }
-  if (!readout.defined()) throw std::logic_error("the model has no readout tensor (role readout, or a tied embedding)");
-  hidden.push_back(readout);
   return hidden;
+}
+
+torch::Tensor readout_weight(Model& m) {
+  for (const TaggedParam& p : m.tagged_parameters())
+    if (p.tag.role == Role::Readout || p.tag.tied) return p.tensor.detach().clone();
+  throw std::logic_error("the model has no readout tensor (role readout, or a tied embedding)");
 }
 
 }  // namespace detail
