@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Which of the given C++ sources compile without libtorch: their #include closure (quoted includes
 resolved against src/ and tests/, followed transitively) has no <torch/...>, <ATen/...> or
-<c10/...> include. CMakeLists.txt runs this at configure time and builds those sources without the
-torch precompiled header: loading it costs a torch-free file more than it saves (issue 62:
+<c10/...> include. CMakeLists.txt runs this at configure time and builds those sources apart, in
+unity batches of their own without the torch precompiled header: loading it costs a torch-free file more than it saves (issue 62:
 src/cli/cmd_predict.cpp took 62 s with it against 34 s without, on 2 loaded cores; a file that
 includes torch gains about 13%).
 

@@ -19,12 +19,7 @@ using scaleinv::testing::run_cli_env;
 using scaleinv::testing::temp_dir;
 
 namespace {
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using scaleinv::testing::slurp;
 }  // namespace
 
 TEST(Demo, QuickDemoWritesAReportWithEveryStageAndItsPlotsLoad) {

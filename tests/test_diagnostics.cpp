@@ -31,12 +31,7 @@ double finite_size(double x_min, double x_max) { return std::log1p(1.0 / std::sq
 // [lo - tol, hi + tol] meets [a, b].
 bool meets(const Fit& f, double a, double b, double tol) { return f.lo - tol <= b && f.hi + tol >= a; }
 
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using scaleinv::testing::slurp;
 
 }  // namespace
 

@@ -25,7 +25,6 @@ using scaleinv::testing::temp_dir;
 namespace scaleinv {
 namespace {
 
-void write(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
 
 // A planted grid: N in 1e8..8e8 (and D fixed at 1e11), log2 LR -12..-4; the optimum falls by half
 // a doubling per doubling of N. `hole` leaves out one off-optimum LR at every N.
@@ -58,7 +57,7 @@ std::set<std::string> files_in(const std::string& dir) {
 
 TEST(ImportResults, CsvWithHolesIsReadByPredictTransferReportAndRank) {
   const std::string dir = temp_dir("import_holes");
-  write(dir + "/r.csv", planted_csv(true));
+  scaleinv::testing::write_file(dir + "/r.csv", planted_csv(true));
   const auto imp = run_cli(fmt::format("import-results {0}/r.csv --out {0}/s.db --lr lr --loss loss --scale N=N "
                                        "--scale D=D --hparam batch_size=bs --unit N=params --source test",
                                        dir));
@@ -119,9 +118,9 @@ TEST(ImportResults, SixtyFourBitScalesKeepTheirTextAndWidthsPastTwoToThe31) {
 
 TEST(ImportResults, TwoSourcesOfOneLayoutReadAsOneAndAPointInBothIsReadOnce) {
   const std::string dir = temp_dir("import_sources");
-  write(dir + "/a.csv", planted_csv(false));
+  scaleinv::testing::write_file(dir + "/a.csv", planted_csv(false));
   // A second file: one more cell (N = 1.6e9) and one run the first holds too (another spelling of N).
-  write(dir + "/b.csv", "N,D,lr,bs,loss\n1.6e9,1e11,0.001,256,2.3\n100000000,100000000000,0.00390625,256,2.0\n");
+  scaleinv::testing::write_file(dir + "/b.csv", "N,D,lr,bs,loss\n1.6e9,1e11,0.001,256,2.3\n100000000,100000000000,0.00390625,256,2.0\n");
   ImportMapping a = nd_mapping(), b = nd_mapping();
   a.source = "https://example.org/a.csv";
   b.source = "a second lab's run";
@@ -136,7 +135,7 @@ TEST(ImportResults, TwoSourcesOfOneLayoutReadAsOneAndAPointInBothIsReadOnce) {
 
 TEST(ImportResults, DivergedAndMissingLossesAndJsonLines) {
   const std::string dir = temp_dir("import_jsonl");
-  write(dir + "/r.jsonl",
+  scaleinv::testing::write_file(dir + "/r.jsonl",
         "{\"N\": 2150000000, \"lr\": 0.001, \"loss\": 2.5}\n\n{\"N\": 2150000000, \"lr\": 0.002, \"loss\": \"nan\"}\n"
         "{\"N\": 2150000000, \"lr\": 0.004, \"loss\": null}\n{\"N\": 2150000000, \"lr\": 0.008, \"loss\": \"inf\"}\n");
   ImportMapping m;
@@ -157,7 +156,7 @@ TEST(ImportResults, DivergedAndMissingLossesAndJsonLines) {
 
 TEST(ImportResults, QuotedCsvFieldsAndAParamColumnAndSeeds) {
   const std::string dir = temp_dir("import_quoted");
-  write(dir + "/r.csv", "\xEF\xBB\xBFN,lr,loss,sched,p,s\n1e9,0.001,2.5,\"cos, warm\",mup,0\n1e9,0.001,2.6,\"cos, warm\",mup,1\n"
+  scaleinv::testing::write_file(dir + "/r.csv", "\xEF\xBB\xBFN,lr,loss,sched,p,s\n1e9,0.001,2.5,\"cos, warm\",mup,0\n1e9,0.001,2.6,\"cos, warm\",mup,1\n"
                         "1e9,0.001,2.7,\"say \"\"hi\"\"\",standard,0\n");
   ImportMapping m;
   m.lr = "lr";
@@ -178,8 +177,8 @@ TEST(ImportResults, QuotedCsvFieldsAndAParamColumnAndSeeds) {
 
 TEST(ImportResults, SameImportRewritesAnotherIsRefusedAndAppendAdds) {
   const std::string dir = temp_dir("import_append");
-  write(dir + "/a.csv", planted_csv(false));
-  write(dir + "/b.csv", "N,D,lr,bs,loss\n1.6e9,1e11,0.001,256,2.3\n");
+  scaleinv::testing::write_file(dir + "/a.csv", planted_csv(false));
+  scaleinv::testing::write_file(dir + "/b.csv", "N,D,lr,bs,loss\n1.6e9,1e11,0.001,256,2.3\n");
   const std::string db = dir + "/s.db";
   import_results(read_csv_table(dir + "/a.csv"), nd_mapping(), db);
   const ImportSummary again = import_results(read_csv_table(dir + "/a.csv"), nd_mapping(), db);
@@ -193,7 +192,7 @@ TEST(ImportResults, SameImportRewritesAnotherIsRefusedAndAppendAdds) {
   EXPECT_THROW(import_results(read_csv_table(dir + "/b.csv"), app, db), UserError);  // already imported
   ImportMapping other = app;
   other.scales = {{"N", "N"}};  // another layout
-  write(dir + "/c.csv", "N,D,lr,bs,loss\n3.2e9,1e11,0.001,256,2.2\n");
+  scaleinv::testing::write_file(dir + "/c.csv", "N,D,lr,bs,loss\n3.2e9,1e11,0.001,256,2.2\n");
   EXPECT_THROW(import_results(read_csv_table(dir + "/c.csv"), other, db), UserError);
   SqliteDb s(db, SqliteDb::Mode::ReadOnly);
   const auto rows = s.query("SELECT value FROM meta WHERE key = 'imported'");
@@ -206,7 +205,7 @@ TEST(ImportResults, SameImportRewritesAnotherIsRefusedAndAppendAdds) {
 
 TEST(ImportResults, RefusalsNameTheColumnAndLeaveNoFile) {
   const std::string dir = temp_dir("import_refusals");
-  write(dir + "/r.csv", "N,lr,loss\n1e9,0.001,2.5\n1e9,0.001,2.6\n");
+  scaleinv::testing::write_file(dir + "/r.csv", "N,lr,loss\n1e9,0.001,2.5\n1e9,0.001,2.6\n");
   ImportMapping m;
   m.lr = "lr";
   m.loss = "loss";

@@ -22,10 +22,10 @@ using namespace scaleinv;
 
 namespace {
 
-// log2 LR* = kA + kN log2 N + kD log2 D (Step Law's form); the batch size's own optimum is at
+// log2 LR* = kJointA + kJointN log2 N + kJointD log2 D (Step Law's form); the batch size's own optimum is at
 // log2 bs = 4 + 0.5 log2(D / 2^30), off the LR's, so that re-tuning it matters.
-constexpr double kA = 6.0, kN = -0.75, kD = 0.25;
-double planted(double n, double d) { return kA + kN * std::log2(n) + kD * std::log2(d); }
+constexpr double kJointA = 6.0, kJointN = -0.75, kJointD = 0.25;
+double planted_joint(double n, double d) { return kJointA + kJointN * std::log2(n) + kJointD * std::log2(d); }
 
 using scaleinv::testing::Noise;
 
@@ -40,7 +40,7 @@ SweepTable cells(const std::vector<std::pair<double, double>>& nd, double sigma,
   Noise noise{seed};
   int k = 0;
   for (const auto& [n, d] : nd) {
-    const double opt = planted(n, d) + sigma * noise.normal();
+    const double opt = planted_joint(n, d) + sigma * noise.normal();
     const double bs_opt = 4 + 0.5 * std::log2(d / 1073741824.0);
     for (double x = std::round(opt * 4) / 4 - 3; x <= std::round(opt * 4) / 4 + 3 + 1e-9; x += 0.25)
       for (int b = 2; b <= 8; ++b) {
@@ -91,13 +91,13 @@ TEST(JointLaw, RecoversAPlantedLawInTwoAxesWithTheBatchRetuned) {
   const JointLawFit& f = r.fits[0];
   EXPECT_EQ(f.n_cells, 15);
   EXPECT_EQ(f.retuned, std::vector<std::string>{"bs"});
-  EXPECT_NEAR(f.coef[1], kN, 0.03);
-  EXPECT_NEAR(f.coef[2], kD, 0.03);
+  EXPECT_NEAR(f.coef[1], kJointN, 0.03);
+  EXPECT_NEAR(f.coef[2], kJointD, 0.03);
   EXPECT_LE(f.residual_sd, 0.125);
   ASSERT_EQ(r.predictions.size(), 1u);
   const JointPrediction& p = r.predictions[0];
   EXPECT_EQ(p.status, "predicted");
-  EXPECT_NEAR(p.value, planted(3.2e9, 3.2e9 * 40), 0.2);
+  EXPECT_NEAR(p.value, planted_joint(3.2e9, 3.2e9 * 40), 0.2);
   EXPECT_LT(p.lo, p.value);  // (its coverage: the leave-one-scale-out test below, on noisy cells)
   EXPECT_GT(p.hi, p.value);
   // Its curvature is the planted 1% per doubling^2 (0.01 / 2.0 of the loss, in percent: 0.5%).
@@ -136,7 +136,7 @@ TEST(JointLaw, HeldOutCellsAreJudgedAgainstTheBaselinesOnAGridWithHoles) {
   o.axes = {"N", "D"};
   o.holdout_upto = {{"N", 8e8}};
   o.near_optimal_pct = 0.05;
-  o.reference = {{"c", std::exp2(kA)}, {"N", kN}, {"D", kD}};  // the planted law itself
+  o.reference = {{"c", std::exp2(kJointA)}, {"N", kJointN}, {"D", kJointD}};  // the planted law itself
   const JointLawResult r = fit_joint_law(t, o);
   ASSERT_EQ(r.predictions.size(), 3u);  // the three cells at N = 1.6e9
   double law_err = 0, carried_err = 0, law_regret = 0, carried_regret = 0;
@@ -148,7 +148,7 @@ TEST(JointLaw, HeldOutCellsAreJudgedAgainstTheBaselinesOnAGridWithHoles) {
     ASSERT_EQ(p.baselines.size(), 3u);
     // The planted law misses by the grid's rounding (1/8 doubling) and a hole next to the cell's
     // best run (1/4) at most; carrying the largest fitted N's LR one doubling of N (and D) up
-    // misses by kN + kD = -0.5 per doubling, give or take the same rounding.
+    // misses by kJointN + kJointD = -0.5 per doubling, give or take the same rounding.
     EXPECT_LE(std::fabs(p.baselines[2].error), 0.25 + 1e-9);
     law_err += std::fabs(p.error), carried_err += std::fabs(p.baselines[0].error);
     law_regret += p.regret, carried_regret += p.baselines[0].regret;

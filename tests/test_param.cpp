@@ -16,7 +16,6 @@ namespace {
 const RoleExponents& R(const ParamTable& t, Role r) { return t.row(r); }
 constexpr int kSgd = 0, kAdam = 1, kAda = 2;
 
-void write(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 }  // namespace
 
 TEST(ParamPresets, EveryPresetLoadsAndHasASource) {
@@ -149,8 +148,8 @@ TEST(ParamIO, PresetNameWinsOverAFolderOrFileOfThatName) {
   std::filesystem::create_directories(dir + "/mup");
   ParamTable custom = preset("mup");
   custom.name = "mine";
-  write(dir + "/sp", param_to_toml(custom));
-  write(dir + "/mine", param_to_toml(custom));
+  scaleinv::testing::write_file(dir + "/sp", param_to_toml(custom));
+  scaleinv::testing::write_file(dir + "/mine", param_to_toml(custom));
   const auto cwd = std::filesystem::current_path();
   std::filesystem::current_path(dir);
   EXPECT_EQ(param_fingerprint(load_param("mup")), param_fingerprint(preset("mup")));
@@ -181,7 +180,7 @@ TEST(ParamIO, BadTomlNamesFileAndField) {
                         {"outside", outside, "roles.readout.depth_eps"}};
   for (const Case& c : cases) {
     const std::string path = dir + "/" + c.tag + ".toml";
-    write(path, c.text);
+    scaleinv::testing::write_file(path, c.text);
     try {
       param_from_toml_file(path);
       ADD_FAILURE() << c.tag << " was accepted";
