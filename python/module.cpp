@@ -326,9 +326,9 @@ py::object to_py(const json& j) {
 }
 
 // A point's result as the training function returned it (a dict: losses, steps, val_loss, wall_s,
-// items_per_s, error; user_sweep.h point_result_from_json).
-PointResult point_result_of(const py::handle& result) {
-  return point_result_from_json(to_json(result, "python: train", "result"));
+// items_per_s, error; brain/train/run_result.h run_result_of_report).
+RunResult run_result_of(const py::handle& result) {
+  return run_result_of_report(to_json(result, "python: train", "result"));
 }
 
 // A user model's sweep, built once from the space (a dict, or a TOML file's text) and held while
@@ -344,9 +344,10 @@ struct PyUserSweep {
     std::set<int64_t> widths, depths;
     std::set<std::string> params;
     for (const SweepPoint& p : spec.points) {
-      params.insert(p.config.param);
-      if (p.config.model.width > 0) widths.insert(p.config.model.width);
-      if (p.config.model.depth > 0) depths.insert(p.config.model.depth);
+      const PointCoords c = p.coords();
+      params.insert(c.param);
+      if (c.width > 0) widths.insert(c.width);
+      if (c.depth > 0) depths.insert(c.depth);
     }
     py::dict out;
     out["name"] = spec.name;
@@ -402,7 +403,7 @@ PointExecutor python_executor(const py::object& executor) {
     });
     const py::cpp_function record([events_of](size_t index, const py::object& result) {
       const PointEvents* ev = events_of("record");
-      PointResult r = point_result_of(result);
+      RunResult r = run_result_of(result);
       const py::gil_scoped_release nogil;  // the store's write and fsync
       ev->record(index, std::move(r));
     });
@@ -414,7 +415,7 @@ PointExecutor python_executor(const py::object& executor) {
 }
 
 // Runs the space (user_sweep.h), either point by point through `train(point_id, hparams)`, which
-// returns the point's result as a dict (point_result_from_json), or, given `executor`, a rung at a
+// returns the point's result as a dict (run_result_of_report), or, given `executor`, a rung at a
 // time (python_executor). The GIL is released while the brain runs (opening the store, ranking,
 // writing each result) and held only to call Python. What `train` or `executor.run` raises
 // (KeyboardInterrupt) ends the run and reaches the caller; the points recorded before it are in
@@ -431,7 +432,7 @@ py::object PyUserSweep::run(const std::string& db, const std::string& shard, boo
   if (executor.is_none()) {
     ex = sequential_executor([&](const SweepPoint& p, const json& hparams) {
       const py::gil_scoped_acquire gil;
-      return point_result_of(train(p.id, to_py(hparams)));
+      return run_result_of(train(p.id, to_py(hparams)));
     });
   } else {
     ex = python_executor(executor);

@@ -71,7 +71,7 @@ RunOptions in_memory() {
   return ro;
 }
 
-RunSummary run(const TrainConfig& c) {
+RunResult run(const TrainConfig& c) {
   return train_run(c, in_memory());
 }
 
@@ -237,9 +237,9 @@ TEST(CudaKernels, FusedAdamAndAdamwAreTheStepsTheirHeaderStates) {
 TEST(CudaTrain, AdamWithL2OnTheFusedKernelFollowsTheCpuCurve) {
   REQUIRE_GPU();
   const auto adam = std::vector<std::string>{"optim.kind=\"adam\""};
-  const RunSummary cpu = run(gpt_on("cpu", adam));
+  const RunResult cpu = run(gpt_on("cpu", adam));
   const int64_t launches = compat::fused_adam_launches();
-  const RunSummary gpu = run(gpt_on("cuda", adam));
+  const RunResult gpu = run(gpt_on("cuda", adam));
   // The loop gives the same curve: the kernel must have run, at least once per step.
   EXPECT_GE(compat::fused_adam_launches() - launches, 20);
   ASSERT_FALSE(gpu.diverged);
@@ -248,9 +248,9 @@ TEST(CudaTrain, AdamWithL2OnTheFusedKernelFollowsTheCpuCurve) {
 
 TEST(CudaTrain, Fp32FollowsTheCpuCurve) {
   REQUIRE_GPU();
-  const RunSummary cpu = run(gpt_on("cpu"));
+  const RunResult cpu = run(gpt_on("cpu"));
   const int64_t launches = compat::fused_adam_launches();
-  const RunSummary gpu = run(gpt_on("cuda"));
+  const RunResult gpu = run(gpt_on("cuda"));
   EXPECT_GE(compat::fused_adam_launches() - launches, 20);  // AdamW took the fused kernel every step
   ASSERT_FALSE(gpu.diverged);
   ASSERT_EQ(gpu.losses.size(), 20u);
@@ -267,7 +267,7 @@ TEST(CudaTrain, Fp32FollowsTheCpuCurve) {
 TEST(CudaTrain, MoeFollowsTheCpuCurve) {
   REQUIRE_GPU();
   const std::vector<std::string> moe = {"model.kind=\"moe\"", "model.experts=8", "model.top_k=2", "param.name=\"mup-moe\""};
-  const RunSummary cpu = run(gpt_on("cpu", moe)), gpu = run(gpt_on("cuda", moe));
+  const RunResult cpu = run(gpt_on("cpu", moe)), gpu = run(gpt_on("cuda", moe));
   ASSERT_FALSE(gpu.diverged);
   ASSERT_EQ(gpu.losses.size(), 20u);
   const double d = max_rel_diff(gpu.losses, cpu.losses);
@@ -278,7 +278,7 @@ TEST(CudaTrain, MoeFollowsTheCpuCurve) {
 
 TEST(CudaTrain, Bf16AutocastFollowsFp32AndKeepsLearning) {
   REQUIRE_GPU();
-  const RunSummary f32 = run(gpt_on("cuda")), bf16 = run(gpt_on("cuda", {"train.autocast=\"bf16\""}));
+  const RunResult f32 = run(gpt_on("cuda")), bf16 = run(gpt_on("cuda", {"train.autocast=\"bf16\""}));
   ASSERT_FALSE(bf16.diverged);
   const double d = max_rel_diff(bf16.losses, f32.losses);
   EXPECT_LT(d, 5e-2);
@@ -293,7 +293,7 @@ TEST(CudaTrain, Bf16AutocastFollowsFp32AndKeepsLearning) {
 TEST(CudaTrain, GraphReplayIsTheEagerRun) {
   REQUIRE_GPU();
   ASSERT_TRUE(compat::has_cuda_graphs());
-  const RunSummary eager = run(gpt_on("cuda")), graph = run(gpt_on("cuda", {"train.cuda_graph=true"}));
+  const RunResult eager = run(gpt_on("cuda")), graph = run(gpt_on("cuda", {"train.cuda_graph=true"}));
   ASSERT_FALSE(graph.diverged);
   // The replayed kernels are the eager ones on the same data; only scheduling differs.
   const double d = max_rel_diff(graph.losses, eager.losses);
@@ -311,7 +311,7 @@ TEST(CudaTrain, GraphReplayUnderBf16AutocastIsTheEagerBf16Run) {
   const std::vector<std::string> bf16 = {"train.autocast=\"bf16\""};
   std::vector<std::string> graph_bf16 = bf16;
   graph_bf16.push_back("train.cuda_graph=true");
-  const RunSummary eager = run(gpt_on("cuda", bf16)), graph = run(gpt_on("cuda", graph_bf16));
+  const RunResult eager = run(gpt_on("cuda", bf16)), graph = run(gpt_on("cuda", graph_bf16));
   ASSERT_FALSE(graph.diverged);
   const double d = max_rel_diff(graph.losses, eager.losses);
   EXPECT_LT(d, 5e-2);
@@ -359,7 +359,7 @@ TEST(CudaTrain, AStepCallbackKeepsTheDeferredReadBack) {
   std::vector<int64_t> calls;
   ro.on_step = [&](int64_t done) { calls.push_back(done); };
   const TrainConfig c = gpt_on("cuda", {"train.log_every=7"});
-  const RunSummary with = train_run(c, ro), without = run(c);
+  const RunResult with = train_run(c, ro), without = run(c);
   ASSERT_EQ(calls.size(), 20u);
   for (size_t i = 0; i < calls.size(); ++i) EXPECT_EQ(calls[i], static_cast<int64_t>(i) + 1);
   ASSERT_EQ(with.losses.size(), 20u);
@@ -394,7 +394,7 @@ TEST(CudaTrain, TheStepsBetweenReadBacksNeverWaitForTheDevice) {
     all.insert(all.end(), sets.begin(), sets.end());
     RunOptions ro = in_memory();
     ro.on_step = [](int64_t done) { compat::forbid_cuda_syncs(done >= 5 && done < 19); };
-    RunSummary s;
+    RunResult s;
     try {
       s = train_run(gpt_on("cuda", all), ro);
     } catch (const std::exception& e) {  // the synchronizing operation, with its backtrace
@@ -411,7 +411,7 @@ TEST(CudaTrain, TheStepsBetweenReadBacksNeverWaitForTheDevice) {
   o.batching = Batching::On;
   o.readback_every = 1000;
   o.on_step = [](int64_t member_steps) { compat::forbid_cuda_syncs(member_steps >= 5 * 3 && member_steps < 19 * 3); };
-  std::vector<RunSummary> ens;
+  std::vector<RunResult> ens;
   try {
     ens = train_ensemble(members, o);
   } catch (const std::exception& e) {
@@ -419,7 +419,7 @@ TEST(CudaTrain, TheStepsBetweenReadBacksNeverWaitForTheDevice) {
   }
   compat::forbid_cuda_syncs(false);
   ASSERT_EQ(ens.size(), 3u);
-  for (const RunSummary& m : ens) EXPECT_EQ(m.losses.size(), 20u);
+  for (const RunResult& m : ens) EXPECT_EQ(m.losses.size(), 20u);
 }
 
 // A checkpoint written by a CUDA run holds CUDA tensors; it must load where there is no GPU (the
@@ -433,7 +433,7 @@ TEST(CudaTrain, ACheckpointWrittenOnTheGpuLoadsIntoACpuModel) {
   RunOptions ro;
   ro.show_progress = false;
   ro.data_parallel = false;
-  const RunSummary s = train_run(c, ro);
+  const RunResult s = train_run(c, ro);
   ASSERT_TRUE(std::isfinite(s.final_val_loss));
   const auto model = model_from_checkpoint(c, resolve_param(c), dir + "/checkpoint.pt");
   EXPECT_NEAR(validation_loss(*model, c), s.final_val_loss, 1e-4 * s.final_val_loss);
@@ -457,7 +457,7 @@ TEST(CudaEnsemble, BatchedMembersAreTheirOwnRunsAndReadBackChangesNothing) {
   const auto seventh = train_ensemble(members, o);
   // The optimizer's per-tensor loop (what `bench` times against the fused kernels): no kernel
   // launched, the same runs up to reassociation.
-  std::vector<RunSummary> looped;
+  std::vector<RunResult> looped;
   {
     const compat::FusedAdamScope loop(compat::FusedAdamUse::Off);
     const int64_t before = compat::fused_adam_launches();
@@ -468,7 +468,7 @@ TEST(CudaEnsemble, BatchedMembersAreTheirOwnRunsAndReadBackChangesNothing) {
   ASSERT_EQ(looped.size(), 3u);
   for (size_t e = 0; e < members.size(); ++e) {
     SCOPED_TRACE("member " + std::to_string(e));
-    const RunSummary own = run(members[e]);
+    const RunResult own = run(members[e]);
     EXPECT_LT(max_rel_diff(every[e].losses, own.losses), 1e-4);
     EXPECT_LT(max_rel_diff(looped[e].losses, every[e].losses), 1e-4);
     EXPECT_EQ(seventh[e].losses, every[e].losses);  // the same kernels; only when the host reads differs

@@ -37,17 +37,17 @@ TrainConfig cfg(std::vector<std::string> sets) {
   return small_gpt(sets);
 }
 
-std::vector<RunSummary> separate(const std::vector<TrainConfig>& ms) {
+std::vector<RunResult> separate(const std::vector<TrainConfig>& ms) {
   RunOptions ro;
   ro.write_files = false;
   ro.show_progress = false;
   ro.data_parallel = false;
-  std::vector<RunSummary> out;
+  std::vector<RunResult> out;
   for (const auto& m : ms) out.push_back(train_run(m, ro));
   return out;
 }
 
-void expect_same_runs(const std::vector<RunSummary>& a, const std::vector<RunSummary>& b, double rel) {
+void expect_same_runs(const std::vector<RunResult>& a, const std::vector<RunResult>& b, double rel) {
   ASSERT_EQ(a.size(), b.size());
   for (size_t e = 0; e < a.size(); ++e) {
     SCOPED_TRACE("member " + std::to_string(e));

@@ -174,13 +174,13 @@ TEST(ColdCache, ConcurrentSweepsOnKjvCreateTheCacheOnce) {
 
 TEST(Resume, FinalLossCoversTheWholeRunAfterAResume) {
   const std::string dir = temp_dir("resume_final");
-  const RunSummary full = train_run(small(dir + "/full"), quiet());
+  const RunResult full = train_run(small(dir + "/full"), quiet());
   RunOptions first = quiet();
   first.stop_after = 12;
   train_run(small(dir + "/part"), first);
   RunOptions again = quiet();
   again.resume = true;
-  const RunSummary resumed = train_run(small(dir + "/part"), again);
+  const RunResult resumed = train_run(small(dir + "/part"), again);
   ASSERT_EQ(resumed.losses.size(), 20u);
   EXPECT_EQ(resumed.losses, full.losses);
   EXPECT_EQ(resumed.final_loss, full.final_loss);
@@ -220,7 +220,7 @@ TEST(Resume, AChangedFieldThatAltersTheRunIsRefusedByName) {
   }
   EXPECT_EQ(slurp(dir + "/r/metrics.jsonl"), before);
   // Where files go, how often they are written and the run's length may change.
-  const RunSummary s = train_run(small(dir + "/r", {"train.log_every=2", "train.steps=8"}), again);
+  const RunResult s = train_run(small(dir + "/r", {"train.log_every=2", "train.steps=8"}), again);
   EXPECT_EQ(s.steps_done, 8);
 }
 

@@ -51,11 +51,11 @@ RunOptions in_memory() {
 }  // namespace
 
 TEST(Train, SameSeedSameLossCurveBitForBit) {
-  RunSummary a = train_run(tiny_config(), in_memory());
-  RunSummary b = train_run(tiny_config(), in_memory());
+  RunResult a = train_run(tiny_config(), in_memory());
+  RunResult b = train_run(tiny_config(), in_memory());
   ASSERT_EQ(a.losses.size(), 20u);
   EXPECT_EQ(a.losses, b.losses);  // exact equality, not a tolerance
-  RunSummary c = train_run(tiny_config({"train.seed=1"}), in_memory());
+  RunResult c = train_run(tiny_config({"train.seed=1"}), in_memory());
   EXPECT_NE(a.losses, c.losses);
   EXPECT_LT(a.losses.back(), a.losses.front());  // it learns
 }
@@ -194,7 +194,7 @@ TEST(Train, DeferredLossReadBackIsTheSameRun) {
     std::vector<std::string> sets = {"train.steps=24", "train.log_every=6", "train.checkpoint_every=8",
                                      "train.eval_every=12"};
     if (diverging) sets.insert(sets.end(), {"optim.kind=\"sgd\"", "optim.lr=10", "optim.warmup_steps=20"});
-    RunSummary out[2];
+    RunResult out[2];
     std::string dir[2];
     std::vector<int64_t> calls[2];
     for (int k = 0; k < 2; ++k) {
@@ -266,7 +266,7 @@ TEST(TrainEquivalence, SpNtkAndMupMfUnderMomentumlessAdam) {
     auto cfg = [&](const char* name) {
       return tiny_config({"model.width=256", "optim.beta1=0.0", "optim.eps=1e-6", std::string("param.name=\"") + name + "\""});
     };
-    RunSummary a = train_run(cfg(p), in_memory()), b = train_run(cfg(q), in_memory());
+    RunResult a = train_run(cfg(p), in_memory()), b = train_run(cfg(q), in_memory());
     ASSERT_EQ(a.losses.size(), 20u);
     EXPECT_LT(max_rel_diff(a.losses, b.losses), 1e-4) << p << " vs " << q;
     EXPECT_NE(a.losses.front(), a.losses.back());
@@ -279,7 +279,7 @@ TEST(TrainEquivalence, SpNtkUnderSgdAfterTheSgdShift) {
     return tiny_config({"model.width=256", "optim.kind=\"sgd\"", "optim.lr=0.1", std::string("param.name=\"") + name + "\""});
   };
   for (auto [p, q] : {std::pair{"sp", "ntk"}, std::pair{"mup", "mf"}}) {
-    RunSummary a = train_run(cfg(p), in_memory()), b = train_run(cfg(q), in_memory());
+    RunResult a = train_run(cfg(p), in_memory()), b = train_run(cfg(q), in_memory());
     EXPECT_LT(max_rel_diff(a.losses, b.losses), 1e-4) << p << " vs " << q;
   }
 }
@@ -289,7 +289,7 @@ TEST(TrainEquivalence, NonEquivalentParameterizationsDiffer) {
   auto cfg = [&](const char* name) {
     return tiny_config({"model.width=256", "optim.beta1=0.0", std::string("param.name=\"") + name + "\""});
   };
-  RunSummary a = train_run(cfg("sp"), in_memory()), b = train_run(cfg("mup"), in_memory());
+  RunResult a = train_run(cfg("sp"), in_memory()), b = train_run(cfg("mup"), in_memory());
   EXPECT_GT(max_rel_diff(a.losses, b.losses), 1e-3);
 }
 
@@ -299,7 +299,7 @@ TEST(TrainData, GptOnKjvBeatsTheUnigramEntropy) {
   // The fixture's GPT on KJV bytes (256 tokens, 32-byte context), AdamW, 150 steps of 16.
   TrainConfig cfg = small_gpt({"model.vocab=256", "model.seq_len=32", "optim.kind=\"adamw\"", "data.source=\"kjv\"",
                                "train.steps=150", "train.batch_size=16", "train.eval_batches=8"});
-  RunSummary s = train_run(cfg, in_memory());
+  RunResult s = train_run(cfg, in_memory());
   // English bytes: the unigram entropy of the KJV is ~3.0 nats/byte (measured by the data module).
   EXPECT_GT(s.unigram_entropy, 2.5);
   EXPECT_LT(s.unigram_entropy, 3.5);
@@ -391,7 +391,7 @@ TEST(Train, TiedLlamaTrainsToTheUntiedLossAtTheBaseShape) {
     std::vector<double> v;
     double entropy = 0;
     for (int seed = 0; seed < 4; ++seed) {
-      const RunSummary s = train_run(
+      const RunResult s = train_run(
           small_gpt({"model.kind=\"llama\"", fmt::format("model.tied={}", tied), fmt::format("train.seed={}", seed),
                      "train.steps=150", "train.eval_batches=8"}),
           in_memory());

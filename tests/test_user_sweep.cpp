@@ -51,8 +51,8 @@ std::string temp_db(const std::string& name) {
 }
 
 // A loss with its minimum at lr_log2 = -7 + log2(init_scale), whatever the width.
-PointResult fake_train(const nlohmann::json& hp) {
-  PointResult r;
+RunResult fake_train(const nlohmann::json& hp) {
+  RunResult r;
   const double x = std::log2(hp.at("lr").get<double>()) + 7 - std::log2(hp.value("init_scale", 1.0));
   for (int s = 0; s < hp.at("steps").get<int>(); ++s) r.losses.push_back(1 + x * x + 1.0 / (s + 1));
   r.steps_done = static_cast<int64_t>(r.losses.size());
@@ -66,16 +66,22 @@ TEST(UserSpace, NamesAreStoredUnderTheClisKeysAndTheRestUnderUser) {
   ASSERT_TRUE(s.user_model);
   ASSERT_EQ(s.points.size(), 16u);
   const SweepPoint& p = s.points.front();
-  EXPECT_EQ(p.user["model"], nlohmann::json({{"kind", "user"}, {"width", 16}}));
-  EXPECT_EQ(p.user["param"]["name"], "mup");
-  EXPECT_EQ(p.user["train"]["batch_size"], 32);
-  EXPECT_EQ(p.user["train"]["steps"], 20);
-  EXPECT_DOUBLE_EQ(p.user["optim"]["lr"].get<double>(), std::exp2(-8.0));
-  EXPECT_EQ(p.user["user"]["init_scale"], 0.5);
-  EXPECT_EQ(p.config.model.width, 16);
-  EXPECT_EQ(p.config.model.depth, 0);  // not set: no depth
+  EXPECT_EQ(p.user->config["model"], nlohmann::json({{"kind", "user"}, {"width", 16}}));
+  EXPECT_EQ(p.user->config["param"]["name"], "mup");
+  EXPECT_EQ(p.user->config["train"]["batch_size"], 32);
+  EXPECT_EQ(p.user->config["train"]["steps"], 20);
+  EXPECT_DOUBLE_EQ(p.user->config["optim"]["lr"].get<double>(), std::exp2(-8.0));
+  EXPECT_EQ(p.user->config["user"]["init_scale"], 0.5);
+  // Its coordinates (the store's columns, a rung's budget) are its own, not a zoo config's.
+  const PointCoords c = p.coords();
+  EXPECT_EQ(c.param, "mup");
+  EXPECT_EQ(c.width, 16);
+  EXPECT_EQ(c.depth, 0);  // not set: no depth
+  EXPECT_DOUBLE_EQ(c.lr, std::exp2(-8.0));
+  EXPECT_EQ(c.seed, 0);
+  EXPECT_EQ(c.steps, 20);
   EXPECT_EQ(user_store_axes(p.axes), nlohmann::json({{"model.width", 16}, {"lr_log2", -8}, {"init_scale", 0.5}, {"seed", 0}}));
-  const nlohmann::json hp = user_hparams(p.user);
+  const nlohmann::json hp = user_hparams(p.user->config);
   EXPECT_EQ(hp, nlohmann::json({{"param", "mup"}, {"width", 16}, {"lr", std::exp2(-8.0)}, {"seed", 0}, {"steps", 20},
                                 {"batch_size", 32}, {"init_scale", 0.5}}));
   // The same space as a dict (JSON) is the same sweep: the same ids and fingerprint.
@@ -184,7 +190,7 @@ TEST(UserSweep, TheLoopStoresResumesAndRecordsWhatRaised) {
   int calls = 0;
   const TrainPoint train = [&](const SweepPoint&, const nlohmann::json& hp) {
     ++calls;
-    PointResult r = fake_train(hp);
+    RunResult r = fake_train(hp);
     if (hp.at("width") == 32 && hp.at("init_scale") == 1.0 && hp.at("seed") == 1) r.error = "ValueError: no";
     return r;
   };
@@ -276,7 +282,7 @@ TEST(UserSweep, ABatchExecutorRecordsInAnyOrderLikeTheSequentialOne) {
   UserSweepOptions o;
   o.show_progress = false;
   auto failing = [](const nlohmann::json& hp) {
-    PointResult r = fake_train(hp);
+    RunResult r = fake_train(hp);
     if (hp.at("width") == 32 && hp.at("seed") == 1 && hp.at("init_scale") == 0.5) r.error = "WorkerCrashedError: died";
     return r;
   };
@@ -343,7 +349,7 @@ TEST(UserSweep, ABatchExecutorRecordsInAnyOrderLikeTheSequentialOne) {
         ev.record(0, fake_train(b[0].hparams));
       },
       "already recorded");
-  refused([&](const auto& b, const PointEvents& ev) { ev.record(b.size(), PointResult{}); }, "past the batch of 16");
+  refused([&](const auto& b, const PointEvents& ev) { ev.record(b.size(), RunResult{}); }, "past the batch of 16");
   refused([&](const auto& b, const PointEvents& ev) { ev.record(3, fake_train(b[3].hparams)); },
           "15 of 16 points not recorded");
   refused([&](const auto& b, const PointEvents& ev) {
@@ -400,7 +406,7 @@ void expect_same_sweep(const SweepSpec& a, const SweepSpec& b, const std::string
   ASSERT_EQ(a.points.size(), b.points.size()) << what;
   for (size_t i = 0; i < a.points.size(); ++i) {
     EXPECT_EQ(a.points[i].id, b.points[i].id) << what;
-    EXPECT_EQ(a.points[i].user.dump(), b.points[i].user.dump()) << what;
+    EXPECT_EQ(a.points[i].stored_config().dump(), b.points[i].stored_config().dump()) << what;
     EXPECT_EQ(a.points[i].axes.dump(), b.points[i].axes.dump()) << what;
   }
 }

@@ -98,7 +98,7 @@ void add_train_command(CLI::App& app, int& exit_code) {
       install_stop_handlers();
       ro.stop_on_signal = true;
     }
-    RunSummary s = train_run(cfg, ro);
+    RunResult s = train_run(cfg, ro);
     if (s.rank == 0) std::fputs(render_summary(cfg, s).c_str(), stdout);  // data-parallel: rank 0 speaks
     if (s.diverged) {
       exit_code = Diverged::kExitCode;

@@ -72,7 +72,7 @@ std::map<std::pair<std::string, int>, TrialResult> score(const SweepSpec& spec, 
     t.trial = trial;
     t.bracket = bracket_of(br, trial);
     t.rung = rung;
-    t.steps = p.config.train.steps;
+    t.steps = p.coords().steps;
     t.values = sample_trial(*spec.search, trial);
     auto it = losses.find(p.id);
     if (it == losses.end()) continue;

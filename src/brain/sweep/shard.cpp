@@ -5,7 +5,6 @@
 #include <map>
 
 #include "brain/util/errors.h"
-#include "brain/train/ensemble_key.h"
 
 namespace scaleinv {
 
@@ -36,7 +35,7 @@ std::vector<std::vector<size_t>> ensemble_chunks(const std::vector<SweepPoint>& 
   std::vector<std::vector<size_t>> groups;
   std::map<std::string, size_t> slot;
   for (size_t i : which) {
-    const std::string key = ensemble_key(points[i].config);
+    const std::string key = points[i].ensemble_key();
     auto [it, fresh] = slot.emplace(key, groups.size());
     if (fresh) groups.emplace_back();
     groups[it->second].push_back(i);

@@ -558,10 +558,11 @@ std::vector<SweepPoint> expand_points(const SweepSpec& spec, const std::vector<n
         if (spec.user_model) {  // [fixed], then the grid and the assignment over it (user_space.h)
           nlohmann::json assignment = spec.fixed;
           for (const auto& [k, v] : axes_j.items()) assignment[k] = v;
-          p.user = user_point_config(assignment, where, spec.search ? "search" : "grid", &p.config);
-          if (checked_params.insert(p.config.param).second) load_param(p.config.param);  // an unknown preset: named now
+          p.user = user_point(assignment, where, spec.search ? "search" : "grid");
+          const std::string& param = p.user->coords.param;
+          if (checked_params.insert(param).second) load_param(param);  // an unknown preset: named now
           p.axes = axes_j;
-          p.id = stable_hash(p.user.dump());
+          p.id = stable_hash(p.user->config.dump());
         } else {
           p.config = train_config_from_toml_text(to_toml_text(pt), spec.label);
           if (checked_params.insert(p.config.param).second) {  // unknown preset, bad file: named in this file

@@ -33,6 +33,7 @@
 #include <nlohmann/json.hpp>
 
 #include "brain/sweep/search_space.h"
+#include "brain/sweep/sweep_point.h"
 #include "brain/train/config.h"
 
 namespace scaleinv {
@@ -40,15 +41,6 @@ namespace scaleinv {
 struct GridAxis {
   std::string key;                       // as written: "lr_log2", "seed", "param", "model.width", ...
   std::vector<nlohmann::json> values;    // scalars (number, string, bool), in file order
-};
-
-struct SweepPoint {
-  std::string id;                        // 16 hex digits: hash of the resolved config's JSON
-  nlohmann::json axes;                   // axis key -> value, e.g. {"lr_log2": -10, "param": "mup"}
-  TrainConfig config;                    // the resolved, validated config of this point (a user
-                                         // model's sweep: its coordinates only, user_space.h)
-  nlohmann::json user;                   // a user model's sweep: the config the store records and the
-                                         // id hashes (user_point_config); null for the zoo's models
 };
 
 struct SweepSpec {

@@ -154,7 +154,7 @@ void SweepStore::begin_sweep(const SweepSpec& spec, const Shard& shard, bool res
 }
 
 void SweepStore::write_points(const SweepSpec& spec, const Shard& shard, const std::vector<const SweepPoint*>& points,
-                              const std::vector<PointResult>& results, bool checkpoint) {
+                              const std::vector<RunResult>& results, bool checkpoint) {
   const std::string now = utc_now();
   const std::string sql = fmt::format("INSERT OR REPLACE INTO points ({}) VALUES ({})", kColumns,
                                       "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?");
@@ -162,15 +162,15 @@ void SweepStore::write_points(const SweepSpec& spec, const Shard& shard, const s
   try {
     for (size_t i = 0; i < points.size(); ++i) {
       const SweepPoint& p = *points[i];
-      const PointResult& s = results[i];
-      const TrainConfig& c = p.config;
+      const RunResult& s = results[i];
+      const PointCoords c = p.coords();
       double min_loss = std::nan("");
       for (double l : s.losses)
         if (std::isfinite(l) && !(l >= min_loss)) min_loss = l;
       const double final_loss = s.diverged ? std::nan("") : window_mean(s.losses, spec.window);
-      const nlohmann::json cj = p.user.is_null() ? train_config_to_json(c) : p.user;
-      db_->run(sql, {p.id, spec.name, c.param, static_cast<int64_t>(c.model.width), static_cast<int64_t>(c.model.depth),
-                     c.optim.lr, std::log2(c.optim.lr), static_cast<int64_t>(c.train.seed),
+      const nlohmann::json cj = p.stored_config();
+      db_->run(sql, {p.id, spec.name, c.param, static_cast<int64_t>(c.width), static_cast<int64_t>(c.depth),
+                     c.lr, std::log2(c.lr), static_cast<int64_t>(c.seed),
                      (spec.user_model ? user_store_axes(p.axes) : p.axes).dump(), cj.dump(),
                      num(final_loss), num(s.final_val_loss), num(min_loss), static_cast<int64_t>(s.diverged ? 1 : 0),
                      static_cast<int64_t>(s.diverged ? s.diverged_step : -1), static_cast<int64_t>(s.steps_done),

@@ -35,22 +35,9 @@
 #include "brain/util/writer_lock.h"
 #include "brain/sweep/shard.h"
 #include "brain/sweep/sweep_spec.h"
+#include "brain/train/run_result.h"
 
 namespace scaleinv {
-
-// What the store records of one finished run (the trainer's RunSummary, or what a Python training
-// function returned).
-struct PointResult {
-  std::vector<double> losses;   // the training loss of every step (or the one final loss)
-  bool diverged = false;
-  int64_t diverged_step = -1;   // the step whose loss was NaN/inf; -1: none
-  int64_t steps_done = 0;
-  double final_val_loss = 0;    // NaN when no evaluation ran
-  double wall_s = 0;
-  double items_per_s = 0;
-  double unigram_entropy = 0;
-  std::string error;            // non-empty: the run raised this (recorded as diverged and in `failures`)
-};
 
 class SweepStore {
  public:
@@ -76,7 +63,7 @@ class SweepStore {
   // writing many short points may checkpoint now and then instead (checkpoint()), the commit alone
   // already surviving a kill -9.
   void write_points(const SweepSpec& spec, const Shard& shard, const std::vector<const SweepPoint*>& points,
-                    const std::vector<PointResult>& results, bool checkpoint = true);
+                    const std::vector<RunResult>& results, bool checkpoint = true);
   void checkpoint() { db_->checkpoint_wal(); }
 
   SqliteDb& db() { return *db_; }

@@ -116,34 +116,33 @@ bool check_user_values(const std::string& name, std::vector<nlohmann::json>& val
   return u->kind == Kind::Integer;
 }
 
-nlohmann::json user_point_config(const nlohmann::json& assignment, const std::string& where, const std::string& field,
-                                 TrainConfig* coords) {
-  nlohmann::json cfg = {{"model", {{"kind", "user"}}}};
-  coords->model.width = 0;  // not set: none (the zoo's defaults mean nothing for a user model)
-  coords->model.depth = 0;
+UserPoint user_point(const nlohmann::json& assignment, const std::string& where, const std::string& field) {
+  UserPoint p;
+  nlohmann::json& cfg = p.config;
+  cfg = {{"model", {{"kind", "user"}}}};
+  PointCoords& c = p.coords;  // width and depth stay 0 (not set) unless named
   bool has_lr = false, has_steps = false, has_param = false;
   for (const auto& [name, v] : assignment.items()) {
     if (name.rfind("search.", 0) == 0 || name == "optim.total_steps") continue;  // recorded in the axes only
     const std::string key = user_store_key(name);
     if (key == "param") {
       cfg["param"]["name"] = v;
-      coords->param = v.get<std::string>();
+      c.param = v.get<std::string>();
       has_param = true;
     } else if (key == "lr_log2" || key == "optim.lr") {
       const double lr = key == "lr_log2" ? std::exp2(v.get<double>()) : v.get<double>();
       cfg["optim"]["lr"] = lr;
-      coords->optim.lr = lr;
+      c.lr = lr;
       has_lr = true;
     } else if (key == "seed") {
       cfg["train"]["seed"] = v;
-      coords->train.seed = v.get<int64_t>();
-      coords->data.seed = v.get<int64_t>();
+      c.seed = v.get<int64_t>();
     } else if (find_name(name)) {
       set_dotted(cfg, key, v);
-      if (key == "model.width") coords->model.width = static_cast<int>(v.get<int64_t>());
-      if (key == "model.depth") coords->model.depth = static_cast<int>(v.get<int64_t>());
+      if (key == "model.width") c.width = static_cast<int>(v.get<int64_t>());
+      if (key == "model.depth") c.depth = static_cast<int>(v.get<int64_t>());
       if (key == "train.steps") {
-        coords->train.steps = v.get<int64_t>();
+        c.steps = v.get<int64_t>();
         has_steps = true;
       }
     } else {
@@ -153,7 +152,7 @@ nlohmann::json user_point_config(const nlohmann::json& assignment, const std::st
   if (!has_lr) throw UserError(where, field, "no learning rate is set", "add lr_log2 (or lr) to [fixed], the grid or the search");
   if (!has_steps) throw UserError(where, field, "no training budget is set", "add steps = N to [fixed]");
   if (!has_param) throw UserError(where, field, "no parameterization is set", "add param = \"mup\" to [fixed] or the grid");
-  return cfg;
+  return p;
 }
 
 nlohmann::json user_store_axes(const nlohmann::json& axes) {

@@ -26,7 +26,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "brain/train/config.h"
+#include "brain/sweep/sweep_point.h"
 
 namespace scaleinv {
 
@@ -53,13 +53,12 @@ std::string integer_problem(const nlohmann::json& v);
 bool check_user_values(const std::string& name, std::vector<nlohmann::json>& values, const std::string& where,
                        const std::string& field);
 
-// One point of a user sweep: its assignment (name -> value; "search.*" keys and the rung's
-// optim.total_steps are skipped) as the config JSON the store records ({"model": {"kind": "user",
+// One point of a user sweep from its assignment (name -> value; "search.*" keys and the rung's
+// optim.total_steps are skipped): the config JSON the store records ({"model": {"kind": "user",
 // width, depth}, "param": {"name"}, "optim": {"lr", ...}, "train": {"steps", "seed", ...},
-// "user": {name: value}}), and its coordinates (param, width and depth (0 when not set), LR, seeds,
-// steps) in *coords. UserError(where, field) when the LR, the steps or param is not set.
-nlohmann::json user_point_config(const nlohmann::json& assignment, const std::string& where, const std::string& field,
-                                 TrainConfig* coords);
+// "user": {name: value}}) and its coordinates (param, width and depth (0 when not set), LR, seed,
+// steps). UserError(where, field) when the LR, the steps or param is not set.
+UserPoint user_point(const nlohmann::json& assignment, const std::string& where, const std::string& field);
 
 // A point's axes as the store keeps them: every name under its store key.
 nlohmann::json user_store_axes(const nlohmann::json& axes);

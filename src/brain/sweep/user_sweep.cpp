@@ -36,7 +36,7 @@ SweepRunSummary run_user_points(const SweepSpec& spec, const UserSweepOptions& o
   SweepStore store(o.db_path);
   const std::vector<size_t> pending = begin_run(store, spec, o.shard, o.resume, sum);
   int64_t total_steps = 0;
-  for (size_t i : pending) total_steps += spec.points[i].config.train.steps;
+  for (size_t i : pending) total_steps += spec.points[i].coords().steps;
   std::unique_ptr<Progress> bar;
   if (o.show_progress)
     bar = std::make_unique<Progress>(std::max<int64_t>(1, total_steps), bar_label.empty() ? "sweep " + spec.name : bar_label,
@@ -65,7 +65,7 @@ SweepRunSummary run_user_points(const SweepSpec& spec, const UserSweepOptions& o
 
   std::vector<PendingPoint> batch;
   batch.reserve(pending.size());
-  for (size_t i : pending) batch.push_back({batch.size(), &spec.points[i], user_hparams(spec.points[i].user)});
+  for (size_t i : pending) batch.push_back({batch.size(), &spec.points[i], user_hparams(spec.points[i].user->config)});
   enum class State { Pending, Started, Recorded };
   std::vector<State> state(batch.size(), State::Pending);
   const std::thread::id caller = std::this_thread::get_id();
@@ -89,7 +89,7 @@ SweepRunSummary run_user_points(const SweepSpec& spec, const UserSweepOptions& o
     if (bar && executor.concurrent) bar->update(static_cast<long>(steps_done), status());
   };
   // The one place a trained point is recorded, whichever executor trained it.
-  events.record = [&](size_t index, PointResult r) {
+  events.record = [&](size_t index, RunResult r) {
     check(index, "record");
     if (state[index] == State::Started) --running;
     const SweepPoint& p = *batch[index].point;
@@ -109,7 +109,7 @@ SweepRunSummary run_user_points(const SweepSpec& spec, const UserSweepOptions& o
     ++sum.chunks;
     sum.diverged += r.diverged ? 1 : 0;
     sum.failed += r.error.empty() ? 0 : 1;
-    steps_done += p.config.train.steps;
+    steps_done += p.coords().steps;
     if (bar) bar->update(static_cast<long>(steps_done), status());
   };
   struct CloseAtEnd {
@@ -197,33 +197,6 @@ SweepSpec stored_user_sweep(const std::string& db_path) {
     throw UserError(db_path, "--config", "missing: the database holds a sweep of scaleinv's own models",
                     "give the sweep file it was run with: --config FILE");
   return user_sweep_from_toml(*text, db_path);
-}
-
-PointResult point_result_from_json(const nlohmann::json& j) {
-  PointResult r;
-  const nlohmann::json losses = j.value("losses", nlohmann::json::array());
-  size_t first_bad = 0;  // 1-based index of the first non-finite loss (0: none)
-  for (const auto& v : losses) {
-    const double x = v.is_number() ? v.get<double>() : std::nan("");
-    r.losses.push_back(x);
-    if (!std::isfinite(x) && first_bad == 0) first_bad = r.losses.size();
-  }
-  // The losses are evenly spaced over the run's `steps` (one per step, or a logged subset, or the
-  // final loss alone): steps are counted in the run's own steps.
-  const auto n = static_cast<int64_t>(r.losses.size());
-  const int64_t steps = j.value("steps", n);
-  auto to_step = [&](size_t k) { return n > 0 ? static_cast<int64_t>(std::llround(static_cast<double>(k) * steps / n)) : 0; };
-  r.diverged = first_bad > 0;
-  r.diverged_step = r.diverged ? to_step(first_bad) : -1;
-  r.steps_done = r.diverged ? r.diverged_step : steps;
-  const nlohmann::json val = j.value("val_loss", nlohmann::json());
-  r.final_val_loss = val.is_number() ? val.get<double>() : std::nan("");
-  r.wall_s = j.value("wall_s", 0.0);
-  const nlohmann::json ips = j.value("items_per_s", nlohmann::json());
-  r.items_per_s = ips.is_number() ? ips.get<double>() : std::nan("");
-  r.unigram_entropy = std::nan("");
-  r.error = j.value("error", std::string());
-  return r;
 }
 
 PointExecutor sequential_executor(TrainPoint train) {

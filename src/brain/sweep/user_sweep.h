@@ -12,7 +12,7 @@
 // a changed space is refused on resume). `scaleinv transfer-report --db`, `scaleinv sweep rank` and
 // `scaleinv sweep merge` read the store as they read the CLI's.
 //
-// A training function that fails returns PointResult::error: the point is recorded as diverged
+// A training function that fails returns RunResult::error: the point is recorded as diverged
 // with its message (the store's failures table) and the sweep goes on. An exception thrown by the
 // function (Python's KeyboardInterrupt) ends the sweep there: every point finished before it is in
 // the store, and the writer lock is released.
@@ -45,7 +45,7 @@ SweepSpec stored_user_sweep(const std::string& db_path);
 
 // What the caller's function trains: one point, with its values by the user's names
 // (user_hparams); returns what the store records.
-using TrainPoint = std::function<PointResult(const SweepPoint& point, const nlohmann::json& hparams)>;
+using TrainPoint = std::function<RunResult(const SweepPoint& point, const nlohmann::json& hparams)>;
 
 // One pending point of a rung as an executor gets it: `index` is what it reports it by (0 .. the
 // batch's size - 1), `hparams` its values by the user's names (user_hparams).
@@ -64,7 +64,7 @@ struct PendingPoint {
 // another thread or after the rung ended.
 struct PointEvents {
   std::function<void(size_t index)> started;
-  std::function<void(size_t index, PointResult result)> record;
+  std::function<void(size_t index, RunResult result)> record;
 };
 
 // Trains a rung's pending points, all sent at once (the rung waits for every one: a halving
@@ -96,10 +96,5 @@ nlohmann::json run_user_sweep(const SweepSpec& spec, const UserSweepOptions& opt
 // The same through sequential_executor(train).
 nlohmann::json run_user_sweep(const SweepSpec& spec, const UserSweepOptions& opts, const TrainPoint& train);
 
-// A trained point's result from JSON: {"losses": [...] (null for a non-finite value), "steps" (the
-// run's budget; the losses are read as evenly spaced over it: one per step, a logged subset, or
-// the final loss alone), "val_loss", "wall_s", "items_per_s", "error"}; the first non-finite loss
-// makes it diverged at that step (steps_done the same), else steps_done is `steps`.
-PointResult point_result_from_json(const nlohmann::json& j);
 
 }  // namespace scaleinv

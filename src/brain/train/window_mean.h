@@ -5,7 +5,7 @@
 namespace scaleinv {
 
 // Mean of the last ceil(fraction x n) values (at least one, at most n); NaN when empty.
-// RunSummary::final_loss is window_mean(losses, kFinalWindow); sweeps use their [sweep] window.
+// RunResult::final_loss is window_mean(losses, kFinalWindow); sweeps use their [sweep] window.
 double window_mean(const std::vector<double>& losses, double fraction);
 inline constexpr double kFinalWindow = 0.1;
 

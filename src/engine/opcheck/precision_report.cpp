@@ -39,8 +39,9 @@ PrecisionReport run_precision(const TrainConfig& base, const std::vector<std::st
     c.train.precision = f;
     PrecisionRun run;
     run.format = f;
-    run.summary = train_run(c, opts);
-    run.stats = run.summary.precision_stats;
+    RunOptions run_opts = opts;
+    run_opts.precision_stats = &run.stats;
+    run.summary = train_run(c, run_opts);
     for (const auto& [point, s] : run.stats) {
       if (s.underflow_fraction() > run.worst_underflow) {
         run.worst_underflow = s.underflow_fraction();
@@ -52,7 +53,7 @@ PrecisionReport run_precision(const TrainConfig& base, const std::vector<std::st
       }
     }
     if (!rep.runs.empty()) {
-      const RunSummary& ref = rep.runs[0].summary;
+      const RunResult& ref = rep.runs[0].summary;
       run.final_loss_ratio = run.summary.final_loss / ref.final_loss;
       run.mean_loss_ratio = mean(run.summary.losses) / mean(ref.losses);
       const size_t n = std::min(ref.losses.size(), run.summary.losses.size());
@@ -75,7 +76,7 @@ std::string render_precision(const PrecisionReport& r, int max_rows) {
   s += fmt::format("{:<6} {:>10} {:>10} {:>10} {:>10} {:>12}  {}\n", "format", "final", "ratio", "mean ratio",
                    "max |d|", "underflow", "worst tensor (underflow) / saturation");
   for (const PrecisionRun& run : r.runs) {
-    const RunSummary& su = run.summary;
+    const RunResult& su = run.summary;
     s += fmt::format("{:<6} {:>10.4f} {:>10.4f} {:>10.4f} {:>9.2f}% {:>11.3f}%  {} / {:.3f}% ({}){}\n", run.format,
                      su.final_loss, run.final_loss_ratio, run.mean_loss_ratio, 100 * run.max_step_rel_diff,
                      100 * run.worst_underflow, run.worst_underflow_at.empty() ? "-" : run.worst_underflow_at,
@@ -109,7 +110,7 @@ nlohmann::json precision_to_json(const PrecisionReport& r) {
   for (const PrecisionRun& run : r.runs) {
     nlohmann::json jr;
     jr["format"] = run.format;
-    jr["summary"] = summary_to_json(run.summary);
+    jr["summary"] = run_result_to_json(run.summary);
     jr["losses"] = run.summary.losses;
     jr["final_loss_ratio"] = run.final_loss_ratio;
     jr["mean_loss_ratio"] = run.mean_loss_ratio;

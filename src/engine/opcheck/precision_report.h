@@ -16,7 +16,7 @@ namespace scaleinv {
 
 struct PrecisionRun {
   std::string format;
-  RunSummary summary;
+  RunResult summary;
   std::map<std::string, precision::QuantStats> stats;  // point -> counts over the whole run
   double worst_underflow = 0;   // the largest cumulative underflow fraction over points
   std::string worst_underflow_at;

@@ -78,7 +78,7 @@ double measured_train_seconds(TrainConfig cfg, int64_t warmup, int64_t steps) {
     if (done == warmup + steps) sync(device), t_end = Clock::now(), ended = true;
   };
   const auto t0 = Clock::now();
-  const RunSummary s = train_run(cfg, ro);
+  const RunResult s = train_run(cfg, ro);
   if (!ended || s.diverged)
     throw std::runtime_error(fmt::format("bench: the run at width {} stopped early (diverged?)", cfg.model.width));
   if (warmup <= 0) t_warm = t0;

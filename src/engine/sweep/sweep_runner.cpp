@@ -26,24 +26,6 @@ namespace scaleinv {
 
 namespace {
 
-// What the store records of each trained member.
-std::vector<PointResult> point_results(const std::vector<RunSummary>& runs) {
-  std::vector<PointResult> out;
-  for (const RunSummary& s : runs) {
-    PointResult r;
-    r.losses = s.losses;
-    r.diverged = s.diverged;
-    r.diverged_step = s.diverged_step;
-    r.steps_done = s.steps_done;
-    r.final_val_loss = s.final_val_loss;
-    r.wall_s = s.wall_s;
-    r.items_per_s = s.items_per_s;
-    r.unigram_entropy = s.unigram_entropy;
-    out.push_back(std::move(r));
-  }
-  return out;
-}
-
 // Every point's data cache (the KJV text) exists before any worker starts: workers only read.
 void prepare_point_data(const SweepSpec& spec, const std::vector<size_t>& pending) {
   std::set<std::string> prepared;
@@ -172,7 +154,7 @@ class ChunkWorkers {
         if (!take_chunk(c, retry_alone, started_alone)) break;
         const ChunkWork w = chunk_work(spec_, chunks_[c]);
         const EnsembleOptions eo = ensemble_options(slot, w.steps);
-        std::vector<RunSummary> res;
+        std::vector<RunResult> res;
         try {
           if (opts_.before_chunk_for_tests) opts_.before_chunk_for_tests(c, started_alone);
           res = train_ensemble(w.members, eo);
@@ -249,9 +231,9 @@ class ChunkWorkers {
   }
 
   // One transaction in the store per finished chunk, then the sums and the bar.
-  void store_chunk(const ChunkWork& w, const std::vector<RunSummary>& res, size_t slot) {
+  void store_chunk(const ChunkWork& w, const std::vector<RunResult>& res, size_t slot) {
     std::lock_guard<std::mutex> lock(mu_);
-    store_.write_points(spec_, opts_.shard, w.pts, point_results(res));
+    store_.write_points(spec_, opts_.shard, w.pts, res);
     ++sum_.chunks;
     sum_.run += static_cast<int64_t>(res.size());
     for (const auto& r : res) sum_.diverged += r.diverged ? 1 : 0;

@@ -49,8 +49,8 @@ bool ensemble_supported(const TrainConfig& c) {
 
 namespace {
 
-std::vector<RunSummary> one_by_one(const std::vector<TrainConfig>& members, const EnsembleOptions& opts) {
-  std::vector<RunSummary> out;
+std::vector<RunResult> one_by_one(const std::vector<TrainConfig>& members, const EnsembleOptions& opts) {
+  std::vector<RunResult> out;
   RunOptions ro;
   ro.write_files = false;
   ro.data_parallel = false;
@@ -181,11 +181,11 @@ class MemberSteps {
   }
 
   // One summary per member after `step` steps; the ensemble's wall time is shared equally.
-  std::vector<RunSummary> summaries(int64_t step, int64_t member_params) {
+  std::vector<RunResult> summaries(int64_t step, int64_t member_params) {
     const bool language = data_[0]->is_language();
     const int64_t items_per_step = c0_.train.batch_size * (language ? c0_.data.seq_len : 1);
     for (int64_t e = 0; e < E_; ++e) {
-      RunSummary& s = out_[size_t(e)];
+      RunResult& s = out_[size_t(e)];
       if (!s.diverged) s.steps_done = step;
       s.final_loss = window_mean(s.losses, kFinalWindow);
       s.final_val_loss = s.diverged ? std::numeric_limits<double>::quiet_NaN() : val_[size_t(e)];
@@ -282,7 +282,7 @@ class MemberSteps {
   const std::vector<std::shared_ptr<DataSource>>& data_;
   const torch::Device dev_;
   const bool bf16_;  // CUDA: bf16 autocast per forward pass (train.autocast)
-  std::vector<RunSummary> out_;
+  std::vector<RunResult> out_;
   std::vector<bool> alive_;
   std::vector<double> val_;
   std::unique_ptr<Progress> bar_;
@@ -297,7 +297,7 @@ class MemberSteps {
 
 }  // namespace
 
-std::vector<RunSummary> train_ensemble(const std::vector<TrainConfig>& members, const EnsembleOptions& opts) {
+std::vector<RunResult> train_ensemble(const std::vector<TrainConfig>& members, const EnsembleOptions& opts) {
   if (members.empty()) return {};
   const ConfigSource config_source(members[0].source);  // library checks name this file
   check_same_key(members);

@@ -58,8 +58,8 @@ bool batching_pays(const TrainConfig& c);
 bool will_batch(const TrainConfig& c, Batching mode);
 
 // Trains every member (all must share ensemble_key; std::invalid_argument otherwise) and returns
-// one RunSummary per member, in order. Nothing is written to disk (no checkpoints, no metrics); the
+// one RunResult per member, in order. Nothing is written to disk (no checkpoints, no metrics); the
 // validation loss is evaluated once, at the end.
-std::vector<RunSummary> train_ensemble(const std::vector<TrainConfig>& members, const EnsembleOptions& opts = {});
+std::vector<RunResult> train_ensemble(const std::vector<TrainConfig>& members, const EnsembleOptions& opts = {});
 
 }  // namespace scaleinv

@@ -84,8 +84,8 @@ RunSetUp set_up(const TrainConfig& cfg, DataParallel& dp) {
 }
 
 // The summary's fields known before the first step.
-RunSummary start_summary(const DataParallel& dp, const DataSource& data, Model& model) {
-  RunSummary s;
+RunResult start_summary(const DataParallel& dp, const DataSource& data, Model& model) {
+  RunResult s;
   s.rank = dp.rank();
   s.world = dp.world();
   s.unigram_entropy = data.is_language() ? data.unigram_entropy() : 0.0;
@@ -109,7 +109,7 @@ void lock_run_dir(WriterLock& lock, const TrainConfig& cfg) {
 // checking that it belongs to this run; returns the step it was at (0 without one) and puts its
 // losses in s.losses, so that the summary covers the whole run.
 int64_t resume_checkpoint(const std::string& ckpt_in, const TrainConfig& cfg, const RunOptions& opts,
-                          const ParamTable& table, Model& model, Optimizer* opt, RunSummary& s) {
+                          const ParamTable& table, Model& model, Optimizer* opt, RunResult& s) {
   if (ckpt_in.empty()) return 0;
   const std::string ckpt = cfg.train.out_dir + "/checkpoint.pt";
   if (!opts.resume)
@@ -159,7 +159,7 @@ std::unique_ptr<precision::Scope> low_precision_scope(const TrainConfig& cfg, Mo
 // read at once and a diverged step takes no update.
 class LossBook {
  public:
-  LossBook(bool deferred, DataParallel& dp, RunSummary& s) : deferred_(deferred), dp_(dp), s_(s) {}
+  LossBook(bool deferred, DataParallel& dp, RunResult& s) : deferred_(deferred), dp_(dp), s_(s) {}
   bool deferred() const { return deferred_; }
   bool has_pending() const { return !pending_.empty(); }
   // Keeps the step's loss; false if it diverged (found at once only when not deferred).
@@ -197,7 +197,7 @@ class LossBook {
  private:
   bool deferred_;
   DataParallel& dp_;
-  RunSummary& s_;
+  RunResult& s_;
   std::vector<torch::Tensor> pending_;  // device losses of the steps since the last read-back
 };
 
@@ -289,7 +289,7 @@ bool deferred_readback(const RunOptions& opts, torch::Device dev, const DataPara
 class TrainLoop {
  public:
   using Save = std::function<void(int64_t steps_done)>;
-  TrainLoop(const TrainConfig& cfg, const RunOptions& opts, DataParallel& dp, RunSetUp& run, RunSummary& s,
+  TrainLoop(const TrainConfig& cfg, const RunOptions& opts, DataParallel& dp, RunSetUp& run, RunResult& s,
             RunLog& log, Save save, int64_t start)
       : cfg_(cfg), opts_(opts), dp_(dp), run_(run), s_(s), log_(log), save_(std::move(save)), start_(start),
         end_(opts.stop_after >= 0 ? std::min(cfg.train.steps, opts.stop_after) : cfg.train.steps),
@@ -333,9 +333,9 @@ class TrainLoop {
     }
     s_.final_loss = window_mean(s_.losses, kFinalWindow);
     s_.final_val_loss = val_;
-    if (low_precision) s_.precision_stats = low_precision->all_stats();
+    if (low_precision && opts_.precision_stats) *opts_.precision_stats = low_precision->all_stats();
     if (bar_) bar_->finish(s_.diverged ? fmt::format("diverged at step {}", s_.diverged_step) : "");
-    log_.finish(summary_to_json(s_));
+    log_.finish(run_result_to_json(s_));
   }
 
  private:
@@ -427,7 +427,7 @@ class TrainLoop {
   const RunOptions& opts_;
   DataParallel& dp_;
   RunSetUp& run_;
-  RunSummary& s_;
+  RunResult& s_;
   RunLog& log_;
   Save save_;
   const int64_t start_;
@@ -455,7 +455,7 @@ void check_data_fits(const TrainConfig& cfg, const DataSource& data) {
                     fmt::format("set it to at least {}", data.num_classes()));
 }
 
-RunSummary train_run(const TrainConfig& cfg, const RunOptions& opts) {
+RunResult train_run(const TrainConfig& cfg, const RunOptions& opts) {
   const ConfigSource config_source(cfg.source);  // library checks name this file
   // --- set up: ranks, table, model, optimizer, data ----------------------------------------
   // One process unless WORLD_SIZE > 1 (engine/dist/dist.h); then cfg.train.batch_size is the global batch.
@@ -465,7 +465,7 @@ RunSummary train_run(const TrainConfig& cfg, const RunOptions& opts) {
   Model& model = *run.parts.model;
   Optimizer* opt = run.parts.opt.get();
   const std::unique_ptr<precision::Scope> low_precision = low_precision_scope(cfg, model);
-  RunSummary s = start_summary(dp, *run.data, model);
+  RunResult s = start_summary(dp, *run.data, model);
 
   // --- resume ----------------------------------------------------------------------------------
   const bool writes = opts.write_files && dp.is_root();  // only rank 0 writes checkpoints and metrics
@@ -492,18 +492,7 @@ RunSummary train_run(const TrainConfig& cfg, const RunOptions& opts) {
   return s;
 }
 
-nlohmann::json summary_to_json(const RunSummary& s) {
-  const auto num = json_number;
-  nlohmann::json j = {{"steps_done", s.steps_done},           {"diverged", s.diverged},
-          {"diverged_step", s.diverged_step},     {"final_loss", num(s.final_loss)},
-          {"final_val_loss", num(s.final_val_loss)}, {"unigram_entropy", s.unigram_entropy},
-          {"params", s.params},                   {"items_per_s", s.items_per_s},
-          {"items_unit", s.items_unit},           {"wall_s", s.wall_s}};
-  if (std::isfinite(s.expert_max_violation)) j["expert_max_violation"] = s.expert_max_violation;  // a mixture only
-  return j;
-}
-
-std::string render_summary(const TrainConfig& cfg, const RunSummary& s) {
+std::string render_summary(const TrainConfig& cfg, const RunResult& s) {
   std::string out = "\nrun summary\n";
   auto row = [&](const std::string& k, const std::string& v) { out += fmt::format("  {:<22} {}\n", k, v); };
   row("model", fmt::format("{} width {} depth {} ({} params)", cfg.model.kind, cfg.model.width, cfg.model.depth,
