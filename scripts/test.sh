@@ -7,7 +7,4 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 bash "$here/scripts/setup.sh"
 cd "$here"
-# One test per core, and beside them up to two of the tests that mostly wait (a scheduler's, Ray's):
-# CMakeLists.txt says which, and writes build/ctest_resources.json (a slot per core).
-ctest --test-dir build --output-on-failure -j "$(( $(nproc) + 2 ))" --resource-spec-file "$here/build/ctest_resources.json" \
-  --timeout 900
+ctest --test-dir build --output-on-failure -j "$(nproc)" --timeout 900

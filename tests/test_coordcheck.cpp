@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_util.h"
+#include "coord_util.h"
 #include "brain/util/atomic_file.h"
 #include "brain/util/errors.h"
 #include "engine/coordcheck/coord_recorder.h"
@@ -21,6 +22,8 @@
 #include "brain/train/config.h"
 
 using namespace scaleinv;
+using scaleinv::testing::failures_text;
+using scaleinv::testing::has_failure;
 using scaleinv::testing::run_cli;
 using scaleinv::testing::temp_dir;
 
@@ -57,22 +60,10 @@ steps = 3
   return cc;
 }
 
-std::string failures_text(const CoordCheckResult& r) {
-  std::string s;
-  for (const auto& f : r.failures) s += f + "\n";
-  return s;
-}
-
 int predicted_rows(const CoordCheckResult& r) {
   int n = 0;
   for (const auto& row : r.rows) n += row.predicted.has_value();
   return n;
-}
-
-bool has_failure(const CoordCheckResult& r, const std::string& a, const std::string& b) {
-  for (const auto& f : r.failures)
-    if (f.find(a) != std::string::npos && f.find(b) != std::string::npos) return true;
-  return false;
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "tensor_util.h"
+#include "coord_util.h"
 #include "brain/util/errors.h"
 #include "engine/coordcheck/coordcheck.h"
 #include "engine/optim/muon.h"
@@ -21,6 +22,8 @@
 #include "brain/train/config.h"
 
 using namespace scaleinv;
+using scaleinv::testing::failures_text;
+using scaleinv::testing::has_failure;
 using scaleinv::testing::leaf;
 using scaleinv::testing::max_rel_diff;
 
@@ -67,18 +70,6 @@ steps = 3
   cc.seeds = {0, 1, 2};
   cc.show_progress = false;
   return cc;
-}
-
-std::string failures_text(const CoordCheckResult& r) {
-  std::string s;
-  for (const auto& f : r.failures) s += f + "\n";
-  return s;
-}
-
-bool has_failure(const CoordCheckResult& r, const std::string& a, const std::string& b) {
-  for (const auto& f : r.failures)
-    if (f.find(a) != std::string::npos && f.find(b) != std::string::npos) return true;
-  return false;
 }
 
 }  // namespace

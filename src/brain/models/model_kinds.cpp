@@ -164,7 +164,7 @@ double parameters_moe(const ModelConfig& c) {
   return c.depth * (4 * d * d + ffn) + (c.tied ? 1.0 : 2.0) * c.vocab * d;
 }
 
-std::vector<ModelKind> build_rows() {
+std::vector<ModelKind> build_model_rows() {
   std::vector<ModelKind> rows;
   auto add = [&](ModelKind k) { rows.push_back(std::move(k)); };
   {
@@ -298,7 +298,7 @@ int expert_hidden(int width, int multiple, int granularity) {
 }
 
 const std::vector<ModelKind>& model_kinds() {
-  static const std::vector<ModelKind> rows = build_rows();
+  static const std::vector<ModelKind> rows = build_model_rows();
   return rows;
 }
 

@@ -16,7 +16,7 @@ namespace {
 
 const std::vector<std::string> kAdamFields = {"beta1", "beta2", "eps", "weight_decay"};
 
-std::vector<OptimizerKind> build_rows() {
+std::vector<OptimizerKind> build_optimizer_rows() {
   std::vector<OptimizerKind> rows;
   auto add = [&](OptimizerKind k) { rows.push_back(std::move(k)); };
   {
@@ -109,7 +109,7 @@ bool OptimizerKind::reads(std::string_view field) const {
 }
 
 const std::vector<OptimizerKind>& optimizer_kind_rows() {
-  static const std::vector<OptimizerKind> rows = build_rows();
+  static const std::vector<OptimizerKind> rows = build_optimizer_rows();
   return rows;
 }
 
