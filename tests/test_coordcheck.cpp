@@ -8,6 +8,7 @@
 #include <functional>
 #include <random>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "cli_util.h"
