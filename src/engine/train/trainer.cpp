@@ -1,5 +1,4 @@
 // The training loop. Read top to bottom: set up, (resume), step loop, finish.
-#include "brain/util/json_number.h"
 #include "engine/train/trainer.h"
 
 #include <algorithm>
