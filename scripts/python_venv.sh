@@ -27,8 +27,12 @@
 #                            (--no-build-isolation --no-index: Debian's setuptools, wheel, pybind11-dev);
 #                            no Ray (Debian has none; its tests skip saying so), nor cloudpickle
 #                            (Debian's python3-cloudpickle, where installed, is used: --system-site-packages)
-# Each install is --force-reinstall of this checkout; the brain's CMake build folder is kept between
-# installs (setup.py), so a second run rebuilds only what changed.
+# The package both venvs install is the wheel README's own install lines build (scripts/readme_install.py:
+# a fresh copy of the tracked files, a fresh venv, `pip install .` with build isolation, offline, then
+# `pip wheel`; build/readme-install/dist): the tests test what README tells a user to build, and the
+# torch-free brain is compiled once, not once per venv. --force-reinstall --no-deps of that wheel. Where
+# the oldest venv's Python is another minor version than the one on PATH (Debian 13's 3.13 beside a
+# 3.11), the wheel does not fit it: there it is `pip install .` offline, as above.
 #   bash scripts/python_venv.sh [newest|oldest|both]      (default both)
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -78,7 +82,8 @@ newest() {
     "$venv/bin/python" -m pip install "${pipq[@]}" --no-deps "torchtitan==$tt" "torch_checkpointing==0.1.1" \
       "spmd_types==0.2.3" "tyro==1.0.17" "docstring_parser==0.18.0" "typeguard==4.6.1"
   fi
-  "$venv/bin/python" -m pip install "${pipq[@]}" --no-deps --force-reinstall .
+  wait_wheel
+  "$venv/bin/python" -m pip install "${pipq[@]}" --no-deps --force-reinstall "$wheel_path"
 }
 
 oldest() {
@@ -88,12 +93,40 @@ oldest() {
     exit 2
   fi
   [ -x "$venv/bin/python" ] || /usr/bin/python3 -m venv --system-site-packages "$venv"
-  "$venv/bin/python" -m pip install "${pipq[@]}" --no-build-isolation --no-deps --no-index --force-reinstall .
+  wait_wheel
+  local whl="$wheel_path" tag
+  tag=$("$venv/bin/python" -c 'import sys; print("cp%d%d" % sys.version_info[:2])')
+  if [[ "$(basename "$whl")" == *"-$tag-$tag-"* ]]; then
+    "$venv/bin/python" -m pip install "${pipq[@]}" --no-deps --no-index --force-reinstall "$whl"
+  else
+    echo "[python_venv] $venv's Python ($tag) does not take $(basename "$whl"): pip install . offline"
+    "$venv/bin/python" -m pip install "${pipq[@]}" --no-build-isolation --no-deps --no-index --force-reinstall .
+  fi
+}
+
+case "$which" in
+  newest|oldest|both) ;;
+  *) echo "python_venv.sh: unknown leg '$which' (fix: newest, oldest or both)" >&2; exit 2 ;;
+esac
+# The wheel README's install lines build, once per run of this script (its progress on stderr, the
+# wheel's path on stdout), made while the newest venv's torch and peers install beside it: their
+# downloads wait on the network, the wheel's build on the CPU.
+echo "[python_venv] README's install lines in a fresh copy (scripts/readme_install.py)"
+wheel_out="$(mktemp)"
+python3 "$here/scripts/readme_install.py" "$here" > "$wheel_out" &
+readme_pid=$!
+trap 'kill "$readme_pid" 2>/dev/null || true; rm -f "$wheel_out"' EXIT
+wheel_path=""
+wait_wheel() {
+  if [ -z "$wheel_path" ]; then
+    wait "$readme_pid" || { echo "[python_venv] error: README's install lines failed (above)" >&2; exit 1; }
+    wheel_path="$(tail -n1 "$wheel_out")"
+  fi
 }
 
 case "$which" in
   newest) newest ;;
   oldest) oldest ;;
   both) newest; oldest ;;
-  *) echo "python_venv.sh: unknown leg '$which' (fix: newest, oldest or both)" >&2; exit 2 ;;
 esac
+wait_wheel  # (a leg that needed no wheel still waits: README's lines are checked on every run)
