@@ -129,4 +129,3 @@ case "$which" in
   oldest) oldest ;;
   both) newest; oldest ;;
 esac
-wait_wheel  # (a leg that needed no wheel still waits: README's lines are checked on every run)

@@ -48,12 +48,11 @@ def install_lines(source):
 
 
 def user_env():
-    """The user's environment: no PYTHONPATH or venv of the caller's, and none of the test venvs on PATH."""
+    """The user's environment: no PYTHONPATH, no venv active (a venv's bin folder, the one with
+    pyvenv.cfg beside it, leaves PATH: the test venvs, build/venv)."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
-    here_bin = os.path.dirname(os.path.realpath(sys.executable))
     env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
-                                  if os.path.realpath(p) != here_bin and "/venv-torch-" not in p and
-                                  not p.startswith(os.path.join(HERE, "build")))
+                                  if p and not os.path.isfile(os.path.join(p, os.pardir, "pyvenv.cfg")))
     return env
 
 
