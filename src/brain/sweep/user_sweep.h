@@ -96,5 +96,4 @@ nlohmann::json run_user_sweep(const SweepSpec& spec, const UserSweepOptions& opt
 // The same through sequential_executor(train).
 nlohmann::json run_user_sweep(const SweepSpec& spec, const UserSweepOptions& opts, const TrainPoint& train);
 
-
 }  // namespace scaleinv
